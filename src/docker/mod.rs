@@ -1,0 +1,1 @@
+//! Blocking Docker Engine client over the Unix socket. Knows nothing of tasks.

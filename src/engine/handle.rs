@@ -1,0 +1,48 @@
+//! `EngineHandle`: what the control sources (local API, ECS introspection, `tasks.d`) may ask of
+//! the engine. The engine implements it; the API and control sources depend only on this trait,
+//! so they never reach into a task's state.
+
+use crate::report::Event;
+use crate::task::{Task, TaskDefinition};
+use std::fmt;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    /// No task with that id.
+    NotFound { task: String },
+    /// The command could not be made durable (disk full, read-only); nothing was accepted.
+    Unavailable { reason: String },
+    /// The agent is shutting down and accepts no commands.
+    ShuttingDown,
+    /// The task was refused (for example a privileged container while privileged is disabled).
+    Rejected { reason: String },
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::NotFound { task } => write!(f, "no task {task}"),
+            EngineError::Unavailable { reason } => write!(f, "command not accepted: {reason}"),
+            EngineError::ShuttingDown => f.write_str("the agent is shutting down"),
+            EngineError::Rejected { reason } => write!(f, "task rejected: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+pub trait EngineHandle: Send + Sync {
+    /// Accept a task (desired RUNNING, next sequence number). Returns a snapshot of the new task
+    /// (its `id` and `arn` set) once the task is accepted.
+    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError>;
+    /// Ask a task to stop (desired STOPPED, next sequence number). `task_id` is a full id.
+    fn stop(&self, task_id: &str) -> Result<(), EngineError>;
+    /// A consistent snapshot of every task the engine holds (running, stopping, and stopped
+    /// tasks not yet cleaned up).
+    fn tasks(&self) -> Vec<Task>;
+    /// Events with `seq > after`, waiting up to `wait` for at least one when there are none.
+    fn events_since(&self, after: u64, wait: Duration) -> Vec<Event>;
+    /// The cluster name used in ARNs and labels.
+    fn cluster(&self) -> String;
+}

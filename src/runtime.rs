@@ -1,0 +1,314 @@
+//! `ContainerRuntime`: the one interface between the engine and Docker (ARCHITECTURE principle 3).
+//!
+//! The real implementation is the blocking Docker Engine client in `crate::docker`; tests use a
+//! scripted fake (`tests/support/fake_runtime.rs`) that records calls and can delay, fail, time
+//! out and reorder. The types here speak of containers and images only, never of tasks.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Errors the engine branches on. Docker's own message is always kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeError {
+    /// The call did not finish within its deadline.
+    Timeout {
+        operation: String,
+        after: Duration,
+    },
+    NoSuchContainer {
+        message: String,
+    },
+    NoSuchImage {
+        message: String,
+    },
+    /// 409 from Docker (name in use, container running, …).
+    Conflict {
+        message: String,
+    },
+    CannotPull {
+        message: String,
+    },
+    /// Any other non-success answer.
+    Api {
+        status: u16,
+        message: String,
+    },
+    /// The socket is missing, refuses connections or is not ours to use.
+    Unreachable {
+        message: String,
+    },
+    /// Docker answered something that is not valid HTTP or JSON.
+    Protocol {
+        message: String,
+    },
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeError::Timeout { operation, after } => {
+                write!(f, "{operation} timed out after {}s", after.as_secs_f64())
+            }
+            RuntimeError::NoSuchContainer { message } => write!(f, "no such container: {message}"),
+            RuntimeError::NoSuchImage { message } => write!(f, "no such image: {message}"),
+            RuntimeError::Conflict { message } => write!(f, "conflict: {message}"),
+            RuntimeError::CannotPull { message } => write!(f, "cannot pull image: {message}"),
+            RuntimeError::Api { status, message } => {
+                write!(f, "Docker API error {status}: {message}")
+            }
+            RuntimeError::Unreachable { message } => write!(f, "Docker unreachable: {message}"),
+            RuntimeError::Protocol { message } => write!(f, "Docker protocol error: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {}
+
+/// Credentials for a registry, sent as `X-Registry-Auth`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RegistryAuth {
+    pub username: String,
+    pub password: String,
+    pub server_address: String,
+}
+
+/// Docker health check, durations as Docker takes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthConfig {
+    pub test: Vec<String>,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub retries: u32,
+    pub start_period: Duration,
+}
+
+/// A port binding: requested at create, or reported by inspect.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PortBinding {
+    pub container_port: u16,
+    /// `tcp` or `udp`.
+    pub protocol: String,
+    /// 0 at create = let Docker choose.
+    pub host_port: u16,
+    /// Empty = all addresses.
+    pub host_ip: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogConfig {
+    pub driver: String,
+    pub options: BTreeMap<String, String>,
+}
+
+/// Everything `POST /containers/create` needs. Restart policy is always `no`: deckhand restarts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CreateContainer {
+    pub name: String,
+    pub image: String,
+    pub labels: BTreeMap<String, String>,
+    /// `NAME=value`.
+    pub env: Vec<String>,
+    pub cmd: Option<Vec<String>>,
+    pub entrypoint: Option<Vec<String>>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+    pub healthcheck: Option<HealthConfig>,
+    /// `source:destination[:ro]` (host paths or named volumes).
+    pub binds: Vec<String>,
+    /// Container paths that get an anonymous volume.
+    pub volumes: Vec<String>,
+    /// `container[:ro]`.
+    pub volumes_from: Vec<String>,
+    /// `container_name:alias`.
+    pub links: Vec<String>,
+    pub port_bindings: Vec<PortBinding>,
+    /// Bytes.
+    pub memory: Option<i64>,
+    /// Bytes.
+    pub memory_reservation: Option<i64>,
+    pub cpu_shares: Option<i64>,
+    pub privileged: bool,
+    pub log_config: Option<LogConfig>,
+    /// `bridge`, `host`, `none`, or a network name.
+    pub network_mode: Option<String>,
+    /// Seconds Docker itself waits on `docker stop` (informational; deckhand passes `t`).
+    pub stop_timeout: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HealthState {
+    /// `starting`, `healthy`, `unhealthy` (Docker's words).
+    pub status: String,
+    pub failing_streak: u32,
+    /// Output and exit code of the most recent probe.
+    pub last_output: Option<String>,
+    pub last_exit_code: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerState {
+    /// `created`, `running`, `paused`, `restarting`, `removing`, `exited`, `dead`.
+    pub status: String,
+    pub running: bool,
+    pub dead: bool,
+    pub oom_killed: bool,
+    pub exit_code: i64,
+    /// Docker's error string for a failed start, empty when none.
+    pub error: String,
+    /// RFC 3339 as Docker writes it; `0001-01-01T00:00:00Z` means never.
+    pub started_at: String,
+    pub finished_at: String,
+    pub health: Option<HealthState>,
+}
+
+/// The fields of `GET /containers/{id}/json` that deckhand uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerInfo {
+    pub id: String,
+    /// Without the leading `/`.
+    pub name: String,
+    pub image: String,
+    pub image_id: String,
+    pub created: String,
+    pub labels: BTreeMap<String, String>,
+    pub state: ContainerState,
+    pub ports: Vec<PortBinding>,
+    /// `(network name, IPv4 address)`.
+    pub networks: Vec<(String, String)>,
+    /// `(source, destination)`.
+    pub mounts: Vec<(String, String)>,
+}
+
+/// One row of `GET /containers/json`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerSummary {
+    pub id: String,
+    /// Without the leading `/`.
+    pub name: String,
+    pub image: String,
+    pub state: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ImageInfo {
+    pub id: String,
+    pub repo_tags: Vec<String>,
+}
+
+/// A container event from Docker's event stream.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RuntimeEvent {
+    /// Container id.
+    pub id: String,
+    /// Docker's action: `create`, `start`, `die`, `stop`, `kill`, `destroy`, `oom`,
+    /// `health_status: healthy`, …
+    pub action: String,
+    pub attributes: BTreeMap<String, String>,
+    /// Nanoseconds since the epoch.
+    pub time_nano: i64,
+}
+
+impl RuntimeEvent {
+    /// `exitCode` attribute of a `die` event.
+    pub fn exit_code(&self) -> Option<i64> {
+        self.attributes.get("exitCode").and_then(|v| v.parse().ok())
+    }
+}
+
+/// What an event subscription asks for; every field is an AND of Docker filters.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventFilter {
+    /// `key` or `key=value` label filters.
+    pub labels: Vec<String>,
+    /// Explicit actions (`start`, `die`, `health_status`, …); empty = all.
+    pub actions: Vec<String>,
+    /// Unix seconds; replay events since then.
+    pub since: Option<i64>,
+}
+
+/// Shuts a blocking stream down from another thread.
+#[derive(Clone)]
+pub struct StreamCanceller(Arc<dyn Fn() + Send + Sync>);
+
+impl StreamCanceller {
+    pub fn new(cancel: impl Fn() + Send + Sync + 'static) -> StreamCanceller {
+        StreamCanceller(Arc::new(cancel))
+    }
+
+    pub fn cancel(&self) {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for StreamCanceller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StreamCanceller")
+    }
+}
+
+/// A blocking stream of events.
+pub trait EventStream: Send {
+    /// The next event; `Ok(None)` once the stream ended (Docker closed it, or it was cancelled).
+    fn next_event(&mut self) -> Result<Option<RuntimeEvent>, RuntimeError>;
+    /// A handle that makes a blocked `next_event` return.
+    fn canceller(&self) -> StreamCanceller;
+}
+
+/// Per-call deadlines, with the ECS defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    pub pull_total: Duration,
+    pub pull_no_progress: Duration,
+    pub create: Duration,
+    pub start: Duration,
+    /// Added to the stop's own `t`.
+    pub stop_extra: Duration,
+    pub inspect: Duration,
+    pub remove: Duration,
+    pub list: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            pull_total: Duration::from_secs(2 * 3600),
+            pull_no_progress: Duration::from_secs(60),
+            create: Duration::from_secs(4 * 60),
+            start: Duration::from_secs(3 * 60),
+            stop_extra: Duration::from_secs(30),
+            inspect: Duration::from_secs(30),
+            remove: Duration::from_secs(5 * 60),
+            list: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The container runtime the engine drives. Every method blocks until Docker answered or the
+/// call's deadline passed. Implementations are shared between threads.
+pub trait ContainerRuntime: Send + Sync + 'static {
+    /// Pull `image` (a tag is always sent; `latest` when the reference has none).
+    fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError>;
+    fn inspect_image(&self, image: &str) -> Result<ImageInfo, RuntimeError>;
+    /// Returns the new container's id.
+    fn create_container(&self, spec: &CreateContainer) -> Result<String, RuntimeError>;
+    /// Already running counts as success.
+    fn start_container(&self, id: &str) -> Result<(), RuntimeError>;
+    /// SIGTERM, then SIGKILL after `grace`. Already stopped counts as success.
+    fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError>;
+    /// By id or name.
+    fn inspect_container(&self, id_or_name: &str) -> Result<ContainerInfo, RuntimeError>;
+    /// Force-remove, with the container's anonymous volumes when `volumes`.
+    fn remove_container(&self, id: &str, volumes: bool) -> Result<(), RuntimeError>;
+    /// All containers (running or not) carrying every label filter (`key` or `key=value`).
+    fn list_containers(
+        &self,
+        label_filters: &[String],
+    ) -> Result<Vec<ContainerSummary>, RuntimeError>;
+    /// Container events matching `filter`, as a blocking stream.
+    fn events(&self, filter: &EventFilter) -> Result<Box<dyn EventStream>, RuntimeError>;
+    /// Cheap liveness check.
+    fn ping(&self) -> Result<(), RuntimeError>;
+}

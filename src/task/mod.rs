@@ -1,0 +1,8 @@
+//! The task model (pure): statuses, task and container types, parsing and validating ECS
+//! task-definition JSON, dependency rules and status derivation. No I/O here.
+
+pub mod model;
+pub mod status;
+
+pub use model::*;
+pub use status::{ContainerStatus, TaskStatus};

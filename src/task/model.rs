@@ -1,0 +1,379 @@
+//! The task model: what a task *is* (its definition, independent of the input format it came
+//! from) and what deckhand knows about it at run time (statuses, Docker ids, exit codes).
+//!
+//! Every control source (the local API, `tasks.d`, later a remote control plane) maps its input
+//! onto these types. Only the owning managed-task loop writes the run-time fields.
+//! Times are milliseconds since the Unix epoch (`Millis`), so that the same values serve the
+//! checkpoint, the API and the pure rules (which take `now` as an argument).
+
+use crate::task::status::{ContainerStatus, TaskStatus};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    #[default]
+    Bridge,
+    Host,
+    None,
+}
+
+impl NetworkMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Bridge => "bridge",
+            NetworkMode::Host => "host",
+            NetworkMode::None => "none",
+        }
+    }
+}
+
+/// A dependsOn condition (§4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum DependencyCondition {
+    /// Implicit, from `volumesFrom`.
+    Create,
+    Start,
+    Complete,
+    Success,
+    Healthy,
+}
+
+/// One dependency edge of a container: "this container needs `container_name` to reach `condition`".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dependency {
+    pub container_name: String,
+    pub condition: DependencyCondition,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortMapping {
+    pub container_port: u16,
+    /// `None` or 0: Docker picks an ephemeral host port (bridge mode).
+    pub host_port: Option<u16>,
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountPoint {
+    pub source_volume: String,
+    pub container_path: String,
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeFrom {
+    pub source_container: String,
+    pub read_only: bool,
+}
+
+/// A task volume. `host_source_path: None` is a Docker-managed volume scoped to the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    pub name: String,
+    pub host_source_path: Option<String>,
+}
+
+/// Container health check, in seconds as in the task definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthCheck {
+    /// `["CMD", ...]`, `["CMD-SHELL", "..."]` or `["NONE"]`, as Docker takes it.
+    pub command: Vec<String>,
+    pub interval_secs: u32,
+    pub timeout_secs: u32,
+    pub retries: u32,
+    pub start_period_secs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogConfiguration {
+    pub log_driver: String,
+    pub options: BTreeMap<String, String>,
+}
+
+/// Per-container restart policy (§12).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartPolicy {
+    pub enabled: bool,
+    pub ignored_exit_codes: Vec<i64>,
+    /// Seconds; 60–1800, default 300.
+    pub restart_attempt_period_secs: u64,
+}
+
+/// One container of a task definition, validated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerDefinition {
+    pub name: String,
+    pub image: String,
+    pub essential: bool,
+    pub command: Option<Vec<String>>,
+    pub entry_point: Option<Vec<String>>,
+    /// `(name, value)` in definition order.
+    pub environment: Vec<(String, String)>,
+    /// Explicit `dependsOn` edges only; see [`ContainerDefinition::dependencies`] for all edges.
+    pub depends_on: Vec<Dependency>,
+    /// `name[:alias]` as written.
+    pub links: Vec<String>,
+    pub volumes_from: Vec<VolumeFrom>,
+    pub mount_points: Vec<MountPoint>,
+    pub port_mappings: Vec<PortMapping>,
+    pub health_check: Option<HealthCheck>,
+    pub stop_timeout_secs: Option<u64>,
+    pub start_timeout_secs: Option<u64>,
+    /// Hard limit, MiB.
+    pub memory_mib: Option<u64>,
+    /// Soft limit, MiB.
+    pub memory_reservation_mib: Option<u64>,
+    /// CPU units (1024 = one core), passed as CPU shares.
+    pub cpu: Option<u64>,
+    pub privileged: bool,
+    pub user: Option<String>,
+    pub working_directory: Option<String>,
+    pub docker_labels: BTreeMap<String, String>,
+    pub log_configuration: Option<LogConfiguration>,
+    pub restart_policy: Option<RestartPolicy>,
+}
+
+impl ContainerDefinition {
+    /// Every dependency edge of this container: explicit `dependsOn`, implicit START for each
+    /// link, implicit CREATE for each `volumesFrom` source (§4).
+    pub fn dependencies(&self) -> Vec<Dependency> {
+        let mut all = self.depends_on.clone();
+        for link in &self.links {
+            let name = link.split(':').next().unwrap_or(link).to_string();
+            all.push(Dependency {
+                container_name: name,
+                condition: DependencyCondition::Start,
+            });
+        }
+        for source in &self.volumes_from {
+            all.push(Dependency {
+                container_name: source.source_container.clone(),
+                condition: DependencyCondition::Create,
+            });
+        }
+        all
+    }
+}
+
+/// A validated task definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDefinition {
+    pub family: String,
+    /// 0 when the definition carried no revision.
+    pub revision: u32,
+    pub network_mode: NetworkMode,
+    /// Task-level CPU units and memory MiB, if given.
+    pub cpu: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub volumes: Vec<Volume>,
+    pub containers: Vec<ContainerDefinition>,
+}
+
+/// Docker health status of a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HealthStatus {
+    #[default]
+    Unknown,
+    Healthy,
+    Unhealthy,
+}
+
+/// The error a container change carries, classified for the rules of §6.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerError {
+    pub kind: ContainerErrorKind,
+    /// Human-readable; Docker's own message where there is one.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerErrorKind {
+    /// The Docker call did not answer within its deadline.
+    Timeout,
+    /// Docker says the container does not exist.
+    NoSuchContainer,
+    /// The image could not be pulled.
+    CannotPull,
+    /// A start error whose message ends in `EOF` (the container may be running).
+    StartEof,
+    /// Inspecting the container after a transition failed.
+    InspectFailed,
+    /// A dependency can never be satisfied (§4).
+    DependencyTerminal,
+    /// The container vanished from Docker while the agent was not looking (§11).
+    Vanished,
+    /// Docker is not reachable.
+    Unreachable,
+    /// Any other error.
+    Other,
+}
+
+/// Run-time state of one container. Only the owning managed-task loop writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Container {
+    pub definition: ContainerDefinition,
+    /// Fixed once, before create, and checkpointed before the create call.
+    pub docker_name: Option<String>,
+    pub docker_id: Option<String>,
+    pub known_status: ContainerStatus,
+    pub desired_status: ContainerStatus,
+    pub sent_status: ContainerStatus,
+    /// Target of a Docker call not yet answered. Never persisted.
+    #[serde(skip)]
+    pub applied_status: Option<ContainerStatus>,
+    pub exit_code: Option<i64>,
+    /// The first error this container met; used as the reason of its events.
+    pub applying_error: Option<ContainerError>,
+    pub health: HealthStatus,
+    pub health_output: Option<String>,
+    pub health_since: Option<Millis>,
+    /// Host port bindings Docker reported.
+    pub ports: Vec<crate::runtime::PortBinding>,
+    pub image_id: Option<String>,
+    pub created_at: Option<Millis>,
+    pub started_at: Option<Millis>,
+    pub finished_at: Option<Millis>,
+    pub known_status_time: Option<Millis>,
+    pub restart_count: u32,
+    pub last_restart_at: Option<Millis>,
+    /// Set once §7's re-stop was issued for this container.
+    pub restopped: bool,
+}
+
+impl Container {
+    pub fn new(definition: ContainerDefinition) -> Container {
+        Container {
+            definition,
+            docker_name: None,
+            docker_id: None,
+            known_status: ContainerStatus::None,
+            desired_status: ContainerStatus::None,
+            sent_status: ContainerStatus::None,
+            applied_status: None,
+            exit_code: None,
+            applying_error: None,
+            health: HealthStatus::Unknown,
+            health_output: None,
+            health_since: None,
+            ports: Vec::new(),
+            image_id: None,
+            created_at: None,
+            started_at: None,
+            finished_at: None,
+            known_status_time: None,
+            restart_count: 0,
+            last_restart_at: None,
+            restopped: false,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.definition.name
+    }
+
+    pub fn essential(&self) -> bool {
+        self.definition.essential
+    }
+}
+
+/// A task: its definition and what deckhand knows about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// 32 lowercase hex characters.
+    pub id: String,
+    /// `arn:aws:ecs:local:000000000000:task/<cluster>/<id>`.
+    pub arn: String,
+    pub family: String,
+    pub revision: u32,
+    pub network_mode: NetworkMode,
+    pub cpu: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub volumes: Vec<Volume>,
+    pub containers: Vec<Container>,
+    pub known_status: TaskStatus,
+    pub known_status_time: Option<Millis>,
+    pub desired_status: TaskStatus,
+    pub sent_status: TaskStatus,
+    /// Sequence number of the command that started it (0 = none).
+    pub start_sequence: u64,
+    /// Sequence number of the stop registered in the wait group (0 = none).
+    pub stop_sequence: u64,
+    pub pull_started_at: Option<Millis>,
+    pub pull_stopped_at: Option<Millis>,
+    pub execution_stopped_at: Option<Millis>,
+    /// Reason carried by the task's STOPPED event.
+    pub stopped_reason: Option<String>,
+    pub created_at: Millis,
+}
+
+impl Task {
+    /// A new task, desired RUNNING, from a validated definition.
+    pub fn new(
+        id: String,
+        cluster: &str,
+        definition: TaskDefinition,
+        start_sequence: u64,
+        now: Millis,
+    ) -> Task {
+        let arn = format!("arn:aws:ecs:local:000000000000:task/{cluster}/{id}");
+        Task {
+            id,
+            arn,
+            family: definition.family,
+            revision: definition.revision,
+            network_mode: definition.network_mode,
+            cpu: definition.cpu,
+            memory_mib: definition.memory_mib,
+            volumes: definition.volumes,
+            containers: definition
+                .containers
+                .into_iter()
+                .map(Container::new)
+                .collect(),
+            known_status: TaskStatus::None,
+            known_status_time: None,
+            desired_status: TaskStatus::Running,
+            sent_status: TaskStatus::None,
+            start_sequence,
+            stop_sequence: 0,
+            pull_started_at: None,
+            pull_stopped_at: None,
+            execution_stopped_at: None,
+            stopped_reason: None,
+            created_at: now,
+        }
+    }
+
+    pub fn container(&self, name: &str) -> Option<&Container> {
+        self.containers.iter().find(|c| c.name() == name)
+    }
+
+    pub fn container_index(&self, name: &str) -> Option<usize> {
+        self.containers.iter().position(|c| c.name() == name)
+    }
+}
