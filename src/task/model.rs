@@ -377,3 +377,33 @@ impl Task {
         self.containers.iter().position(|c| c.name() == name)
     }
 }
+
+/// `ECS_IMAGE_PULL_BEHAVIOR` (§13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PullBehavior {
+    /// Always pull; on failure continue with a cached image.
+    #[default]
+    Default,
+    /// Always pull; a failure stops the task.
+    Always,
+    /// Pull only if this agent never pulled the image successfully; a failure stops the task.
+    Once,
+    /// Pull only if the image is absent locally; on failure continue (create fails if absent).
+    PreferCached,
+}
+
+impl std::str::FromStr for PullBehavior {
+    type Err = String;
+    fn from_str(value: &str) -> Result<PullBehavior, String> {
+        match value {
+            "default" => Ok(PullBehavior::Default),
+            "always" => Ok(PullBehavior::Always),
+            "once" => Ok(PullBehavior::Once),
+            "prefer-cached" => Ok(PullBehavior::PreferCached),
+            other => Err(format!(
+                "unknown image pull behavior {other:?} (expected default, always, once or prefer-cached)"
+            )),
+        }
+    }
+}
