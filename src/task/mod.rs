@@ -1,8 +1,10 @@
 //! The task model (pure): statuses, task and container types, parsing and validating ECS
 //! task-definition JSON, dependency rules and status derivation. No I/O here.
 
+pub mod definition;
 pub mod model;
 pub mod status;
 
+pub use definition::{parse_task_definition, start_order, ParsedDefinition, ValidationError};
 pub use model::*;
 pub use status::{ContainerStatus, TaskStatus};
