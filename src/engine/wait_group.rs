@@ -53,7 +53,9 @@ impl SequentialWaitGroup {
 
     fn state(&self) -> std::sync::MutexGuard<'_, WaitGroupState> {
         // A panic while holding this lock leaves only plain integers behind; keep going.
-        self.inner.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// `count[sequence] += delta`; at ≤ 0 the number is removed and waiters are woken.
@@ -141,7 +143,10 @@ mod tests {
         group.done(2);
         assert!(!fired(&waiter), "stop 4 is still outstanding");
         group.done(7);
-        assert!(!fired(&waiter), "stop 7 is later than 5 and does not matter");
+        assert!(
+            !fired(&waiter),
+            "stop 7 is later than 5 and does not matter"
+        );
         group.done(4);
         assert!(fired(&waiter));
         assert_eq!(group.outstanding(), Vec::<u64>::new());

@@ -56,7 +56,9 @@ impl EventLog {
 
     fn state(&self) -> MutexGuard<'_, EventLogState> {
         // Nothing in the state can be left half-written by a panic; keep serving.
-        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// Records one event and returns its sequence number.
