@@ -24,6 +24,8 @@ pub enum DockerObservation {
     Status {
         status: ContainerStatus,
         exit_code: Option<i64>,
+        /// When Docker saw it (nanoseconds since the epoch), if the event says.
+        at: Option<i64>,
     },
     /// `health_status: …`: a health update only, never a status change.
     Health { health: HealthStatus },
@@ -66,7 +68,12 @@ pub fn observation_for_event(event: &RuntimeEvent) -> Option<DockerObservation> 
     } else {
         None
     };
-    Some(DockerObservation::Status { status, exit_code })
+    let at = (event.time_nano > 0).then_some(event.time_nano);
+    Some(DockerObservation::Status {
+        status,
+        exit_code,
+        at,
+    })
 }
 
 /// Docker id → the owning task's inboxes. Written by the managed tasks (when a container is
@@ -240,13 +247,19 @@ mod tests {
                 .iter()
                 .map(|(key, value)| (key.to_string(), value.to_string()))
                 .collect::<BTreeMap<_, _>>(),
-            time_nano: 0,
+            time_nano: 1_700_000_000_000_000_000,
         }
     }
 
     #[test]
     fn docker_actions_map_to_container_changes() {
-        let status = |status, exit_code| Some(DockerObservation::Status { status, exit_code });
+        let status = |status, exit_code| {
+            Some(DockerObservation::Status {
+                status,
+                exit_code,
+                at: Some(1_700_000_000_000_000_000),
+            })
+        };
         let health = |health| Some(DockerObservation::Health { health });
         let table = [
             (event("create", &[]), status(ContainerStatus::Created, None)),

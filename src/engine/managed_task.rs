@@ -214,6 +214,9 @@ pub struct ManagedTask {
     /// on the model is only raised when the reporter confirms.
     emitted_container: Vec<ContainerStatus>,
     emitted_task: TaskStatus,
+    /// When Docker last saw each container (by index) finish, in nanoseconds: tells an old
+    /// `start` report from a real restart (§7). Not persisted; unknown after a restore.
+    finished_nanos: Vec<Option<i64>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -231,6 +234,9 @@ struct ContainerChange {
     from_transition: bool,
     exit_code: Option<i64>,
     info: Option<ContainerInfo>,
+    /// When Docker saw the change, in nanoseconds (event time, or the start/finish time an
+    /// inspection shows).
+    observed_at: Option<i64>,
 }
 
 /// Classifies a failed Docker call for the rules of §6.
@@ -272,6 +278,12 @@ pub fn status_from_inspect(info: &ContainerInfo) -> ContainerStatus {
 /// RFC 3339 (as Docker writes it) → milliseconds since the epoch; `None` for Docker's "never"
 /// (`0001-01-01…`) or anything unreadable.
 pub fn parse_docker_time(text: &str) -> Option<Millis> {
+    parse_docker_time_nanos(text).and_then(|nanos| u64::try_from(nanos / 1_000_000).ok())
+}
+
+/// RFC 3339 → nanoseconds since the epoch (Docker's own precision, which orders a container's
+/// start and finish even within one millisecond).
+pub fn parse_docker_time_nanos(text: &str) -> Option<i64> {
     let bytes = text.as_bytes();
     if bytes.len() < 20 || bytes[4] != b'-' || bytes[10] != b'T' {
         return None;
@@ -282,13 +294,13 @@ pub fn parse_docker_time(text: &str) -> Option<Millis> {
     if year < 1970 {
         return None;
     }
-    let mut millis = 0i64;
+    let mut nanos = 0i64;
     let mut rest = &text[19..];
     if let Some(fraction) = rest.strip_prefix('.') {
         let digits: String = fraction.chars().take_while(char::is_ascii_digit).collect();
         rest = &fraction[digits.len()..];
-        let padded = format!("{digits:0<3}");
-        millis = padded.get(0..3)?.parse().ok()?;
+        let padded = format!("{digits:0<9}");
+        nanos = padded.get(0..9)?.parse().ok()?;
     }
     let offset_seconds = match rest.as_bytes().first() {
         Some(b'Z') | Some(b'z') => 0,
@@ -313,7 +325,17 @@ pub fn parse_docker_time(text: &str) -> Option<Millis> {
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
     let days = era * 146_097 + day_of_era - 719_468;
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    u64::try_from(seconds * 1000 + millis).ok()
+    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// The time (nanoseconds) an inspection shows for reaching `status`: StartedAt for RUNNING,
+/// FinishedAt for STOPPED.
+fn observed_time(status: ContainerStatus, info: &ContainerInfo) -> Option<i64> {
+    match status {
+        ContainerStatus::Running => parse_docker_time_nanos(&info.state.started_at),
+        ContainerStatus::Stopped => parse_docker_time_nanos(&info.state.finished_at),
+        _ => None,
+    }
 }
 
 fn health_from_info(info: &ContainerInfo) -> Option<(HealthStatus, Option<String>)> {
@@ -336,11 +358,13 @@ impl ManagedTask {
             .map(|container| container.sent_status)
             .collect();
         let emitted_task = task.sent_status;
+        let finished_nanos = vec![None; task.containers.len()];
         ManagedTask {
             task,
             settings,
             phase: Phase::New,
             unfinished_stop,
+            finished_nanos,
             emitted_container,
             emitted_task,
             steady_timer_armed: false,
@@ -420,7 +444,13 @@ impl ManagedTask {
         }
         if self.dirty {
             self.dirty = false;
-            effects.push(Effect::Checkpoint);
+            // The change is recorded before any event about it leaves: a reader who saw the
+            // event finds the snapshot (and, later, the checkpoint) at least as new.
+            let first_event = effects
+                .iter()
+                .position(|effect| matches!(effect, Effect::Emit { .. }))
+                .unwrap_or(effects.len());
+            effects.insert(first_event, Effect::Checkpoint);
         }
     }
 
@@ -457,6 +487,10 @@ impl ManagedTask {
                             exit_code: output.info.as_ref().and_then(|info| {
                                 (target == ContainerStatus::Stopped).then_some(info.state.exit_code)
                             }),
+                            observed_at: output
+                                .info
+                                .as_ref()
+                                .and_then(|info| observed_time(target, info)),
                             info: output.info,
                             ..ContainerChange::default()
                         }
@@ -486,6 +520,7 @@ impl ManagedTask {
                             status,
                             exit_code: (status == ContainerStatus::Stopped)
                                 .then_some(info.state.exit_code),
+                            observed_at: observed_time(status, &info),
                             info: Some(info),
                             ..ContainerChange::default()
                         };
@@ -526,14 +561,21 @@ impl ManagedTask {
                     return;
                 };
                 match observation {
-                    DockerObservation::Status { status, exit_code } => {
+                    DockerObservation::Status {
+                        status,
+                        exit_code,
+                        at,
+                    } => {
                         let change = ContainerChange {
                             status,
                             exit_code,
+                            observed_at: at,
                             ..ContainerChange::default()
                         };
+                        let known_before = self.task.containers[index].known_status;
                         self.container_change(index, change, now, effects);
-                        if status == ContainerStatus::Stopped {
+                        let known_after = self.task.containers[index].known_status;
+                        if status == ContainerStatus::Stopped && known_before != known_after {
                             // Refresh the exit code and finish time from Docker itself.
                             effects.push(Effect::Docker(DockerCall::Inspect {
                                 container: self.task.containers[index].name().to_string(),
@@ -718,11 +760,23 @@ impl ManagedTask {
             }
             health = health_from_info(info);
         }
-        if change.status == ContainerStatus::Running && container.started_at.is_none() {
-            container.started_at = Some(now);
+        if let (ContainerStatus::Stopped, Some(observed)) = (change.status, change.observed_at) {
+            let finished = &mut self.finished_nanos[index];
+            *finished = Some(finished.map_or(observed, |known| known.max(observed)));
         }
-        if change.status == ContainerStatus::Stopped && container.finished_at.is_none() {
-            container.finished_at = Some(now);
+        let container = &mut self.task.containers[index];
+        // A failed call carries no fact about the container: it did not start or finish.
+        if change.error.is_none() {
+            let at = change
+                .observed_at
+                .and_then(|nanos| u64::try_from(nanos / 1_000_000).ok())
+                .unwrap_or(now);
+            if change.status == ContainerStatus::Running && container.started_at.is_none() {
+                container.started_at = Some(at);
+            }
+            if change.status == ContainerStatus::Stopped && container.finished_at.is_none() {
+                container.finished_at = Some(at);
+            }
         }
         if let Some((status, output)) = health {
             self.set_health(index, status, output, now);
@@ -740,14 +794,23 @@ impl ManagedTask {
     ) {
         let stop_default = self.settings.stop_timeout;
         let container = &mut self.task.containers[index];
-        if change.from_transition {
+        // `applied` marks the call in flight and is cleared by that call's own answer only: an
+        // event may raise known to the target first (Docker's `start` before the start call
+        // returns), and clearing then would let a second call (a stop) run beside the first.
+        if change.from_transition && container.applied_status == Some(change.status) {
             container.applied_status = None;
         }
         // §7: a container known STOPPED reported running again: one stop, no status change.
+        // A report Docker made before the container finished is old news (a `start` event
+        // overtaken by the stop's own result), not a restart.
         if change.status == ContainerStatus::Running
             && container.known_status == ContainerStatus::Stopped
         {
-            if restop_on_running_report(container) {
+            let stale = matches!(
+                (change.observed_at, self.finished_nanos[index]),
+                (Some(observed), Some(finished)) if observed <= finished
+            );
+            if !stale && restop_on_running_report(container) {
                 container.restopped = true;
                 self.dirty = true;
                 if let Some(docker_id) = container.docker_id.clone() {
@@ -771,12 +834,6 @@ impl ManagedTask {
         let previous_known = container.known_status;
         container.known_status = change.status;
         container.known_status_time = Some(now);
-        if container
-            .applied_status
-            .is_some_and(|applied| applied <= change.status)
-        {
-            container.applied_status = None;
-        }
         self.copy_metadata(index, &change, now);
 
         if let Some(error) = &change.error {
@@ -1257,10 +1314,12 @@ fn next_event(
             sequence: command.sequence,
             registered: command.registered,
         }),
-        recv(results) -> input => input.ok(),
+        // Docker events before worker results: an event is usually older news than the
+        // answer of a call made after it (a `start` event and then the stop's result).
         recv(inboxes.docker_events) -> event => event.ok().map(|(docker_id, observation)| {
             Input::DockerEvent { docker_id, observation }
         }),
+        recv(results) -> input => input.ok(),
         recv(inboxes.resync) -> _ => Some(Input::Resync),
         recv(ready) -> _ => {
             state.wait_group_ready = None;

@@ -24,7 +24,7 @@ use crate::runtime::ContainerRuntime;
 use crate::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -103,7 +103,10 @@ pub(crate) struct EngineShared {
     pub(crate) wait_group: Arc<SequentialWaitGroup>,
     pub(crate) docker_index: Arc<DockerIndex>,
     pub(crate) worker_context: WorkerContext,
-    snapshots: RwLock<BTreeMap<String, Task>>,
+    /// The latest published state of every task; only each task's own thread writes its entry.
+    snapshots: Mutex<BTreeMap<String, Task>>,
+    /// Signalled whenever a snapshot is published or removed.
+    snapshot_changed: Condvar,
     commands: Mutex<Commands>,
 }
 
@@ -114,11 +117,15 @@ impl EngineShared {
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    pub(crate) fn publish_snapshot(&self, task: &Task) {
+    fn snapshots(&self) -> MutexGuard<'_, BTreeMap<String, Task>> {
         self.snapshots
-            .write()
+            .lock()
             .unwrap_or_else(|poison| poison.into_inner())
-            .insert(task.id.clone(), task.clone());
+    }
+
+    pub(crate) fn publish_snapshot(&self, task: &Task) {
+        self.snapshots().insert(task.id.clone(), task.clone());
+        self.snapshot_changed.notify_all();
     }
 
     /// Called by a task's own thread once it is cleaned up. Under the command lock, so no stop
@@ -145,10 +152,8 @@ impl EngineShared {
             index.remove(docker_id);
         }
         drop(index);
-        self.snapshots
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .remove(task_id);
+        self.snapshots().remove(task_id);
+        self.snapshot_changed.notify_all();
         log::info!("task {task_id}: cleaned up and forgotten");
     }
 
@@ -194,7 +199,8 @@ impl TaskEngine {
                 pulled_images: Arc::new(Mutex::new(HashSet::new())),
                 stop_retry: config.stop_retry,
             },
-            snapshots: RwLock::new(BTreeMap::new()),
+            snapshots: Mutex::new(BTreeMap::new()),
+            snapshot_changed: Condvar::new(),
             commands: Mutex::new(Commands::default()),
             config,
         });
@@ -284,12 +290,34 @@ impl TaskEngine {
 
     /// A snapshot of one task.
     pub fn task(&self, task_id: &str) -> Option<Task> {
-        self.shared
-            .snapshots
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .get(task_id)
-            .cloned()
+        self.shared.snapshots().get(task_id).cloned()
+    }
+
+    /// Waits until the snapshot of `task_id` (`None` once the task is forgotten) satisfies
+    /// `condition`, for at most `timeout`. Returns whether it did.
+    pub fn wait_for_task(
+        &self,
+        task_id: &str,
+        timeout: Duration,
+        mut condition: impl FnMut(Option<&Task>) -> bool,
+    ) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut snapshots = self.shared.snapshots();
+        loop {
+            if condition(snapshots.get(task_id)) {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            snapshots = self
+                .shared
+                .snapshot_changed
+                .wait_timeout(snapshots, deadline - now)
+                .map(|(guard, _)| guard)
+                .unwrap_or_else(|poison| poison.into_inner().0);
+        }
     }
 
     /// Number of managed-task threads still running.
@@ -366,11 +394,7 @@ impl EngineHandle for TaskEngine {
             .name(format!("task-{id}"))
             .spawn(move || run_managed_task(machine, inboxes, shared))
             .map_err(|error| {
-                self.shared
-                    .snapshots
-                    .write()
-                    .unwrap_or_else(|poison| poison.into_inner())
-                    .remove(&id);
+                self.shared.snapshots().remove(&id);
                 unavailable("cannot start the task's thread", error)
             })?;
         commands.last_sequence = sequence;
@@ -424,13 +448,7 @@ impl EngineHandle for TaskEngine {
     }
 
     fn tasks(&self) -> Vec<Task> {
-        self.shared
-            .snapshots
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.shared.snapshots().values().cloned().collect()
     }
 
     fn events_since(&self, after: u64, wait: Duration) -> Vec<Event> {

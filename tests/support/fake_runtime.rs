@@ -22,7 +22,7 @@ use deckhand::runtime::{
 };
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const LABEL_CONTAINER_NAME: &str = "com.amazonaws.ecs.container-name";
 
@@ -54,6 +54,8 @@ pub struct Call {
     pub grace: Option<Duration>,
     /// The create request, for creates.
     pub spec: Option<CreateContainer>,
+    /// Wall-clock time the call began.
+    pub at: SystemTime,
 }
 
 /// What the next call for a subject does instead of succeeding plainly.
@@ -101,8 +103,12 @@ pub struct FakeContainer {
     pub exit_code: i64,
     pub health: Option<String>,
     /// Logical clock values (order of all state changes), 0 = never.
+    pub created_tick: u64,
     pub started_tick: u64,
     pub finished_tick: u64,
+    pub created_at: SystemTime,
+    pub started_at: Option<SystemTime>,
+    pub finished_at: Option<SystemTime>,
     pub start_count: u32,
 }
 
@@ -131,10 +137,13 @@ pub struct FakeRuntime {
 }
 
 fn matches_filter(filter: &EventFilter, event: &RuntimeEvent) -> bool {
-    let labels_match = filter.labels.iter().all(|label| match label.split_once('=') {
-        Some((key, value)) => event.attributes.get(key).map(String::as_str) == Some(value),
-        None => event.attributes.contains_key(label),
-    });
+    let labels_match = filter
+        .labels
+        .iter()
+        .all(|label| match label.split_once('=') {
+            Some((key, value)) => event.attributes.get(key).map(String::as_str) == Some(value),
+            None => event.attributes.contains_key(label),
+        });
     let action_matches = filter.actions.is_empty()
         || filter.actions.iter().any(|action| {
             event.action == *action
@@ -163,7 +172,10 @@ impl FakeState {
             id: container_id.to_string(),
             action: action.to_string(),
             attributes,
-            time_nano: i64::try_from(self.tick).unwrap_or(0),
+            time_nano: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|since| i64::try_from(since.as_nanos()).unwrap_or(i64::MAX))
+                .unwrap_or(0),
         };
         if self.drop_events {
             return;
@@ -209,9 +221,38 @@ impl FakeState {
             container.status = FakeStatus::Exited;
             container.exit_code = exit_code;
             container.finished_tick = tick;
+            container.finished_at = Some(SystemTime::now());
         }
         self.emit(id, "die", &[("exitCode", exit_code.to_string())]);
     }
+}
+
+/// `2024-01-01T00:00:00.123456789Z` for a time after the epoch (Howard Hinnant's civil-from-days).
+fn rfc3339(at: SystemTime) -> String {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = since.as_secs() as i64;
+    let (days, rest) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since.subsec_nanos()
+    )
 }
 
 fn no_such_container(id: &str) -> RuntimeError {
@@ -229,7 +270,9 @@ impl FakeRuntime {
     }
 
     fn state(&self) -> MutexGuard<'_, FakeState> {
-        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     // ---- scripting -----------------------------------------------------------------------
@@ -308,6 +351,7 @@ impl FakeRuntime {
         if let Some(container) = state.containers.get_mut(&id) {
             container.status = FakeStatus::Running;
             container.started_tick = tick;
+            container.started_at = Some(SystemTime::now());
             container.start_count += 1;
         }
         state.emit(&id, "start", &[]);
@@ -352,7 +396,10 @@ impl FakeRuntime {
     }
 
     pub fn calls_of(&self, op: Op) -> Vec<Call> {
-        self.calls().into_iter().filter(|call| call.op == op).collect()
+        self.calls()
+            .into_iter()
+            .filter(|call| call.op == op)
+            .collect()
     }
 
     pub fn count(&self, op: Op, subject: &str) -> usize {
@@ -397,6 +444,33 @@ impl FakeRuntime {
         }
     }
 
+    /// Waits until `condition` holds (checked after every call and scripted change).
+    pub fn wait_for(
+        &self,
+        timeout: Duration,
+        condition: impl Fn(&FakeRuntime) -> bool,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state();
+        loop {
+            drop(state);
+            if condition(self) {
+                return Ok(());
+            }
+            state = self.state();
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!("condition not met within {timeout:?}"));
+            }
+            // Short bounded waits: a change between the check and the wait is seen next round.
+            state = self
+                .changed
+                .wait_timeout(state, (deadline - now).min(Duration::from_millis(50)))
+                .map(|(guard, _)| guard)
+                .unwrap_or_else(|poison| poison.into_inner().0);
+        }
+    }
+
     pub fn container(&self, ecs_name: &str) -> Option<FakeContainer> {
         let state = self.state();
         let id = state.find_by_ecs_name(ecs_name)?;
@@ -428,6 +502,7 @@ impl FakeRuntime {
             docker_id: docker_id.map(str::to_string),
             grace,
             spec: spec.cloned(),
+            at: SystemTime::now(),
         });
         self.changed.notify_all();
         if state.docker_down && op != Op::Events {
@@ -514,6 +589,7 @@ impl ContainerRuntime for FakeRuntime {
         }
         state.next_id += 1;
         let id = format!("{:064x}", state.next_id);
+        let created_tick = state.tick();
         state.containers.insert(
             id.clone(),
             FakeContainer {
@@ -524,12 +600,15 @@ impl ContainerRuntime for FakeRuntime {
                 status: FakeStatus::Created,
                 exit_code: 0,
                 health: None,
+                created_tick,
                 started_tick: 0,
                 finished_tick: 0,
+                created_at: SystemTime::now(),
+                started_at: None,
+                finished_at: None,
                 start_count: 0,
             },
         );
-        state.tick();
         state.emit(&id, "create", &[]);
         drop(state);
         self.finish(after).map(|()| id)
@@ -547,6 +626,7 @@ impl ContainerRuntime for FakeRuntime {
         if container.status != FakeStatus::Running {
             container.status = FakeStatus::Running;
             container.started_tick = tick;
+            container.started_at = Some(SystemTime::now());
             container.start_count += 1;
             state.emit(&key, "start", &[]);
         }
@@ -580,20 +660,16 @@ impl ContainerRuntime for FakeRuntime {
             return Err(no_such_container(id_or_name));
         };
         let container = &state.containers[&key];
-        let time = |tick: u64| {
-            if tick == 0 {
-                "0001-01-01T00:00:00Z".to_string()
-            } else {
-                // One logical tick = one second after 2024-01-01T00:00:00Z.
-                format!("2024-01-01T{:02}:{:02}:{:02}Z", tick / 3600 % 24, tick / 60 % 60, tick % 60)
-            }
+        let time = |at: Option<SystemTime>| match at {
+            None => "0001-01-01T00:00:00Z".to_string(),
+            Some(at) => rfc3339(at),
         };
         Ok(ContainerInfo {
             id: container.id.clone(),
             name: container.name.clone(),
             image: container.spec.image.clone(),
             image_id: format!("sha256:{}", container.spec.image),
-            created: time(1),
+            created: time(Some(container.created_at)),
             labels: container.spec.labels.clone(),
             state: ContainerState {
                 status: match container.status {
@@ -607,8 +683,8 @@ impl ContainerRuntime for FakeRuntime {
                 oom_killed: false,
                 exit_code: container.exit_code,
                 error: String::new(),
-                started_at: time(container.started_tick),
-                finished_at: time(container.finished_tick),
+                started_at: time(container.started_at),
+                finished_at: time(container.finished_at),
                 health: container.health.as_ref().map(|status| HealthState {
                     status: status.clone(),
                     failing_streak: 0,
@@ -645,12 +721,14 @@ impl ContainerRuntime for FakeRuntime {
             .containers
             .values()
             .filter(|container| {
-                label_filters.iter().all(|filter| match filter.split_once('=') {
-                    Some((key, value)) => {
-                        container.spec.labels.get(key).map(String::as_str) == Some(value)
-                    }
-                    None => container.spec.labels.contains_key(filter),
-                })
+                label_filters
+                    .iter()
+                    .all(|filter| match filter.split_once('=') {
+                        Some((key, value)) => {
+                            container.spec.labels.get(key).map(String::as_str) == Some(value)
+                        }
+                        None => container.spec.labels.contains_key(filter),
+                    })
             })
             .map(|container| ContainerSummary {
                 id: container.id.clone(),
@@ -685,7 +763,8 @@ impl ContainerRuntime for FakeRuntime {
     }
 
     fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
-        self.begin(Op::RemoveVolume, name, None, None, None).map(|_| ())
+        self.begin(Op::RemoveVolume, name, None, None, None)
+            .map(|_| ())
     }
 }
 
