@@ -9,6 +9,7 @@ fn main() -> ExitCode {
             println!("deckhand {}", deckhand::VERSION);
             ExitCode::SUCCESS
         }
+        Some("validate") => deckhand::cli::validate::run(&args[1..]),
         _ => {
             eprintln!("usage: deckhand --version");
             ExitCode::from(2)
