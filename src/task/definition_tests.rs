@@ -537,6 +537,7 @@ fn start_order_puts_dependencies_first_and_is_stable() {
     });
     let parsed = parse_value(&definition).expect("valid");
     assert_eq!(start_order(&parsed.definition), vec!["sidecar", "data", "db", "init", "app"]);
+    assert_eq!(shutdown_order(&parsed.definition), vec!["app", "init", "db", "data", "sidecar"]);
 }
 
 #[test]
