@@ -1,0 +1,370 @@
+//! The durable event log: `ECS_DATADIR/events.log`, one JSON line per state-change event
+//! ([`crate::report::Event`]), sequence numbers gap-free.
+//!
+//! Why durable: subscribers (the API's long-poll, `deckhand events`, later a remote sink) read
+//! events by sequence number, and a restart must neither lose an event that was reported as
+//! recorded nor reuse a number a subscriber has already seen.
+//!
+//! - **Append** writes the lines and fdatasyncs once per call. [`EventLog::append_batch`] is the
+//!   group commit: the reporter drains its inbox and appends everything pending with one fsync.
+//!   A failed write or fsync cuts the file back to its last durable length, so the log never
+//!   holds a half line or an event its caller was told failed.
+//! - **Replay at open** keeps the longest valid prefix. A torn last line (a crash mid-append) is
+//!   cut silently; garbage followed by valid lines (the disk damaged the middle) is copied to
+//!   `quarantine/` before the cut and reported. The next number continues after the highest one
+//!   ever seen, so no number is reused even then.
+//! - **Bounded size**: once the file holds `2 × retain` events it is compacted to the last
+//!   `retain` events, written atomically (temp file, fsync, rename, fsync directory).
+//! - **Reads** use an in-memory table of line offsets (8 bytes per event), so `read_since` costs a
+//!   seek and the bytes read, whatever the file size.
+
+use crate::report::Event;
+use crate::state::fsio::{self, FaultInjector, FsError, FsStep};
+use crate::state::{QuarantinedFile, StateError};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// How many events compaction keeps by default.
+pub const DEFAULT_RETAIN_EVENTS: usize = 10_000;
+
+/// What replaying the log at open found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLogReplay {
+    /// Events kept in the log.
+    pub events: usize,
+    /// Sequence number of the last event kept; 0 when the log is empty.
+    pub last_seq: u64,
+    /// The number the next appended event must carry.
+    pub next_seq: u64,
+    /// Bytes cut from the end of the file (a torn last line, or everything after corruption).
+    pub cut_bytes: u64,
+    /// Set when the cut removed valid events after damaged bytes (not just a torn tail): a copy
+    /// of the whole file before the cut.
+    pub quarantined: Option<QuarantinedFile>,
+}
+
+struct Inner {
+    file: File,
+    /// Byte offset of each event line: index `i` holds the event numbered `first_seq + i`.
+    offsets: Vec<u64>,
+    first_seq: u64,
+    next_seq: u64,
+    /// Length of the durable, valid content.
+    len: u64,
+    /// Do not retry a failed compaction before the log holds this many events.
+    compact_at: usize,
+}
+
+/// The durable event log. Shared between threads (`Arc<EventLog>`); appends are serialised on
+/// one mutex, which is held across the fsync because every append goes to the same file.
+pub struct EventLog {
+    path: PathBuf,
+    faults: Arc<FaultInjector>,
+    retain: usize,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for EventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLog")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+struct ParsedLog {
+    offsets: Vec<u64>,
+    first_seq: u64,
+    valid_len: u64,
+    /// Highest sequence number on any parseable line, valid prefix or not.
+    highest_seq_seen: u64,
+    /// Valid event lines after the first bad one (damage, not a torn tail).
+    events_after_damage: usize,
+}
+
+/// The longest prefix of `bytes` that is a gap-free run of complete event lines.
+fn parse_log(bytes: &[u8]) -> ParsedLog {
+    let mut parsed = ParsedLog {
+        offsets: Vec::new(),
+        first_seq: 0,
+        valid_len: 0,
+        highest_seq_seen: 0,
+        events_after_damage: 0,
+    };
+    let mut damaged = false;
+    let mut position = 0usize;
+    while position < bytes.len() {
+        let Some(newline) = bytes[position..].iter().position(|&b| b == b'\n') else {
+            // A last line without its newline: the append that wrote it never finished.
+            break;
+        };
+        let line = &bytes[position..position + newline];
+        let event = serde_json::from_slice::<Event>(line).ok();
+        if let Some(event) = &event {
+            parsed.highest_seq_seen = parsed.highest_seq_seen.max(event.seq);
+        }
+        if damaged {
+            if event.is_some() {
+                parsed.events_after_damage += 1;
+            }
+        } else {
+            let expected = if parsed.offsets.is_empty() {
+                None
+            } else {
+                Some(parsed.first_seq + parsed.offsets.len() as u64)
+            };
+            match event {
+                Some(event) if event.seq >= 1 && expected.unwrap_or(event.seq) == event.seq => {
+                    if parsed.offsets.is_empty() {
+                        parsed.first_seq = event.seq;
+                    }
+                    parsed.offsets.push(position as u64);
+                    parsed.valid_len = (position + newline + 1) as u64;
+                }
+                _ => damaged = true,
+            }
+        }
+        position += newline + 1;
+    }
+    parsed
+}
+
+impl EventLog {
+    /// Open (creating if needed) the log at `path` and replay it. `next_seq_floor` is the lowest
+    /// number the next event may carry (from the agent record, in case the log was lost);
+    /// damaged content is copied into `quarantine_dir`.
+    pub(crate) fn open(
+        path: &Path,
+        quarantine_dir: &Path,
+        faults: Arc<FaultInjector>,
+        next_seq_floor: u64,
+        retain: usize,
+    ) -> Result<(EventLog, EventLogReplay), StateError> {
+        let retain = retain.max(1);
+        let file = fsio::open_append(&faults, path)?;
+        let mut bytes = Vec::new();
+        {
+            use std::io::Read;
+            let mut reader = &file;
+            reader
+                .read_to_end(&mut bytes)
+                .map_err(|source| StateError::io(path, "read", source))?;
+        }
+        let parsed = parse_log(&bytes);
+        let cut_bytes = bytes.len() as u64 - parsed.valid_len;
+        let mut quarantined = None;
+        if cut_bytes > 0 {
+            if parsed.events_after_damage > 0 {
+                let copy = crate::state::quarantine_path(quarantine_dir, path);
+                fsio::write_atomic(&faults, &copy, &bytes)?;
+                quarantined = Some(QuarantinedFile {
+                    original: path.to_path_buf(),
+                    moved_to: copy,
+                    error: format!(
+                        "event log damaged at byte {}: {} valid event(s) after the damage were dropped",
+                        parsed.valid_len, parsed.events_after_damage
+                    ),
+                });
+            }
+            file.set_len(parsed.valid_len)
+                .map_err(|source| StateError::io(path, "truncate", source))?;
+            fsio::sync_data(&faults, &file, path)?;
+        }
+        let last_seq = if parsed.offsets.is_empty() {
+            0
+        } else {
+            parsed.first_seq + parsed.offsets.len() as u64 - 1
+        };
+        let next_seq = (last_seq + 1)
+            .max(parsed.highest_seq_seen + 1)
+            .max(next_seq_floor)
+            .max(1);
+        let first_seq = if parsed.offsets.is_empty() {
+            next_seq
+        } else {
+            parsed.first_seq
+        };
+        let replay = EventLogReplay {
+            events: parsed.offsets.len(),
+            last_seq,
+            next_seq,
+            cut_bytes,
+            quarantined,
+        };
+        let log = EventLog {
+            path: path.to_path_buf(),
+            faults,
+            retain,
+            inner: Mutex::new(Inner {
+                file,
+                offsets: parsed.offsets,
+                first_seq,
+                next_seq,
+                len: parsed.valid_len,
+                compact_at: retain * 2,
+            }),
+        };
+        Ok((log, replay))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every mutation of Inner happens after the I/O it describes succeeded, so a panic
+        // elsewhere while holding the lock cannot leave it inconsistent.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The number the next appended event must carry.
+    pub fn next_seq(&self) -> u64 {
+        self.lock().next_seq
+    }
+
+    /// The oldest number still in the log (older ones were compacted away); equals
+    /// `next_seq()` when the log is empty.
+    pub fn first_seq(&self) -> u64 {
+        self.lock().first_seq
+    }
+
+    /// Events currently held in the file.
+    pub fn len(&self) -> usize {
+        self.lock().offsets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Append one event durably. Its `seq` must be [`EventLog::next_seq`].
+    pub fn append(&self, event: &Event) -> Result<(), StateError> {
+        self.append_batch(std::slice::from_ref(event))
+    }
+
+    /// Append events durably with one write and one fsync (group commit). They must be numbered
+    /// `next_seq()`, `next_seq() + 1`, …; on error none of them is in the log.
+    pub fn append_batch(&self, events: &[Event]) -> Result<(), StateError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut inner = self.lock();
+        let mut buffer = Vec::with_capacity(events.len() * 160);
+        let mut line_starts = Vec::with_capacity(events.len());
+        for (index, event) in events.iter().enumerate() {
+            let expected = inner.next_seq + index as u64;
+            if event.seq != expected {
+                return Err(StateError::EventSequence {
+                    expected,
+                    found: event.seq,
+                });
+            }
+            line_starts.push(inner.len + buffer.len() as u64);
+            serde_json::to_writer(&mut buffer, event).map_err(|e| StateError::Encode {
+                what: format!("event {}", event.seq),
+                message: e.to_string(),
+            })?;
+            buffer.push(b'\n');
+        }
+        let durable_len = inner.len;
+        let written = fsio::write_all(&self.faults, &mut inner.file, &self.path, &buffer)
+            .and_then(|()| fsio::sync_data(&self.faults, &inner.file, &self.path));
+        if let Err(error) = written {
+            // Cut what part of the batch reached the file, so that the next append does not
+            // follow a half line and a restart does not replay events reported as failed.
+            if let Err(cut) = inner.file.set_len(durable_len) {
+                log::error!(
+                    "could not cut {} back to {durable_len} bytes after a failed append: {cut}",
+                    self.path.display()
+                );
+            }
+            return Err(error.into());
+        }
+        inner.len += buffer.len() as u64;
+        inner.offsets.extend(line_starts);
+        inner.next_seq += events.len() as u64;
+        if inner.offsets.len() >= inner.compact_at {
+            // The events are durable already; a failed compaction only postpones the bound.
+            if let Err(error) = self.compact(&mut inner) {
+                log::warn!("event log compaction failed, will retry later: {error}");
+                inner.compact_at = inner.offsets.len() + self.retain / 2 + 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rewrite the file with only the last `retain` events (temp file, fsync, rename, fsync
+    /// directory) and reopen it for appending.
+    fn compact(&self, inner: &mut Inner) -> Result<(), StateError> {
+        let drop_count = inner.offsets.len().saturating_sub(self.retain);
+        if drop_count == 0 {
+            return Ok(());
+        }
+        let keep_from = inner.offsets[drop_count];
+        let mut kept = vec![0u8; (inner.len - keep_from) as usize];
+        inner
+            .file
+            .read_exact_at(&mut kept, keep_from)
+            .map_err(|source| StateError::io(&self.path, "read", source))?;
+        let renamed = match fsio::write_atomic(&self.faults, &self.path, &kept) {
+            Ok(()) => Ok(()),
+            // The rename happened; only its durability is in doubt. The old handle now points at
+            // the replaced file, so carry on with the new one and report the doubt.
+            Err(error) if error.step == FsStep::SyncDir => Err(error),
+            Err(error) => return Err(error.into()),
+        };
+        inner.file = fsio::open_append(&self.faults, &self.path)?;
+        inner.offsets.drain(..drop_count);
+        for offset in inner.offsets.iter_mut() {
+            *offset -= keep_from;
+        }
+        inner.first_seq += drop_count as u64;
+        inner.len -= keep_from;
+        inner.compact_at = self.retain * 2;
+        renamed.map_err(StateError::from)
+    }
+
+    /// Up to `limit` events numbered after `after`, oldest first. Events compacted away are
+    /// skipped: a reader can tell by comparing the first number returned with `after + 1`.
+    pub fn read_since(&self, after: u64, limit: usize) -> Result<Vec<Event>, StateError> {
+        let inner = self.lock();
+        let wanted_first = after.saturating_add(1).max(inner.first_seq);
+        let start = (wanted_first - inner.first_seq) as usize;
+        if start >= inner.offsets.len() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let end = start.saturating_add(limit).min(inner.offsets.len());
+        let from = inner.offsets[start];
+        let to = inner.offsets.get(end).copied().unwrap_or(inner.len);
+        let mut bytes = vec![0u8; (to - from) as usize];
+        inner
+            .file
+            .read_exact_at(&mut bytes, from)
+            .map_err(|source| StateError::io(&self.path, "read", source))?;
+        drop(inner);
+        bytes
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| {
+                serde_json::from_slice::<Event>(line).map_err(|e| StateError::Corrupt {
+                    path: self.path.clone(),
+                    message: format!("unreadable event line: {e}"),
+                })
+            })
+            .collect()
+    }
+}
+
+impl From<FsError> for StateError {
+    fn from(error: FsError) -> StateError {
+        StateError::Io {
+            path: error.path,
+            step: error.step.as_str(),
+            source: error.source,
+        }
+    }
+}
