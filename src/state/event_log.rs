@@ -123,7 +123,12 @@ fn parse_log(bytes: &[u8]) -> ParsedLog {
                     parsed.offsets.push(position as u64);
                     parsed.valid_len = (position + newline + 1) as u64;
                 }
-                _ => damaged = true,
+                Some(_) => {
+                    // A readable event out of sequence: what follows the gap is real content.
+                    damaged = true;
+                    parsed.events_after_damage += 1;
+                }
+                None => damaged = true,
             }
         }
         position += newline + 1;
@@ -366,5 +371,308 @@ impl From<FsError> for StateError {
             step: error.step.as_str(),
             source: error.source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static SCRATCH: AtomicU64 = AtomicU64::new(0);
+
+    struct Scratch {
+        dir: PathBuf,
+    }
+
+    impl Scratch {
+        fn new() -> Scratch {
+            let dir = std::env::temp_dir().join(format!(
+                "deckhand-eventlog-{}-{}",
+                std::process::id(),
+                SCRATCH.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(dir.join("quarantine")).expect("temp dir is writable");
+            Scratch { dir }
+        }
+        fn log_path(&self) -> PathBuf {
+            self.dir.join("events.log")
+        }
+        fn open(&self, retain: usize) -> (EventLog, EventLogReplay) {
+            self.open_with(Arc::new(FaultInjector::new()), retain)
+        }
+        fn open_with(
+            &self,
+            faults: Arc<FaultInjector>,
+            retain: usize,
+        ) -> (EventLog, EventLogReplay) {
+            EventLog::open(
+                &self.log_path(),
+                &self.dir.join("quarantine"),
+                faults,
+                0,
+                retain,
+            )
+            .expect("event log opens")
+        }
+        fn quarantined(&self) -> usize {
+            std::fs::read_dir(self.dir.join("quarantine"))
+                .expect("quarantine dir")
+                .count()
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn event(seq: u64) -> Event {
+        Event {
+            seq,
+            time: 1_000 + seq,
+            task: "0123456789abcdef0123456789abcdef".to_string(),
+            container: Some("web".to_string()),
+            status: "RUNNING".to_string(),
+            exit_code: None,
+            reason: None,
+        }
+    }
+
+    fn seqs(events: &[Event]) -> Vec<u64> {
+        events.iter().map(|e| e.seq).collect()
+    }
+
+    #[test]
+    fn appends_read_back_in_order_and_survive_reopen() {
+        let scratch = Scratch::new();
+        let (log, replay) = scratch.open(100);
+        assert_eq!((replay.events, replay.last_seq, replay.next_seq), (0, 0, 1));
+        log.append(&event(1)).expect("append 1");
+        log.append_batch(&[event(2), event(3), event(4)])
+            .expect("batch");
+        assert_eq!(
+            seqs(&log.read_since(0, 10).expect("read")),
+            vec![1, 2, 3, 4]
+        );
+        assert_eq!(seqs(&log.read_since(2, 1).expect("read")), vec![3]);
+        assert!(log.read_since(4, 10).expect("read").is_empty());
+        assert_eq!(log.read_since(0, 10).expect("read")[0], event(1));
+        drop(log);
+        let (log, replay) = scratch.open(100);
+        assert_eq!((replay.events, replay.last_seq, replay.next_seq), (4, 4, 5));
+        assert_eq!(replay.cut_bytes, 0);
+        assert_eq!(seqs(&log.read_since(1, 10).expect("read")), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn out_of_order_events_are_refused_and_nothing_is_written() {
+        let scratch = Scratch::new();
+        let (log, _) = scratch.open(100);
+        log.append(&event(1)).expect("append");
+        let error = log.append_batch(&[event(2), event(4)]).expect_err("gap");
+        assert!(
+            matches!(
+                error,
+                StateError::EventSequence {
+                    expected: 3,
+                    found: 4
+                }
+            ),
+            "{error}"
+        );
+        let error = log.append(&event(1)).expect_err("reuse");
+        assert!(
+            matches!(
+                error,
+                StateError::EventSequence {
+                    expected: 2,
+                    found: 1
+                }
+            ),
+            "{error}"
+        );
+        assert_eq!(log.next_seq(), 2);
+        assert_eq!(seqs(&log.read_since(0, 10).expect("read")), vec![1]);
+    }
+
+    #[test]
+    fn replay_cuts_a_torn_last_line_and_reports_the_last_number() {
+        // Row by row: what a crash left after three good lines.
+        let table: [(&str, &[u8]); 3] = [
+            ("half a line", b"{\"seq\":4,\"time\":1,\"ta"),
+            ("zeros from a crash after the size grew", &[0u8; 64]),
+            (
+                "a complete but unreadable last line",
+                b"{\"seq\":4,garbage}\n",
+            ),
+        ];
+        for (row, tail) in table {
+            let scratch = Scratch::new();
+            let (log, _) = scratch.open(100);
+            log.append_batch(&[event(1), event(2), event(3)])
+                .expect("append");
+            let good_len = std::fs::metadata(scratch.log_path()).expect("meta").len();
+            drop(log);
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(scratch.log_path())
+                .expect("open");
+            file.write_all(tail).expect("write tail");
+            drop(file);
+            let (log, replay) = scratch.open(100);
+            assert_eq!(replay.last_seq, 3, "{row}");
+            assert_eq!(replay.next_seq, 4, "{row}");
+            assert_eq!(replay.cut_bytes, tail.len() as u64, "{row}");
+            assert_eq!(replay.quarantined, None, "{row}: a torn tail is not damage");
+            assert_eq!(
+                std::fs::metadata(scratch.log_path()).expect("meta").len(),
+                good_len,
+                "{row}"
+            );
+            log.append(&event(4)).expect("append after the cut");
+            assert_eq!(
+                seqs(&log.read_since(0, 10).expect("read")),
+                vec![1, 2, 3, 4],
+                "{row}"
+            );
+        }
+    }
+
+    #[test]
+    fn damage_in_the_middle_is_quarantined_and_numbers_are_not_reused() {
+        let scratch = Scratch::new();
+        let mut content = Vec::new();
+        for seq in 1..=2 {
+            serde_json::to_writer(&mut content, &event(seq)).expect("encode");
+            content.push(b'\n');
+        }
+        content.extend_from_slice(b"\x00\x00 bit rot \x00\n");
+        for seq in 4..=5 {
+            serde_json::to_writer(&mut content, &event(seq)).expect("encode");
+            content.push(b'\n');
+        }
+        std::fs::write(scratch.log_path(), &content).expect("write");
+        let (log, replay) = scratch.open(100);
+        assert_eq!(replay.last_seq, 2);
+        assert_eq!(
+            replay.next_seq, 6,
+            "continues after the highest number ever written"
+        );
+        let quarantined = replay.quarantined.expect("damage is quarantined");
+        assert!(
+            quarantined.error.contains("2 valid event(s)"),
+            "{}",
+            quarantined.error
+        );
+        assert_eq!(std::fs::read(&quarantined.moved_to).expect("copy"), content);
+        assert_eq!(scratch.quarantined(), 1);
+        log.append(&event(6)).expect("append");
+        assert_eq!(seqs(&log.read_since(0, 10).expect("read")), vec![1, 2, 6]);
+    }
+
+    #[test]
+    fn a_gap_in_the_file_counts_as_damage() {
+        let scratch = Scratch::new();
+        let mut content = Vec::new();
+        for seq in [1, 2, 5] {
+            serde_json::to_writer(&mut content, &event(seq)).expect("encode");
+            content.push(b'\n');
+        }
+        std::fs::write(scratch.log_path(), &content).expect("write");
+        let (_log, replay) = scratch.open(100);
+        assert_eq!((replay.last_seq, replay.next_seq), (2, 6));
+        assert!(replay.quarantined.is_some());
+    }
+
+    #[test]
+    fn compaction_keeps_the_last_events_and_bounds_the_file() {
+        let scratch = Scratch::new();
+        let (log, _) = scratch.open(10);
+        for seq in 1..=55 {
+            log.append(&event(seq)).expect("append");
+            assert!(
+                log.len() < 20,
+                "never more than 2 x retain events, at {seq}"
+            );
+        }
+        let first = log.first_seq();
+        assert!(first > 1 && first <= 46, "first kept {first}");
+        let all = log.read_since(0, 1000).expect("read");
+        assert_eq!(all.first().map(|e| e.seq), Some(first));
+        assert_eq!(all.last().map(|e| e.seq), Some(55));
+        assert_eq!(seqs(&all), (first..=55).collect::<Vec<_>>());
+        assert_eq!(seqs(&log.read_since(50, 2).expect("read")), vec![51, 52]);
+        drop(log);
+        let (log, replay) = scratch.open(10);
+        assert_eq!((replay.last_seq, replay.next_seq), (55, 56));
+        assert_eq!(log.first_seq(), first);
+        let leftovers: Vec<_> = std::fs::read_dir(&scratch.dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .filter(|n| n.to_string_lossy().contains(fsio::TEMP_MARKER))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn a_failed_append_leaves_no_trace_and_the_next_one_works() {
+        for step in [FsStep::Write, FsStep::SyncFile] {
+            let scratch = Scratch::new();
+            let faults = Arc::new(FaultInjector::new());
+            let (log, _) = scratch.open_with(Arc::clone(&faults), 100);
+            log.append(&event(1)).expect("append");
+            let len = std::fs::metadata(scratch.log_path()).expect("meta").len();
+            faults.fail_times(step, "events.log", 28, 1);
+            let error = log
+                .append_batch(&[event(2), event(3)])
+                .expect_err("injected");
+            assert_eq!(faults.fired(), 1, "{step:?}");
+            let text = error.to_string();
+            assert!(
+                text.contains("events.log") && text.contains("No space left"),
+                "{text}"
+            );
+            assert_eq!(
+                std::fs::metadata(scratch.log_path()).expect("meta").len(),
+                len,
+                "{step:?}"
+            );
+            assert_eq!(log.next_seq(), 2, "{step:?}");
+            log.append(&event(2)).expect("append after the failure");
+            drop(log);
+            let (log, replay) = scratch.open(100);
+            assert_eq!(replay.cut_bytes, 0, "{step:?}");
+            assert_eq!(
+                seqs(&log.read_since(0, 10).expect("read")),
+                vec![1, 2],
+                "{step:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_compaction_keeps_every_event_and_is_retried() {
+        let scratch = Scratch::new();
+        let faults = Arc::new(FaultInjector::new());
+        let (log, _) = scratch.open_with(Arc::clone(&faults), 4);
+        faults.fail_times(FsStep::Rename, "events.log", 30, 1);
+        for seq in 1..=8 {
+            log.append(&event(seq))
+                .expect("appends succeed even when compaction fails");
+        }
+        assert_eq!(faults.fired(), 1);
+        assert_eq!(log.first_seq(), 1, "compaction did not happen");
+        for seq in 9..=12 {
+            log.append(&event(seq)).expect("append");
+        }
+        assert!(log.first_seq() > 1, "compaction retried later");
+        drop(log);
+        let (log, replay) = scratch.open(4);
+        assert_eq!(replay.last_seq, 12);
+        let all = log.read_since(0, 100).expect("read");
+        assert_eq!(all.last().map(|e| e.seq), Some(12));
     }
 }
