@@ -55,6 +55,9 @@ struct Inner {
     len: u64,
     /// Do not retry a failed compaction before the log holds this many events.
     compact_at: usize,
+    /// A failed append left bytes past `len` that could not be cut yet: cut them before the
+    /// next append, or a later replay would take them for damage and drop what follows.
+    needs_cut: bool,
 }
 
 /// The durable event log. Shared between threads (`Arc<EventLog>`); appends are serialised on
@@ -148,7 +151,11 @@ impl EventLog {
         retain: usize,
     ) -> Result<(EventLog, EventLogReplay), StateError> {
         let retain = retain.max(1);
+        let existed = path.exists();
         let file = fsio::open_append(&faults, path)?;
+        if !existed {
+            fsio::sync_parent_dir(&faults, path)?;
+        }
         let mut bytes = Vec::new();
         {
             use std::io::Read;
@@ -173,8 +180,7 @@ impl EventLog {
                     ),
                 });
             }
-            file.set_len(parsed.valid_len)
-                .map_err(|source| StateError::io(path, "truncate", source))?;
+            fsio::set_len(&faults, &file, path, parsed.valid_len)?;
             fsio::sync_data(&faults, &file, path)?;
         }
         let last_seq = if parsed.offsets.is_empty() {
@@ -209,6 +215,7 @@ impl EventLog {
                 next_seq,
                 len: parsed.valid_len,
                 compact_at: retain * 2,
+                needs_cut: false,
             }),
         };
         Ok((log, replay))
@@ -276,16 +283,17 @@ impl EventLog {
             buffer.push(b'\n');
         }
         let durable_len = inner.len;
+        if inner.needs_cut {
+            fsio::set_len(&self.faults, &inner.file, &self.path, durable_len)?;
+            inner.needs_cut = false;
+        }
         let written = fsio::write_all(&self.faults, &mut inner.file, &self.path, &buffer)
             .and_then(|()| fsio::sync_data(&self.faults, &inner.file, &self.path));
         if let Err(error) = written {
             // Cut what part of the batch reached the file, so that the next append does not
             // follow a half line and a restart does not replay events reported as failed.
-            if let Err(cut) = inner.file.set_len(durable_len) {
-                log::error!(
-                    "could not cut {} back to {durable_len} bytes after a failed append: {cut}",
-                    self.path.display()
-                );
+            if fsio::set_len(&self.faults, &inner.file, &self.path, durable_len).is_err() {
+                inner.needs_cut = true;
             }
             return Err(error.into());
         }
@@ -651,6 +659,27 @@ mod tests {
                 "{step:?}"
             );
         }
+    }
+
+    #[test]
+    fn bytes_that_could_not_be_cut_are_cut_before_the_next_append() {
+        let scratch = Scratch::new();
+        let faults = Arc::new(FaultInjector::new());
+        let (log, _) = scratch.open_with(Arc::clone(&faults), 100);
+        log.append(&event(1)).expect("append");
+        faults.fail_times(FsStep::Write, "events.log", 28, 1);
+        faults.fail_times(FsStep::Truncate, "events.log", 5, 1);
+        log.append(&event(2))
+            .expect_err("write fails, and so does the cut");
+        assert_eq!(faults.fired(), 2);
+        let len_with_half_line = std::fs::metadata(scratch.log_path()).expect("meta").len();
+        log.append(&event(2)).expect("the next append cuts first");
+        log.append(&event(3)).expect("append");
+        assert!(std::fs::metadata(scratch.log_path()).expect("meta").len() > len_with_half_line);
+        drop(log);
+        let (log, replay) = scratch.open(100);
+        assert_eq!((replay.cut_bytes, replay.quarantined), (0, None));
+        assert_eq!(seqs(&log.read_since(0, 10).expect("read")), vec![1, 2, 3]);
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub enum FsStep {
     SyncDir,
     /// Removing a file.
     Remove,
+    /// Cutting a file back to a length (the event log after a failed append).
+    Truncate,
 }
 
 impl FsStep {
@@ -43,6 +45,7 @@ impl FsStep {
             FsStep::Rename => "rename",
             FsStep::SyncDir => "fsync directory",
             FsStep::Remove => "remove",
+            FsStep::Truncate => "truncate",
         }
     }
 }
@@ -275,6 +278,13 @@ pub fn sync_dir(faults: &FaultInjector, dir: &Path) -> Result<(), FsError> {
 
 fn fsync_directory(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+pub fn set_len(faults: &FaultInjector, file: &File, path: &Path, len: u64) -> Result<(), FsError> {
+    faults
+        .check(FsStep::Truncate, path)
+        .and_then(|()| file.set_len(len))
+        .map_err(|e| FsError::new(path, FsStep::Truncate, e))
 }
 
 pub fn remove_file(faults: &FaultInjector, path: &Path) -> Result<(), FsError> {

@@ -362,9 +362,18 @@ impl StateStore {
         let tasks_dir = datadir.join("tasks");
         let quarantine_dir = datadir.join("quarantine");
         let agent_path = datadir.join("agent.json");
+        let fresh = !tasks_dir.is_dir() || !quarantine_dir.is_dir();
         create_dir(datadir)?;
         create_dir(&tasks_dir)?;
         create_dir(&quarantine_dir)?;
+        if fresh {
+            // Make the new directories themselves durable, or a power cut could lose the
+            // first task file together with the directory entry of `tasks/`.
+            fsio::sync_dir(&faults, datadir)?;
+            if let Some(parent) = datadir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fsio::sync_dir(&faults, parent)?;
+            }
+        }
         let temp_files_removed = sweep_temp_files(datadir)? + sweep_temp_files(&tasks_dir)?;
 
         let mut quarantined = Vec::new();
