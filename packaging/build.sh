@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds deckhand's release binary and both packages:
+#   target/packages/deckhand_<version>_<arch>.deb      (Debian, Ubuntu)
+#   target/packages/deckhand-<version>-1.<arch>.rpm    (RHEL, Fedora, SUSE)
+# Usage: packaging/build.sh   (from anywhere; needs cargo, installs cargo-deb and
+# cargo-generate-rpm with `cargo install --locked` if they are missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in cargo-deb cargo-generate-rpm; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "build.sh: installing $tool (compiles it once)" >&2
+        cargo install --locked "$tool"
+    fi
+done
+
+version=$(cargo metadata --no-deps --format-version 1 --offline 2>/dev/null \
+    | sed -n 's/.*"name":"deckhand","version":"\([^"]*\)".*/\1/p')
+if [ -z "$version" ]; then
+    version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+fi
+
+cargo build --release --locked
+
+out=target/packages
+mkdir -p "$out"
+rm -f "$out"/deckhand_"$version"_*.deb "$out"/deckhand-"$version"-*.rpm
+
+cargo deb --no-build --locked --output "$out/" >/dev/null
+cargo generate-rpm --output "$out/" >/dev/null
+
+ls -1 "$out"/deckhand_"$version"_*.deb "$out"/deckhand-"$version"-1.*.rpm
