@@ -158,6 +158,13 @@ if command -v systemd-analyze >/dev/null 2>&1; then
     if printf '%s\n' "$verify_output" | grep -i 'deckhand.service'; then
         fail "systemd-analyze verify warned about deckhand.service"
     fi
+    # A regression guard for the hardening: systemd's own exposure score (0 best, 10 worst).
+    if exposure_line=$(systemd-analyze security --offline=true /lib/systemd/system/deckhand.service 2>/dev/null | grep 'Overall exposure level'); then
+        exposure=$(printf '%s\n' "$exposure_line" | sed -n 's/.*deckhand.service: \([0-9.]*\).*/\1/p')
+        echo "systemd-analyze security: exposure $exposure"
+        awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 3.0) }' \
+            || fail "deckhand.service exposure level $exposure is above 3.0: hardening regressed"
+    fi
 else
     printf '\n== packages: systemd-analyze not installed: skipping the unit verification (the unit'"'"'s lines were checked above)\n'
     skipped=1
@@ -178,6 +185,12 @@ expect_no_path /usr/bin/deckhand "remove deletes the binary"
 expect_no_path /lib/systemd/system/deckhand.service "remove deletes the unit"
 expect_path /etc/deckhand/deckhand.conf "remove keeps the conffile"
 expect_path /var/lib/deckhand/tasks/stand-in.json "remove keeps the state"
+if command -v deb-systemd-helper >/dev/null 2>&1; then
+    # Disabled the debhelper way: masked, so nothing starts it; the enable link is kept so a
+    # reinstall restores the admin's choice, and purge removes both.
+    [ "$(readlink /etc/systemd/system/deckhand.service)" = /dev/null ] \
+        || fail "remove must mask deckhand.service"
+fi
 
 step "purge deletes state and leaves only the group and the admin's task files"
 dpkg --purge deckhand || fail "dpkg --purge failed"
