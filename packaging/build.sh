@@ -7,10 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for tool in cargo-deb cargo-generate-rpm; do
+# Pinned so a new release of a packaging tool cannot change the packages under us; bump on purpose.
+for tool_version in cargo-deb@3.8.0 cargo-generate-rpm@0.21.1; do
+    tool=${tool_version%@*}
     if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "build.sh: installing $tool (compiles it once)" >&2
-        cargo install --locked "$tool"
+        echo "build.sh: installing $tool_version (compiles it once, a few minutes)" >&2
+        cargo install --locked "$tool" --version "${tool_version#*@}"
     fi
 done
 
