@@ -487,8 +487,22 @@ impl ContainerRuntime for DockerClient {
             return Err(RuntimeError::CannotPull { message });
         }
         let mut judge = ProgressJudge::new(ProgressKind::Pull, &format!("{name}:{tag}"));
-        response.for_each_line(|line| judge.observe_line(line))?;
-        judge.finish().map(|_| ())
+        let mut line_refused = false;
+        let outcome = response.for_each_line(|line| {
+            let verdict = judge.observe_line(line);
+            line_refused = verdict.is_err();
+            verdict
+        });
+        match outcome {
+            // The stream broke off (Docker died, the connection dropped): the pull failed.
+            Err(RuntimeError::Protocol { message }) if !line_refused => {
+                Err(RuntimeError::CannotPull {
+                    message: format!("the progress stream was cut off: {message}"),
+                })
+            }
+            Err(error) => Err(error),
+            Ok(()) => judge.finish().map(|_| ()),
+        }
     }
 
     fn inspect_image(&self, image: &str) -> Result<ImageInfo, RuntimeError> {
