@@ -492,3 +492,76 @@ fn pulls_from_a_registry_with_htpasswd_auth() {
     assert!(client.inspect_image(&image).is_ok());
     remove_image_tag(&image);
 }
+
+#[test]
+fn create_passes_entrypoint_env_user_workdir_binds_volumes_and_network_mode() {
+    let Some((client, containers)) =
+        setup("create_passes_entrypoint_env_user_workdir_binds_volumes_and_network_mode")
+    else {
+        return;
+    };
+    let shared = TempDir::new("deckhand-bind");
+    // The container runs as an unprivileged user and must write here.
+    std::fs::set_permissions(
+        &shared.path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod the bind source");
+    let spec = CreateContainer {
+        name: containers.name("fields"),
+        image: TEST_IMAGE.into(),
+        labels: containers.labels(),
+        env: vec!["GREETING=hello from env".into()],
+        entrypoint: Some(vec!["sh".into(), "-c".into()]),
+        cmd: Some(vec![
+            "echo \"$GREETING\" > /data/greeting; id -u > /data/uid; pwd > /data/pwd".into(),
+        ]),
+        working_dir: Some("/tmp".into()),
+        user: Some("1234".into()),
+        binds: vec![format!("{}:/data", shared.path.display())],
+        volumes: vec!["/scratch".into()],
+        network_mode: Some("none".into()),
+        log_config: Some(deckhand::runtime::LogConfig {
+            driver: "json-file".into(),
+            options: [("max-size".to_string(), "1m".to_string())].into(),
+        }),
+        ..CreateContainer::default()
+    };
+    let id = client.create_container(&spec).expect("create");
+    client.start_container(&id).expect("start");
+    assert_eq!(client.wait_container(&id, EVENT_DEADLINE).expect("wait"), 0);
+    let read = |file: &str| {
+        std::fs::read_to_string(shared.path.join(file))
+            .unwrap_or_else(|error| panic!("the container did not write {file}: {error}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("greeting"), "hello from env");
+    assert_eq!(read("uid"), "1234");
+    assert_eq!(read("pwd"), "/tmp");
+    let info = client.inspect_container(&id).expect("inspect");
+    assert!(
+        info.mounts.iter().any(|(source, destination)| source
+            == &shared.path.display().to_string()
+            && destination == "/data"),
+        "{:?}",
+        info.mounts
+    );
+    assert!(
+        info.mounts
+            .iter()
+            .any(|(_, destination)| destination == "/scratch"),
+        "{:?}",
+        info.mounts
+    );
+    assert_eq!(
+        info.networks
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["none"]
+    );
+    client
+        .remove_container(&id, true)
+        .expect("remove with volumes");
+}
