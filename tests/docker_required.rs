@@ -91,3 +91,47 @@ fn deckhand_run_reports_versions_or_explains_an_unreachable_docker() {
         "{printed}"
     );
 }
+
+#[test]
+fn deckhand_run_explains_a_socket_it_may_not_use() {
+    use std::os::unix::fs::PermissionsExt;
+    let directory = docker_support::TempDir::new("deckhand-denied");
+    let socket_path = directory.path.join("docker.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket_path).expect("bind");
+    std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
+        .expect("chmod the socket");
+    let deckhand = env!("CARGO_BIN_EXE_deckhand");
+    let running_as_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| output.stdout.trim_ascii() == b"0");
+    // Root may use any socket: drop to `nobody` so the socket's mode applies.
+    let mut command = if running_as_root {
+        let mut command = Command::new("setpriv");
+        command.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            deckhand,
+        ]);
+        command
+    } else {
+        Command::new(deckhand)
+    };
+    let output = command
+        .arg("run")
+        .env("DOCKER_HOST", format!("unix://{}", socket_path.display()))
+        .output()
+        .expect("running deckhand (setpriv comes with util-linux)");
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains(&format!("permission denied on {}", socket_path.display())),
+        "{message}"
+    );
+    assert!(
+        message.contains("docker"),
+        "names the group to join: {message}"
+    );
+}
