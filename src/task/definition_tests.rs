@@ -549,6 +549,27 @@ fn start_order_of_a_cyclic_definition_lists_every_container() {
 }
 
 #[test]
+fn every_example_in_the_repository_validates() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = Vec::new();
+    for directory in ["examples", "packaging/examples"] {
+        let Ok(entries) = std::fs::read_dir(root.join(directory)) else { continue };
+        for entry in entries {
+            let path = entry.expect("directory entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let input = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            if let Err(errors) = parse_task_definition(&input) {
+                panic!("{}: {:?}", path.display(), errors.iter().map(ToString::to_string).collect::<Vec<_>>());
+            }
+            checked.push(path);
+        }
+    }
+    assert!(checked.len() >= 2, "examples not found: {checked:?}");
+}
+
+#[test]
 fn shipped_examples_are_valid() {
     let web = parse_task_definition(include_bytes!("../../examples/web.json")).expect("examples/web.json");
     assert_eq!(web.definition.containers[0].port_mappings[0].host_port, Some(8080));
