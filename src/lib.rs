@@ -1,10 +1,13 @@
 //! deckhand: a small, synchronous host agent that runs Amazon ECS task definitions on one host
 //! through the Docker Engine and keeps them at the status their owner asked for.
 
+pub mod cli;
+pub mod config;
 pub mod docker;
 pub mod engine;
 pub mod report;
 pub mod runtime;
+pub mod state;
 pub mod task;
 
 /// The agent's version, as `deckhand --version` prints it.

@@ -41,8 +41,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("run") => run(),
+        Some("validate") => deckhand::cli::validate::run(&args[1..]),
         _ => {
-            eprintln!("usage: deckhand --version | deckhand run");
+            eprintln!("usage: deckhand --version | deckhand run | deckhand validate FILE");
             ExitCode::from(2)
         }
     }

@@ -44,7 +44,15 @@ fn lifecycle_create_start_inspect_stop_remove() {
     let Some((client, containers)) = setup("lifecycle_create_start_inspect_stop_remove") else {
         return;
     };
-    let mut spec = shell_container(&containers, "life", SLEEP_UNTIL_TERM);
+    // The shell marks a bind-mounted file once its TERM trap is set, so the stop below cannot
+    // race the trap (a PID 1 shell without it ignores SIGTERM and is killed with 137).
+    let ready_dir = TempDir::new("deckhand-ready");
+    let mut spec = shell_container(
+        &containers,
+        "life",
+        "trap 'exit 143' TERM; touch /ready/up; sleep 300 & wait",
+    );
+    spec.binds = vec![format!("{}:/ready", ready_dir.path.display())];
     spec.env = vec!["GREETING=hello".into()];
     spec.working_dir = Some("/tmp".into());
     spec.memory = Some(64 << 20);
@@ -102,6 +110,14 @@ fn lifecycle_create_start_inspect_stop_remove() {
     assert_eq!(listed[0].name, spec.name);
     assert_eq!(listed[0].state, "running");
 
+    let ready_deadline = std::time::Instant::now() + EVENT_DEADLINE;
+    while !ready_dir.path.join("up").exists() {
+        assert!(
+            std::time::Instant::now() < ready_deadline,
+            "the container never set its TERM trap"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     client
         .stop_container(&id, Duration::from_secs(10))
         .expect("stop");
@@ -491,4 +507,77 @@ fn pulls_from_a_registry_with_htpasswd_auth() {
         .expect("pull with credentials");
     assert!(client.inspect_image(&image).is_ok());
     remove_image_tag(&image);
+}
+
+#[test]
+fn create_passes_entrypoint_env_user_workdir_binds_volumes_and_network_mode() {
+    let Some((client, containers)) =
+        setup("create_passes_entrypoint_env_user_workdir_binds_volumes_and_network_mode")
+    else {
+        return;
+    };
+    let shared = TempDir::new("deckhand-bind");
+    // The container runs as an unprivileged user and must write here.
+    std::fs::set_permissions(
+        &shared.path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod the bind source");
+    let spec = CreateContainer {
+        name: containers.name("fields"),
+        image: TEST_IMAGE.into(),
+        labels: containers.labels(),
+        env: vec!["GREETING=hello from env".into()],
+        entrypoint: Some(vec!["sh".into(), "-c".into()]),
+        cmd: Some(vec![
+            "echo \"$GREETING\" > /data/greeting; id -u > /data/uid; pwd > /data/pwd".into(),
+        ]),
+        working_dir: Some("/tmp".into()),
+        user: Some("1234".into()),
+        binds: vec![format!("{}:/data", shared.path.display())],
+        volumes: vec!["/scratch".into()],
+        network_mode: Some("none".into()),
+        log_config: Some(deckhand::runtime::LogConfig {
+            driver: "json-file".into(),
+            options: [("max-size".to_string(), "1m".to_string())].into(),
+        }),
+        ..CreateContainer::default()
+    };
+    let id = client.create_container(&spec).expect("create");
+    client.start_container(&id).expect("start");
+    assert_eq!(client.wait_container(&id, EVENT_DEADLINE).expect("wait"), 0);
+    let read = |file: &str| {
+        std::fs::read_to_string(shared.path.join(file))
+            .unwrap_or_else(|error| panic!("the container did not write {file}: {error}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("greeting"), "hello from env");
+    assert_eq!(read("uid"), "1234");
+    assert_eq!(read("pwd"), "/tmp");
+    let info = client.inspect_container(&id).expect("inspect");
+    assert!(
+        info.mounts.iter().any(|(source, destination)| source
+            == &shared.path.display().to_string()
+            && destination == "/data"),
+        "{:?}",
+        info.mounts
+    );
+    assert!(
+        info.mounts
+            .iter()
+            .any(|(_, destination)| destination == "/scratch"),
+        "{:?}",
+        info.mounts
+    );
+    assert_eq!(
+        info.networks
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["none"]
+    );
+    client
+        .remove_container(&id, true)
+        .expect("remove with volumes");
 }

@@ -127,16 +127,21 @@ impl OpenResponse {
     }
 
     /// Fails unless the status is one of `accepted`, reading Docker's message from the body.
-    fn accept(mut self, accepted: &[u16], missing: MissingMeans) -> Result<Self, RuntimeError> {
+    fn accept(self, accepted: &[u16], missing: MissingMeans) -> Result<Self, RuntimeError> {
         if accepted.contains(&self.head.status) {
             return Ok(self);
         }
+        let status = self.head.status;
+        Err(error_for_status(status, self.error_message(), missing))
+    }
+
+    /// Docker's message from an error answer's body (the reason phrase if the body is unreadable).
+    fn error_message(mut self) -> String {
         let body = self
             .body
             .read_to_end_limited(MAX_ERROR_BODY_BYTES)
             .unwrap_or_default();
-        let message = wire::error_message(&body, &self.head.reason);
-        Err(error_for_status(self.head.status, message, missing))
+        wire::error_message(&body, &self.head.reason)
     }
 
     /// Feeds each non-empty line of a streamed body to `on_line` until the body ends.
@@ -479,16 +484,27 @@ impl ContainerRuntime for DockerClient {
         if response.head.status != 200 {
             // Any refusal of a pull (unknown tag, no access, registry down) is a failed pull;
             // Docker's message says which.
-            let status = response.head.status;
-            let message = match response.accept(&[200], MissingMeans::Image) {
-                Err(error) => error.to_string(),
-                Ok(_) => format!("status {status}"),
-            };
-            return Err(RuntimeError::CannotPull { message });
+            return Err(RuntimeError::CannotPull {
+                message: response.error_message(),
+            });
         }
         let mut judge = ProgressJudge::new(ProgressKind::Pull, &format!("{name}:{tag}"));
-        response.for_each_line(|line| judge.observe_line(line))?;
-        judge.finish().map(|_| ())
+        let mut line_refused = false;
+        let outcome = response.for_each_line(|line| {
+            let verdict = judge.observe_line(line);
+            line_refused = verdict.is_err();
+            verdict
+        });
+        match outcome {
+            // The stream broke off (Docker died, the connection dropped): the pull failed.
+            Err(RuntimeError::Protocol { message }) if !line_refused => {
+                Err(RuntimeError::CannotPull {
+                    message: format!("the progress stream was cut off: {message}"),
+                })
+            }
+            Err(error) => Err(error),
+            Ok(()) => judge.finish().map(|_| ()),
+        }
     }
 
     fn inspect_image(&self, image: &str) -> Result<ImageInfo, RuntimeError> {

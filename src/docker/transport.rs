@@ -158,11 +158,13 @@ impl TimedStream {
             }
             None => None,
         };
-        Ok(match (until_deadline, self.no_progress) {
+        let wait = match (until_deadline, self.no_progress) {
             (Some(left), Some(idle)) if idle < left => Some(idle),
             (Some(left), _) => Some(left),
             (None, idle) => idle,
-        })
+        };
+        // A zero timeout means "block forever" to the OS (and is refused by std): wait 1 ms.
+        Ok(wait.map(|wait| wait.max(Duration::from_millis(1))))
     }
 
     fn cause_of_timeout(&self) -> TimeoutCause {
