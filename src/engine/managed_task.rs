@@ -737,9 +737,6 @@ impl ManagedTask {
         }
         let mut health = None;
         if let Some(info) = &change.info {
-            if !info.id.is_empty() && container.docker_id.is_none() {
-                container.docker_id = Some(info.id.clone());
-            }
             if !info.image_id.is_empty() {
                 container.image_id = Some(info.image_id.clone());
             }
