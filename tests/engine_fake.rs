@@ -908,3 +908,70 @@ fn reordered_events_leave_the_task_right() {
         Some(ContainerStatus::Stopped)
     );
 }
+
+fn restarting(name: &str, image: &str) -> deckhand::task::ContainerDefinition {
+    let mut definition = container(name, image);
+    definition.restart_policy = Some(deckhand::task::RestartPolicy {
+        enabled: true,
+        ignored_exit_codes: vec![0],
+        restart_attempt_period_secs: 0,
+    });
+    definition
+}
+
+#[test]
+fn a_restart_policy_restarts_an_exited_container_in_place() {
+    let harness = Harness::new();
+    let id = harness.submit(task("restarts", vec![restarting("app", APP_IMAGE)]));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.exit("app", 1);
+    harness.wait_calls(Op::Start, "app", 2);
+    harness.wait_task(&id, "one restart counted", |task| {
+        task.and_then(|t| t.container("app"))
+            .is_some_and(|c| c.restart_count == 1)
+    });
+    assert_eq!(
+        harness.fake.container("app").map(|c| c.start_count),
+        Some(2)
+    );
+    // An ignored exit code is a normal exit: the essential container stops the task.
+    harness.fake.exit("app", 0);
+    let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(stopped.exit_code, Some(0));
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(harness.fake.count(Op::Start, "app"), 2);
+    assert_eq!(
+        statuses(&harness.events_of(&id)),
+        vec![
+            entry(Some("app"), "RUNNING"),
+            entry(None, "RUNNING"),
+            entry(Some("app"), "STOPPED"),
+            entry(None, "STOPPED"),
+        ],
+        "the restart itself is not reported"
+    );
+}
+
+#[test]
+fn a_failed_restart_is_a_normal_exit() {
+    let harness = Harness::new();
+    let id = harness.submit(task("restart-fails", vec![restarting("app", APP_IMAGE)]));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.fail_next(
+        Op::Start,
+        "app",
+        RuntimeError::Api {
+            status: 500,
+            message: "cannot restart".to_string(),
+        },
+    );
+    harness.fake.exit("app", 2);
+    let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(stopped.exit_code, Some(2));
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(
+        harness.fake.count(Op::Start, "app"),
+        2,
+        "one start, one failed restart"
+    );
+}

@@ -15,8 +15,8 @@ use crate::engine::docker_events::DockerObservation;
 use crate::engine::task_engine::EngineShared;
 use crate::engine::transition::{
     derive_task_known_status, error_outcome, essential_container_stopped, is_steady, next_state,
-    restop_on_running_report, stop_grace, unable_to_progress, DockerAction, NextState,
-    ProgressVerdict, RuleConfig,
+    restop_on_running_report, should_restart, stop_grace, unable_to_progress, DockerAction,
+    NextState, ProgressVerdict, RuleConfig,
 };
 use crate::engine::workers::run_docker_call;
 use crate::report::NewEvent;
@@ -112,6 +112,12 @@ pub enum Input {
         container: String,
         error: Option<ContainerError>,
     },
+    /// The answer of a restart (§12) made instead of applying a STOPPED with `exit_code`.
+    Restarted {
+        container: String,
+        exit_code: Option<i64>,
+        result: Result<(), RuntimeError>,
+    },
     /// Docker events may have been missed: re-inspect.
     Resync,
     /// Every earlier stop finished (§9).
@@ -148,6 +154,12 @@ pub enum DockerCall {
     Inspect {
         container: String,
         docker_id: String,
+    },
+    /// §12: start an exited container again under its restart policy.
+    Restart {
+        container: String,
+        docker_id: String,
+        exit_code: Option<i64>,
     },
     /// Cleanup: force-remove the containers with their anonymous volumes, then the task volumes.
     Remove {
@@ -237,6 +249,8 @@ struct ContainerChange {
     /// When Docker saw the change, in nanoseconds (event time, or the start/finish time an
     /// inspection shows).
     observed_at: Option<i64>,
+    /// A restart was tried for this STOPPED already (and failed): apply it normally.
+    restart_failed: bool,
 }
 
 /// Classifies a failed Docker call for the rules of §6.
@@ -600,6 +614,39 @@ impl ManagedTask {
                 };
                 self.container_change(index, change, now, effects);
             }
+            Input::Restarted {
+                container,
+                exit_code,
+                result,
+            } => {
+                let Some(index) = self.task.container_index(&container) else {
+                    return;
+                };
+                let restarted = &mut self.task.containers[index];
+                if restarted.applied_status == Some(ContainerStatus::Running) {
+                    restarted.applied_status = None;
+                }
+                match result {
+                    Ok(()) => log::info!(
+                        "task {}: restarted container {container} (restart {})",
+                        self.task.id,
+                        restarted.restart_count
+                    ),
+                    Err(error) => {
+                        log::warn!(
+                            "task {}: restarting container {container} failed: {error}",
+                            self.task.id
+                        );
+                        let change = ContainerChange {
+                            status: ContainerStatus::Stopped,
+                            exit_code,
+                            restart_failed: true,
+                            ..ContainerChange::default()
+                        };
+                        self.container_change(index, change, now, effects);
+                    }
+                }
+            }
             Input::Resync => self.inspect_all(effects),
             Input::WaitGroupReady => {
                 if self.phase == Phase::WaitingForStops {
@@ -827,6 +874,31 @@ impl ManagedTask {
                 self.copy_metadata(index, &change, now);
             }
             return;
+        }
+        // §12: an exit under a restart policy starts the container again instead; on success
+        // the change is dropped (known stays RUNNING, no event).
+        if change.status == ContainerStatus::Stopped
+            && change.error.is_none()
+            && !change.from_transition
+            && !change.restart_failed
+            && container.applied_status.is_none()
+            && should_restart(container, change.exit_code, now)
+        {
+            if let Some(docker_id) = container.docker_id.clone() {
+                container.restart_count += 1;
+                container.last_restart_at = Some(now);
+                container.applied_status = Some(ContainerStatus::Running);
+                if change.exit_code.is_some() {
+                    container.exit_code = change.exit_code;
+                }
+                self.dirty = true;
+                effects.push(Effect::Docker(DockerCall::Restart {
+                    container: container.name().to_string(),
+                    docker_id,
+                    exit_code: change.exit_code,
+                }));
+                return;
+            }
         }
         let previous_known = container.known_status;
         container.known_status = change.status;
@@ -1382,6 +1454,7 @@ fn spawn_worker(task_id: &str, shared: &EngineShared, call: DockerCall, results:
         DockerCall::Stop { .. } => "stop",
         DockerCall::Inspect { .. } => "inspect",
         DockerCall::Remove { .. } => "remove",
+        DockerCall::Restart { .. } => "restart",
     };
     let context = shared.worker_context.clone();
     let results_for_worker = results.clone();

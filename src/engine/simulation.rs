@@ -147,6 +147,13 @@ fn random_task(random: &mut Random) -> Task {
                 container.start_timeout_secs = Some(1 + random.below(3));
             }
         }
+        if random.chance(15) {
+            container.restart_policy = Some(crate::task::RestartPolicy {
+                enabled: true,
+                ignored_exit_codes: vec![0],
+                restart_attempt_period_secs: random.below(2),
+            });
+        }
         // Edges only onto earlier containers: acyclic by construction.
         for earlier in containers.iter() {
             if random.chance(35) {
@@ -274,7 +281,8 @@ impl Simulation {
                     let transition_of = match &call {
                         DockerCall::Pull { container, .. }
                         | DockerCall::Create { container, .. }
-                        | DockerCall::Start { container, .. } => Some(container.clone()),
+                        | DockerCall::Start { container, .. }
+                        | DockerCall::Restart { container, .. } => Some(container.clone()),
                         DockerCall::Stop {
                             container,
                             background: false,
@@ -470,7 +478,8 @@ impl Simulation {
         }
         let pending = self.pending.swap_remove(index);
         if let Some(Some(input)) = pending.answer {
-            if let Input::Transition { container, .. } = &input {
+            if let Input::Transition { container, .. } | Input::Restarted { container, .. } = &input
+            {
                 if let Some(count) = self.in_flight.get_mut(container) {
                     *count = count.saturating_sub(1);
                 }
@@ -597,6 +606,35 @@ impl Simulation {
                     .info(&docker_id)
                     .ok_or(RuntimeError::NoSuchContainer { message: docker_id }),
             }),
+            DockerCall::Restart {
+                container,
+                docker_id,
+                exit_code,
+            } => {
+                let now = self.now;
+                let result = match self.docker.get_mut(&docker_id) {
+                    Some(_) if fails => Err(RuntimeError::Api {
+                        status: 500,
+                        message: "simulated".into(),
+                    }),
+                    Some(sim) => {
+                        if sim.state != SimState::Running {
+                            sim.state = SimState::Running;
+                            sim.started_at = now;
+                            self.docker_event(&docker_id, ContainerStatus::Running, None);
+                        }
+                        Ok(())
+                    }
+                    None => Err(RuntimeError::NoSuchContainer {
+                        message: docker_id.clone(),
+                    }),
+                };
+                Some(Input::Restarted {
+                    container,
+                    exit_code,
+                    result,
+                })
+            }
             DockerCall::Remove { docker_ids, .. } => {
                 for id in docker_ids {
                     self.docker.remove(&id);
@@ -778,6 +816,7 @@ fn managed_task_keeps_its_invariants_over_many_seeds() {
     // What the seeds covered, so a simulator that stopped exploring fails loudly.
     let mut reached_running = 0;
     let mut gave_up = 0;
+    let mut restarted = 0;
     let mut steps = 0;
     for seed in 0..seeds {
         let result = std::panic::catch_unwind(|| {
@@ -795,11 +834,18 @@ fn managed_task_keeps_its_invariants_over_many_seeds() {
                         .is_some_and(|reason| reason.starts_with("TaskStateError"))
                 }),
                 simulation.log.len(),
+                simulation
+                    .machine
+                    .task()
+                    .containers
+                    .iter()
+                    .any(|container| container.restart_count > 0),
             )
         });
-        if let Ok((running, gave, step_count)) = &result {
+        if let Ok((running, gave, step_count, any_restart)) = &result {
             reached_running += usize::from(*running);
             gave_up += usize::from(*gave);
+            restarted += usize::from(*any_restart);
             steps += step_count;
         }
         if let Err(panic) = result {
@@ -812,7 +858,12 @@ fn managed_task_keeps_its_invariants_over_many_seeds() {
         }
     }
     eprintln!(
-        "simulated {seeds} seeds, {steps} inputs; {reached_running} reached RUNNING, {gave_up} gave up"
+        "simulated {seeds} seeds, {steps} inputs; {reached_running} reached RUNNING, \
+         {restarted} restarted a container, {gave_up} gave up"
+    );
+    assert!(
+        restarted > 0 || seeds < 100,
+        "no seed restarted a container"
     );
     assert!(
         reached_running * 4 > seeds as usize,

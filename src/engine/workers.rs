@@ -151,6 +151,15 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             container,
             result: runtime.inspect_container(&docker_id),
         }),
+        DockerCall::Restart {
+            container,
+            docker_id,
+            exit_code,
+        } => Some(Input::Restarted {
+            container,
+            exit_code,
+            result: runtime.start_container(&docker_id),
+        }),
         DockerCall::Remove {
             docker_ids,
             volumes,
