@@ -252,32 +252,8 @@ mod tests {
         Protocol, TaskDefinition, Volume, VolumeFrom,
     };
 
-    pub(crate) fn container_definition(name: &str) -> ContainerDefinition {
-        ContainerDefinition {
-            name: name.to_string(),
-            image: "busybox:latest".to_string(),
-            essential: true,
-            command: None,
-            entry_point: None,
-            environment: Vec::new(),
-            depends_on: Vec::new(),
-            links: Vec::new(),
-            volumes_from: Vec::new(),
-            mount_points: Vec::new(),
-            port_mappings: Vec::new(),
-            health_check: None,
-            stop_timeout_secs: None,
-            start_timeout_secs: None,
-            memory_mib: None,
-            memory_reservation_mib: None,
-            cpu: None,
-            privileged: false,
-            user: None,
-            working_directory: None,
-            docker_labels: BTreeMap::new(),
-            log_configuration: None,
-            restart_policy: None,
-        }
+    fn container_definition(name: &str) -> ContainerDefinition {
+        crate::engine::test_support::container_definition(name, "busybox:latest")
     }
 
     fn task_with(containers: Vec<ContainerDefinition>, volumes: Vec<Volume>) -> Task {

@@ -9,6 +9,8 @@ pub mod managed_task;
 #[cfg(test)]
 mod simulation;
 pub mod task_engine;
+#[cfg(test)]
+mod test_support;
 pub mod transition;
 pub mod wait_group;
 pub mod workers;

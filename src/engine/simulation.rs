@@ -102,31 +102,7 @@ struct Simulation {
 }
 
 fn definition(name: &str) -> ContainerDefinition {
-    ContainerDefinition {
-        name: name.to_string(),
-        image: format!("sim/{name}:1"),
-        essential: true,
-        command: None,
-        entry_point: None,
-        environment: Vec::new(),
-        depends_on: Vec::new(),
-        links: Vec::new(),
-        volumes_from: Vec::new(),
-        mount_points: Vec::new(),
-        port_mappings: Vec::new(),
-        health_check: None,
-        stop_timeout_secs: None,
-        start_timeout_secs: None,
-        memory_mib: None,
-        memory_reservation_mib: None,
-        cpu: None,
-        privileged: false,
-        user: None,
-        working_directory: None,
-        docker_labels: BTreeMap::new(),
-        log_configuration: None,
-        restart_policy: None,
-    }
+    crate::engine::test_support::container_definition(name, &format!("sim/{name}:1"))
 }
 
 fn random_task(random: &mut Random) -> Task {
