@@ -243,3 +243,53 @@ fn task_containers_carry_the_ecs_labels() {
     harness.engine.stop(&accepted.id).expect("stop accepted");
     wait_event(&harness.engine, &accepted.id, None, "STOPPED", DEADLINE);
 }
+
+/// A free TCP port on 127.0.0.1 (bound once, then released for Docker to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free local port")
+}
+
+#[test]
+fn a_replacement_binding_the_same_host_port_starts_after_the_old_task_stopped() {
+    let Some(harness) = DockerHarness::new("a_replacement_binding_the_same_host_port") else {
+        return;
+    };
+    let port = free_port();
+    let on_port = |name: &str| {
+        let mut definition = serving(name);
+        definition.port_mappings = vec![deckhand::task::PortMapping {
+            container_port: 8080,
+            host_port: Some(port),
+            protocol: deckhand::task::Protocol::Tcp,
+        }];
+        definition
+    };
+    let old = harness.submit(task("old", vec![on_port("web")]));
+    wait_event(&harness.engine, &old, None, "RUNNING", DEADLINE);
+    // Stop the old task and submit its replacement at once: without the ordering the new
+    // container would fail to bind the port the old one still holds.
+    harness.engine.stop(&old).expect("stop accepted");
+    let new = harness.submit(task("new", vec![on_port("web")]));
+    wait_event(&harness.engine, &new, None, "RUNNING", DEADLINE);
+    let old_info = harness.inspect(&old, "web");
+    let new_info = harness.inspect(&new, "web");
+    assert!(!old_info.state.running);
+    assert!(new_info.state.running);
+    assert!(
+        started_at(&new_info) > finished_at(&old_info),
+        "the replacement started before the old container finished"
+    );
+    assert!(
+        new_info
+            .ports
+            .iter()
+            .any(|binding| binding.host_port == port),
+        "the replacement holds host port {port}: {:?}",
+        new_info.ports
+    );
+    harness.engine.stop(&new).expect("stop accepted");
+    wait_event(&harness.engine, &new, None, "STOPPED", DEADLINE);
+}
