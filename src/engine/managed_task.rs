@@ -1415,8 +1415,30 @@ fn perform(
     let mut queue: VecDeque<Effect> = effects.into();
     while let Some(effect) = queue.pop_front() {
         match effect {
-            Effect::Docker(call) => spawn_worker(&machine.task().id, shared, call, results),
+            Effect::Docker(call) => {
+                log::debug!("task {}: {call:?}", machine.task().id);
+                spawn_worker(&machine.task().id, shared, call, results)
+            }
             Effect::Emit { event, reported } => {
+                log::info!(
+                    "task {}: {}{}{}{}",
+                    event.task,
+                    event
+                        .container
+                        .as_deref()
+                        .map(|name| format!("container {name} "))
+                        .unwrap_or_default(),
+                    event.status,
+                    event
+                        .exit_code
+                        .map(|code| format!(" (exit code {code})"))
+                        .unwrap_or_default(),
+                    event
+                        .reason
+                        .as_deref()
+                        .map(|reason| format!(": {reason}"))
+                        .unwrap_or_default()
+                );
                 shared.reporter.record(event);
                 queue.extend(machine.handle(Input::Reported(reported), now_millis()));
             }
