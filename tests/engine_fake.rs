@@ -975,3 +975,27 @@ fn a_failed_restart_is_a_normal_exit() {
         "one start, one failed restart"
     );
 }
+
+#[test]
+fn a_create_that_timed_out_but_happened_is_removed_at_cleanup() {
+    let harness = Harness::with_config(EngineConfig {
+        cleanup_wait: Duration::ZERO,
+        ..fast_config()
+    });
+    harness.fake.script(
+        Op::Create,
+        "app",
+        Script::EffectThenFail(RuntimeError::Timeout {
+            operation: "create".to_string(),
+            after: Duration::from_secs(240),
+        }),
+    );
+    let id = harness.submit(one_container_task("create-times-out"));
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(harness.fake.count(Op::Start, "app"), 0);
+    harness.wait_task(&id, "cleaned up", |task| task.is_none());
+    assert!(
+        harness.fake.containers().is_empty(),
+        "the container Docker made despite the timeout was removed by its fixed name"
+    );
+}

@@ -161,7 +161,8 @@ pub enum DockerCall {
         docker_id: String,
         exit_code: Option<i64>,
     },
-    /// Cleanup: force-remove the containers with their anonymous volumes, then the task volumes.
+    /// Cleanup: force-remove the containers (by id, or by fixed name when a create's answer was
+    /// lost) with their anonymous volumes, then the task volumes.
     Remove {
         docker_ids: Vec<String>,
         volumes: Vec<String>,
@@ -229,6 +230,9 @@ pub struct ManagedTask {
     /// When Docker last saw each container (by index) finish, in nanoseconds: tells an old
     /// `start` report from a real restart (§7). Not persisted; unknown after a restore.
     finished_nanos: Vec<Option<i64>>,
+    /// Containers (by index) whose create was sent: one whose answer was lost may exist in
+    /// Docker under its fixed name without the task knowing its id.
+    create_sent: Vec<bool>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -373,12 +377,14 @@ impl ManagedTask {
             .collect();
         let emitted_task = task.sent_status;
         let finished_nanos = vec![None; task.containers.len()];
+        let create_sent = vec![false; task.containers.len()];
         ManagedTask {
             task,
             settings,
             phase: Phase::New,
             unfinished_stop,
             finished_nanos,
+            create_sent,
             emitted_container,
             emitted_task,
             steady_timer_armed: false,
@@ -1089,11 +1095,18 @@ impl ManagedTask {
         }
         self.phase = Phase::Removing;
         effects.push(Effect::Docker(DockerCall::Remove {
+            // By id; by the fixed name where a create was sent but its answer never gave an id
+            // (a timed-out create that happened must not leak).
             docker_ids: self
                 .task
                 .containers
                 .iter()
-                .filter_map(|container| container.docker_id.clone())
+                .zip(&self.create_sent)
+                .filter_map(|(container, create_sent)| match &container.docker_id {
+                    Some(docker_id) => Some(docker_id.clone()),
+                    None if *create_sent => container.docker_name.clone(),
+                    None => None,
+                })
                 .collect(),
             volumes: task_volume_names(&self.task),
         }));
@@ -1245,43 +1258,46 @@ impl ManagedTask {
     ) {
         let container = &self.task.containers[index];
         let name = container.name().to_string();
-        let call =
-            match action {
-                DockerAction::Pull => {
-                    if self.task.pull_started_at.is_none() {
-                        self.task.pull_started_at = Some(now);
-                    }
-                    Ok(DockerCall::Pull {
-                        container: name.clone(),
-                        image: container.definition.image.clone(),
-                    })
+        let call = match action {
+            DockerAction::Pull => {
+                if self.task.pull_started_at.is_none() {
+                    self.task.pull_started_at = Some(now);
                 }
-                DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
-                    .map(|spec| DockerCall::Create {
+                Ok(DockerCall::Pull {
+                    container: name.clone(),
+                    image: container.definition.image.clone(),
+                })
+            }
+            DockerAction::Create => {
+                self.create_sent[index] = true;
+                create_request(&self.task, index, &self.settings.cluster).map(|spec| {
+                    DockerCall::Create {
                         container: name.clone(),
                         spec: Box::new(spec),
-                    }),
-                DockerAction::Start => match &container.docker_id {
-                    Some(docker_id) => Ok(DockerCall::Start {
-                        container: name.clone(),
-                        docker_id: docker_id.clone(),
-                    }),
-                    None => Err(format!("container {name} has no Docker id to start")),
-                },
-                DockerAction::Stop => match &container.docker_id {
-                    Some(docker_id) => Ok(DockerCall::Stop {
-                        container: name.clone(),
-                        docker_id: docker_id.clone(),
-                        grace: stop_grace(container, self.settings.stop_timeout),
-                        background: false,
-                    }),
-                    None => {
-                        // Never created in Docker: nothing to stop.
-                        self.post_synthetic_stop(index, None);
-                        return;
                     }
-                },
-            };
+                })
+            }
+            DockerAction::Start => match &container.docker_id {
+                Some(docker_id) => Ok(DockerCall::Start {
+                    container: name.clone(),
+                    docker_id: docker_id.clone(),
+                }),
+                None => Err(format!("container {name} has no Docker id to start")),
+            },
+            DockerAction::Stop => match &container.docker_id {
+                Some(docker_id) => Ok(DockerCall::Stop {
+                    container: name.clone(),
+                    docker_id: docker_id.clone(),
+                    grace: stop_grace(container, self.settings.stop_timeout),
+                    background: false,
+                }),
+                None => {
+                    // Never created in Docker: nothing to stop.
+                    self.post_synthetic_stop(index, None);
+                    return;
+                }
+            },
+        };
         self.task.containers[index].applied_status = Some(target);
         self.dirty = true;
         match call {
