@@ -1,0 +1,787 @@
+//! Table-driven tests of the configuration rules: defaults per scope, file syntax, environment
+//! over file, every bad value, minimum clamps and the packaged config file staying in step with
+//! the key table.
+
+use super::*;
+use std::cell::Cell;
+
+/// An environment made of `(key, value)` pairs.
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let owned: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect();
+    move |key: &str| {
+        owned
+            .iter()
+            .rev()
+            .find(|(candidate, _)| candidate == key)
+            .map(|(_, value)| value.clone())
+    }
+}
+
+fn config_file_path() -> &'static Path {
+    Path::new("/etc/deckhand/deckhand.conf")
+}
+
+fn system_config(file: Option<&str>, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let env = env_of(env);
+    Config::from_sources(
+        file.map(|text| (config_file_path(), text)),
+        &env,
+        Scope::System,
+    )
+}
+
+#[test]
+fn system_defaults_match_the_documented_table() {
+    let config = system_config(None, &[]).expect("defaults load");
+    assert_eq!(
+        config,
+        Config {
+            docker_host: "unix:///var/run/docker.sock".into(),
+            docker_socket_path: PathBuf::from("/var/run/docker.sock"),
+            cluster: "default".into(),
+            data_dir: PathBuf::from("/var/lib/deckhand"),
+            api_socket: PathBuf::from("/run/deckhand/api.sock"),
+            tasks_dir: PathBuf::from("/etc/deckhand/tasks.d"),
+            introspection_addr: Some("127.0.0.1:51678".parse().expect("literal address")),
+            task_cleanup_wait: Duration::from_secs(3 * 3600),
+            container_stop_timeout: Duration::from_secs(30),
+            container_start_timeout: Duration::from_secs(180),
+            container_create_timeout: Duration::from_secs(240),
+            image_pull_timeout: Duration::from_secs(2 * 3600),
+            image_pull_behavior: PullBehavior::Default,
+            pull_dependent_containers_upfront: false,
+            privileged_disabled: false,
+            reserved_ports: vec![22, 2375, 2376, 51678, 51679],
+            log_level: LevelFilter::Info,
+            steady_state_check_interval: Duration::from_secs(300),
+            remove_orphans: false,
+            scope: Scope::System,
+            config_file: None,
+            warnings: vec![],
+        }
+    );
+}
+
+#[test]
+fn every_documented_default_is_what_the_loader_uses() {
+    // Each key's documented default, written explicitly, gives the same config as leaving it out.
+    let implicit = system_config(None, &[]).expect("defaults load");
+    for doc in CONFIG_KEYS {
+        let explicit = system_config(None, &[(doc.key, doc.system_default)])
+            .unwrap_or_else(|error| panic!("{}: documented default rejected: {error}", doc.key));
+        assert_eq!(explicit, implicit, "{}", doc.key);
+    }
+}
+
+#[test]
+fn user_scope_defaults_move_to_xdg_places() {
+    struct Case {
+        name: &'static str,
+        env: &'static [(&'static str, &'static str)],
+        data_dir: &'static str,
+        api_socket: &'static str,
+        tasks_dir: &'static str,
+        config_file: &'static str,
+    }
+    let cases = [
+        Case {
+            name: "all XDG variables set",
+            env: &[
+                ("HOME", "/home/dev"),
+                ("XDG_STATE_HOME", "/x/state"),
+                ("XDG_RUNTIME_DIR", "/run/user/1000"),
+                ("XDG_CONFIG_HOME", "/x/config"),
+            ],
+            data_dir: "/x/state/deckhand",
+            api_socket: "/run/user/1000/deckhand/api.sock",
+            tasks_dir: "/x/config/deckhand/tasks.d",
+            config_file: "/x/config/deckhand/deckhand.conf",
+        },
+        Case {
+            name: "only HOME",
+            env: &[("HOME", "/home/dev")],
+            data_dir: "/home/dev/.local/state/deckhand",
+            api_socket: "/home/dev/.local/state/deckhand/api.sock",
+            tasks_dir: "/home/dev/.config/deckhand/tasks.d",
+            config_file: "/home/dev/.config/deckhand/deckhand.conf",
+        },
+        Case {
+            name: "relative XDG values are ignored",
+            env: &[
+                ("HOME", "/home/dev"),
+                ("XDG_STATE_HOME", "state"),
+                ("XDG_RUNTIME_DIR", "run"),
+                ("XDG_CONFIG_HOME", "config"),
+            ],
+            data_dir: "/home/dev/.local/state/deckhand",
+            api_socket: "/home/dev/.local/state/deckhand/api.sock",
+            tasks_dir: "/home/dev/.config/deckhand/tasks.d",
+            config_file: "/home/dev/.config/deckhand/deckhand.conf",
+        },
+        Case {
+            name: "explicit data dir carries the fallback socket",
+            env: &[("HOME", "/home/dev"), ("ECS_DATADIR", "/srv/dh")],
+            data_dir: "/srv/dh",
+            api_socket: "/srv/dh/api.sock",
+            tasks_dir: "/home/dev/.config/deckhand/tasks.d",
+            config_file: "/home/dev/.config/deckhand/deckhand.conf",
+        },
+    ];
+    for case in cases {
+        let env = env_of(case.env);
+        let config = Config::from_sources(None, &env, Scope::User)
+            .unwrap_or_else(|error| panic!("{}: {error}", case.name));
+        assert_eq!(
+            config.data_dir,
+            PathBuf::from(case.data_dir),
+            "{}",
+            case.name
+        );
+        assert_eq!(
+            config.api_socket,
+            PathBuf::from(case.api_socket),
+            "{}",
+            case.name
+        );
+        assert_eq!(
+            config.tasks_dir,
+            PathBuf::from(case.tasks_dir),
+            "{}",
+            case.name
+        );
+        assert_eq!(config.scope, Scope::User, "{}", case.name);
+        assert_eq!(
+            default_config_file(Scope::User, &env).expect("user config path"),
+            PathBuf::from(case.config_file),
+            "{}",
+            case.name
+        );
+    }
+}
+
+#[test]
+fn user_scope_without_home_or_xdg_names_the_key_to_set() {
+    let env = env_of(&[]);
+    let error = Config::from_sources(None, &env, Scope::User).expect_err("no home");
+    let message = error.to_string();
+    assert!(message.contains("ECS_DATADIR"), "{message}");
+    assert!(message.contains("XDG_STATE_HOME"), "{message}");
+    // With every path given explicitly, no home directory is needed.
+    let env = env_of(&[
+        ("ECS_DATADIR", "/srv/dh"),
+        ("DECKHAND_TASKS_DIR", "/srv/dh/tasks.d"),
+    ]);
+    let config = Config::from_sources(None, &env, Scope::User).expect("explicit paths");
+    assert_eq!(config.api_socket, PathBuf::from("/srv/dh/api.sock"));
+}
+
+#[test]
+fn system_scope_ignores_xdg_variables() {
+    let config = system_config(
+        None,
+        &[
+            ("HOME", "/root"),
+            ("XDG_STATE_HOME", "/x"),
+            ("XDG_RUNTIME_DIR", "/run/user/0"),
+        ],
+    )
+    .expect("loads");
+    assert_eq!(config.data_dir, PathBuf::from("/var/lib/deckhand"));
+    assert_eq!(config.api_socket, PathBuf::from("/run/deckhand/api.sock"));
+}
+
+/// One value per key, different from the default, with the field it must land in.
+type FieldCheck = fn(&Config) -> String;
+const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
+    ("DOCKER_HOST", "unix:///tmp/d.sock", "/tmp/d.sock", |c| {
+        c.docker_socket_path.display().to_string()
+    }),
+    ("ECS_CLUSTER", "edge-7", "edge-7", |c| c.cluster.clone()),
+    ("ECS_DATADIR", "/srv/deckhand", "/srv/deckhand", |c| {
+        c.data_dir.display().to_string()
+    }),
+    (
+        "DECKHAND_API_SOCKET",
+        "/srv/api.sock",
+        "/srv/api.sock",
+        |c| c.api_socket.display().to_string(),
+    ),
+    ("DECKHAND_TASKS_DIR", "/srv/tasks", "/srv/tasks", |c| {
+        c.tasks_dir.display().to_string()
+    }),
+    (
+        "DECKHAND_INTROSPECTION_ADDR",
+        "0.0.0.0:9000",
+        "Some(0.0.0.0:9000)",
+        |c| format!("{:?}", c.introspection_addr),
+    ),
+    (
+        "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
+        "10m",
+        "600s",
+        |c| format!("{}s", c.task_cleanup_wait.as_secs()),
+    ),
+    ("ECS_CONTAINER_STOP_TIMEOUT", "5s", "5s", |c| {
+        format!("{}s", c.container_stop_timeout.as_secs())
+    }),
+    ("ECS_CONTAINER_START_TIMEOUT", "1m", "60s", |c| {
+        format!("{}s", c.container_start_timeout.as_secs())
+    }),
+    ("ECS_CONTAINER_CREATE_TIMEOUT", "2m", "120s", |c| {
+        format!("{}s", c.container_create_timeout.as_secs())
+    }),
+    ("ECS_IMAGE_PULL_TIMEOUT", "15m", "900s", |c| {
+        format!("{}s", c.image_pull_timeout.as_secs())
+    }),
+    (
+        "ECS_IMAGE_PULL_BEHAVIOR",
+        "prefer-cached",
+        "PreferCached",
+        |c| format!("{:?}", c.image_pull_behavior),
+    ),
+    (
+        "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+        "true",
+        "true",
+        |c| c.pull_dependent_containers_upfront.to_string(),
+    ),
+    ("ECS_DISABLE_PRIVILEGED", "true", "true", |c| {
+        c.privileged_disabled.to_string()
+    }),
+    ("ECS_RESERVED_PORTS", "[80,443]", "[80, 443]", |c| {
+        format!("{:?}", c.reserved_ports)
+    }),
+    ("ECS_LOGLEVEL", "debug", "DEBUG", |c| {
+        c.log_level.to_string()
+    }),
+    ("DECKHAND_STEADY_CHECK_INTERVAL", "30s", "30s", |c| {
+        format!("{}s", c.steady_state_check_interval.as_secs())
+    }),
+    ("DECKHAND_REMOVE_ORPHANS", "true", "true", |c| {
+        c.remove_orphans.to_string()
+    }),
+];
+
+#[test]
+fn every_key_is_covered_by_the_non_default_table() {
+    for doc in CONFIG_KEYS {
+        assert!(
+            NON_DEFAULT_VALUES.iter().any(|(key, ..)| *key == doc.key),
+            "{} has no row in NON_DEFAULT_VALUES",
+            doc.key
+        );
+    }
+}
+
+#[test]
+fn each_key_is_read_from_the_file_and_from_the_environment() {
+    let defaults = system_config(None, &[]).expect("defaults");
+    for (key, value, expected, field) in NON_DEFAULT_VALUES {
+        assert_ne!(
+            field(&defaults),
+            *expected,
+            "{key}: table value equals the default"
+        );
+        let from_file = system_config(Some(&format!("{key}={value}\n")), &[])
+            .unwrap_or_else(|error| panic!("{key} in file: {error}"));
+        assert_eq!(field(&from_file), *expected, "{key} from the file");
+        let from_env = system_config(None, &[(key, value)])
+            .unwrap_or_else(|error| panic!("{key} in env: {error}"));
+        assert_eq!(field(&from_env), *expected, "{key} from the environment");
+    }
+}
+
+#[test]
+fn the_environment_overrides_the_file_for_every_key() {
+    for (key, value, expected, field) in NON_DEFAULT_VALUES {
+        // The file holds the documented default; the environment holds the other value.
+        let file = format!("{key}={}\n", default_of(key));
+        let config = system_config(Some(&file), &[(key, value)])
+            .unwrap_or_else(|error| panic!("{key}: {error}"));
+        assert_eq!(field(&config), *expected, "{key}: environment must win");
+    }
+}
+
+#[test]
+fn an_empty_environment_variable_leaves_the_file_value() {
+    let config = system_config(Some("ECS_CLUSTER=edge\n"), &[("ECS_CLUSTER", "")]).expect("ok");
+    assert_eq!(config.cluster, "edge");
+}
+
+#[test]
+fn empty_introspection_address_turns_the_endpoint_off() {
+    let from_file = system_config(Some("DECKHAND_INTROSPECTION_ADDR=\n"), &[]).expect("ok");
+    assert_eq!(from_file.introspection_addr, None);
+    let from_env = system_config(None, &[("DECKHAND_INTROSPECTION_ADDR", "")]).expect("ok");
+    assert_eq!(from_env.introspection_addr, None);
+    let quoted = system_config(Some("DECKHAND_INTROSPECTION_ADDR=\"\"\n"), &[]).expect("ok");
+    assert_eq!(quoted.introspection_addr, None);
+    // Other keys treat empty as unset.
+    let cluster = system_config(Some("ECS_CLUSTER=\n"), &[]).expect("ok");
+    assert_eq!(cluster.cluster, "default");
+}
+
+#[test]
+fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("DOCKER_HOST", "tcp://127.0.0.1:2375", "unix:///"),
+        ("DOCKER_HOST", "unix://relative.sock", "absolute path"),
+        ("DOCKER_HOST", "/var/run/docker.sock", "unix:///"),
+        ("ECS_DATADIR", "var/lib/deckhand", "absolute path"),
+        ("DECKHAND_API_SOCKET", "api.sock", "absolute path"),
+        ("DECKHAND_TASKS_DIR", "./tasks.d", "absolute path"),
+        ("DECKHAND_INTROSPECTION_ADDR", "localhost:51678", "IP:PORT"),
+        ("DECKHAND_INTROSPECTION_ADDR", "127.0.0.1", "IP:PORT"),
+        ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION", "3", "no unit"),
+        ("ECS_CONTAINER_STOP_TIMEOUT", "30", "no unit"),
+        ("ECS_CONTAINER_START_TIMEOUT", "3 minutes", "unknown unit"),
+        ("ECS_CONTAINER_CREATE_TIMEOUT", "-4m", "not a duration"),
+        ("ECS_IMAGE_PULL_TIMEOUT", "2d", "unknown unit"),
+        ("DECKHAND_STEADY_CHECK_INTERVAL", "5min", "unknown unit"),
+        ("ECS_IMAGE_PULL_BEHAVIOR", "never", "prefer-cached"),
+        (
+            "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+            "yes",
+            "true or false",
+        ),
+        ("ECS_DISABLE_PRIVILEGED", "1", "true or false"),
+        ("DECKHAND_REMOVE_ORPHANS", "TRUE", "true or false"),
+        ("ECS_RESERVED_PORTS", "22,2375", "JSON list"),
+        ("ECS_RESERVED_PORTS", "[22, 70000]", "JSON list"),
+        ("ECS_RESERVED_PORTS", "[\"22\"]", "JSON list"),
+        (
+            "ECS_LOGLEVEL",
+            "verbose",
+            "debug, info, warn, error or crit",
+        ),
+    ];
+    for (key, value, expected_reason) in cases {
+        let error = system_config(None, &[(key, value)]).expect_err(key);
+        let message = error.to_string();
+        assert!(
+            matches!(&error, ConfigError::BadValue { key: k, origin: ValueOrigin::Environment, .. } if k == key),
+            "{key}={value}: {error:?}"
+        );
+        assert!(message.contains(key), "{message}");
+        assert!(message.contains(&format!("{value:?}")), "{message}");
+        assert!(
+            message.contains(expected_reason),
+            "{key}={value}: {message}"
+        );
+        assert!(message.starts_with("environment:"), "{message}");
+
+        let file = format!("# header\n\n{key}={value}\n");
+        let error = system_config(Some(&file), &[]).expect_err(key);
+        let message = error.to_string();
+        assert!(
+            message.starts_with("/etc/deckhand/deckhand.conf:3: "),
+            "{key}={value}: {message}"
+        );
+        assert!(message.contains(key), "{message}");
+        assert!(message.contains(expected_reason), "{message}");
+    }
+}
+
+#[test]
+fn a_bad_environment_value_is_an_error_even_when_the_file_is_fine() {
+    let error = system_config(Some("ECS_LOGLEVEL=info\n"), &[("ECS_LOGLEVEL", "loud")])
+        .expect_err("env is bad");
+    assert!(error.to_string().contains("ECS_LOGLEVEL"), "{error}");
+}
+
+#[test]
+fn unknown_keys_in_the_file_are_errors_naming_file_line_and_key() {
+    for key in [
+        "ECS_AVAILABLE_LOGGING_DRIVERS",
+        "DECKHAND_FOO",
+        "PATH",
+        "ecs_cluster",
+    ] {
+        let file = format!("ECS_CLUSTER=a\n{key}=x\n");
+        let error = system_config(Some(&file), &[]).expect_err(key);
+        assert!(
+            matches!(&error, ConfigError::UnknownKey { line: 2, key: k, .. } if k == key),
+            "{key}: {error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.starts_with("/etc/deckhand/deckhand.conf:2: unknown key"),
+            "{message}"
+        );
+        assert!(message.contains(key), "{message}");
+    }
+}
+
+#[test]
+fn unknown_variables_in_the_environment_are_ignored() {
+    let asked = Cell::new(0usize);
+    // An environment where every variable holds garbage except the ones deckhand knows.
+    let env = |key: &str| {
+        asked.set(asked.get() + 1);
+        if CONFIG_KEYS.iter().any(|doc| doc.key == key) {
+            None
+        } else {
+            Some("not a valid anything".to_string())
+        }
+    };
+    let config = Config::from_sources(None, &env, Scope::System).expect("unknown env ignored");
+    assert_eq!(config.cluster, "default");
+    assert!(asked.get() >= CONFIG_KEYS.len());
+}
+
+#[test]
+fn file_syntax_forms() {
+    let accepted: &[(&str, &str)] = &[
+        ("ECS_CLUSTER=edge", "edge"),
+        ("  ECS_CLUSTER = edge  ", "edge"),
+        ("ECS_CLUSTER=\"edge\"", "edge"),
+        ("ECS_CLUSTER='edge'", "edge"),
+        ("export ECS_CLUSTER=edge", "edge"),
+        ("export\tECS_CLUSTER=\"edge\"", "edge"),
+        (
+            "# comment\n\n   # indented comment\nECS_CLUSTER=edge",
+            "edge",
+        ),
+        ("ECS_CLUSTER=first\nECS_CLUSTER=edge", "edge"),
+        ("ECS_CLUSTER=a=b", "a=b"),
+        ("ECS_CLUSTER=edge\r\n", "edge"),
+        ("", "default"),
+    ];
+    for (file, cluster) in accepted {
+        let config =
+            system_config(Some(file), &[]).unwrap_or_else(|error| panic!("{file:?}: {error}"));
+        assert_eq!(config.cluster, *cluster, "{file:?}");
+        assert_eq!(config.config_file.as_deref(), Some(config_file_path()));
+    }
+
+    let rejected: &[(&str, usize, &str)] = &[
+        ("ECS_CLUSTER edge", 1, "expected KEY=VALUE"),
+        ("\n\n=edge", 3, "expected KEY=VALUE"),
+        ("ECS CLUSTER=edge", 1, "expected KEY=VALUE"),
+        ("ECS_CLUSTER=\"edge", 1, "unterminated"),
+        ("ECS_CLUSTER='edge\"", 1, "unterminated"),
+        ("exportECS_CLUSTER=edge", 1, "unknown key"),
+    ];
+    for (file, line, expected) in rejected {
+        let error = system_config(Some(file), &[]).expect_err(file);
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("/etc/deckhand/deckhand.conf:{line}: ")),
+            "{file:?}: {message}"
+        );
+        assert!(message.contains(expected), "{file:?}: {message}");
+    }
+}
+
+#[test]
+fn a_key_set_twice_in_the_file_warns_and_the_later_wins() {
+    let config = system_config(Some("ECS_CLUSTER=a\nECS_CLUSTER=b\n"), &[]).expect("ok");
+    assert_eq!(config.cluster, "b");
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    assert!(config.warnings[0].contains("ECS_CLUSTER"));
+    assert!(config.warnings[0].contains(":1"));
+}
+
+#[test]
+fn duration_forms() {
+    let good: &[(&str, Duration)] = &[
+        ("90s", Duration::from_secs(90)),
+        ("5m", Duration::from_secs(300)),
+        ("1h30m", Duration::from_secs(5400)),
+        ("1h30m15s", Duration::from_secs(5415)),
+        ("2h", Duration::from_secs(7200)),
+        ("500ms", Duration::from_millis(500)),
+        ("1s500ms", Duration::from_millis(1500)),
+        ("0", Duration::ZERO),
+        ("0s", Duration::ZERO),
+        (" 45s ", Duration::from_secs(45)),
+    ];
+    for (text, expected) in good {
+        assert_eq!(parse_duration(text), Ok(*expected), "{text:?}");
+    }
+    let bad: &[(&str, &str)] = &[
+        ("", "empty"),
+        ("30", "no unit"),
+        ("1h30", "no unit"),
+        ("1.5h", "unknown unit"),
+        ("5 m", "unknown unit"),
+        ("5M", "unknown unit"),
+        ("1d", "unknown unit"),
+        ("1us", "unknown unit"),
+        ("m", "not a duration"),
+        ("-5s", "not a duration"),
+        ("99999999999999999999s", "too large"),
+        ("9999999999999999999h", "too long"),
+    ];
+    for (text, expected) in bad {
+        let error = parse_duration(text).expect_err(text);
+        assert!(error.contains(expected), "{text:?}: {error}");
+        assert!(
+            error.contains("expected a duration like") || error.contains("too long"),
+            "{text:?}: {error}"
+        );
+    }
+}
+
+#[test]
+fn durations_format_back_to_what_parses() {
+    let cases: &[(Duration, &str)] = &[
+        (Duration::from_secs(5400), "1h30m"),
+        (Duration::from_secs(45), "45s"),
+        (Duration::from_millis(1500), "1s500ms"),
+        (Duration::from_secs(3 * 3600), "3h"),
+        (Duration::ZERO, "0"),
+    ];
+    for (duration, text) in cases {
+        assert_eq!(format_duration(*duration), *text);
+        assert_eq!(parse_duration(text), Ok(*duration));
+    }
+}
+
+#[test]
+fn below_minimum_values_are_adjusted_as_ecs_does_with_a_warning() {
+    type Field = fn(&Config) -> Duration;
+    let cases: &[(&str, &str, Duration, Field)] = &[
+        // Raised to the minimum.
+        (
+            "ECS_CONTAINER_STOP_TIMEOUT",
+            "500ms",
+            Duration::from_secs(1),
+            |c| c.container_stop_timeout,
+        ),
+        (
+            "ECS_CONTAINER_START_TIMEOUT",
+            "10s",
+            Duration::from_secs(45),
+            |c| c.container_start_timeout,
+        ),
+        (
+            "ECS_CONTAINER_CREATE_TIMEOUT",
+            "59s",
+            Duration::from_secs(60),
+            |c| c.container_create_timeout,
+        ),
+        // Replaced by the default.
+        (
+            "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
+            "999ms",
+            Duration::from_secs(3 * 3600),
+            |c| c.task_cleanup_wait,
+        ),
+        // Zero means unset: the default.
+        (
+            "ECS_CONTAINER_STOP_TIMEOUT",
+            "0s",
+            Duration::from_secs(30),
+            |c| c.container_stop_timeout,
+        ),
+        (
+            "ECS_IMAGE_PULL_TIMEOUT",
+            "0",
+            Duration::from_secs(7200),
+            |c| c.image_pull_timeout,
+        ),
+        (
+            "DECKHAND_STEADY_CHECK_INTERVAL",
+            "0ms",
+            Duration::from_secs(300),
+            |c| c.steady_state_check_interval,
+        ),
+    ];
+    for (key, value, expected, field) in cases {
+        let config = system_config(None, &[(key, value)]).unwrap_or_else(|e| panic!("{key}: {e}"));
+        assert_eq!(field(&config), *expected, "{key}={value}");
+        assert_eq!(
+            config.warnings.len(),
+            1,
+            "{key}={value}: {:?}",
+            config.warnings
+        );
+        assert!(config.warnings[0].starts_with(key), "{:?}", config.warnings);
+    }
+    // Exactly the minimum is kept, silently.
+    let config = system_config(
+        None,
+        &[
+            ("ECS_CONTAINER_STOP_TIMEOUT", "1s"),
+            ("ECS_CONTAINER_START_TIMEOUT", "45s"),
+            ("ECS_CONTAINER_CREATE_TIMEOUT", "1m"),
+            ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION", "1s"),
+        ],
+    )
+    .expect("minimums are valid");
+    assert_eq!(config.container_stop_timeout, Duration::from_secs(1));
+    assert_eq!(config.container_start_timeout, Duration::from_secs(45));
+    assert_eq!(config.container_create_timeout, Duration::from_secs(60));
+    assert_eq!(config.task_cleanup_wait, Duration::from_secs(1));
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+}
+
+#[test]
+fn log_levels_map_onto_log_filters() {
+    for (text, expected) in [
+        ("debug", LevelFilter::Debug),
+        ("info", LevelFilter::Info),
+        ("warn", LevelFilter::Warn),
+        ("error", LevelFilter::Error),
+        ("crit", LevelFilter::Error),
+        ("DEBUG", LevelFilter::Debug),
+    ] {
+        let config = system_config(None, &[("ECS_LOGLEVEL", text)]).expect(text);
+        assert_eq!(config.log_level, expected, "{text}");
+    }
+}
+
+#[test]
+fn scope_comes_from_the_effective_uid() {
+    let cases: &[(&str, Option<Scope>)] = &[
+        ("Name:\tx\nUid:\t0\t0\t0\t0\nGid:\t0\n", Some(Scope::System)),
+        ("Uid:\t1000\t1000\t1000\t1000\n", Some(Scope::User)),
+        // setuid root: real 1000, effective 0.
+        ("Uid:\t1000\t0\t0\t0\n", Some(Scope::System)),
+        // real root, effective 1000 (dropped privileges).
+        ("Uid:\t0\t1000\t1000\t1000\n", Some(Scope::User)),
+        ("Uid:\t0\n", None),
+        ("Uid:\tx\ty\n", None),
+        ("Name:\tx\n", None),
+    ];
+    for (status, expected) in cases {
+        assert_eq!(scope_from_proc_status(status), *expected, "{status:?}");
+    }
+    // This process: the test reads the real file, so the answer must match the real Uid line.
+    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
+    assert_eq!(
+        Some(Scope::of_current_process()),
+        scope_from_proc_status(&status)
+    );
+}
+
+/// Reads `packaging/deckhand.conf`. With `DECKHAND_BLESS=1` it first rewrites the file from
+/// [`render_packaged_config_file`], which is how the file is regenerated after a key changes.
+fn packaged_config_file_text() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/deckhand.conf");
+    if std::env::var("DECKHAND_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, render_packaged_config_file())
+            .expect("write packaging/deckhand.conf");
+    }
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+#[test]
+fn packaged_config_file_lists_every_key_commented_out_with_its_default() {
+    let text = packaged_config_file_text();
+    for doc in CONFIG_KEYS {
+        let line = format!("#{}={}", doc.key, doc.system_default);
+        assert!(
+            text.lines().any(|candidate| candidate == line),
+            "packaging/deckhand.conf lacks the line {line:?}"
+        );
+        assert!(
+            text.contains(doc.meaning),
+            "packaging/deckhand.conf lacks the meaning of {}",
+            doc.key
+        );
+    }
+    assert_eq!(
+        text,
+        render_packaged_config_file(),
+        "packaging/deckhand.conf differs from render_packaged_config_file(); regenerate it with DECKHAND_BLESS=1 cargo test --lib config"
+    );
+}
+
+#[test]
+fn packaged_config_file_loads_as_the_defaults() {
+    let text = packaged_config_file_text();
+    let from_file = system_config(Some(&text), &[]).expect("packaged file loads");
+    let mut without_file = system_config(None, &[]).expect("defaults");
+    without_file.config_file = Some(config_file_path().to_path_buf());
+    assert_eq!(from_file, without_file);
+}
+
+#[test]
+fn the_packaged_file_uncommented_still_loads_as_the_defaults() {
+    // Every documented default, made active, must parse: users uncomment lines and edit them.
+    let uncommented: String = packaged_config_file_text()
+        .lines()
+        .map(|line| match line.strip_prefix('#') {
+            Some(rest) if rest.contains('=') && !rest.starts_with(' ') => format!("{rest}\n"),
+            _ => format!("{line}\n"),
+        })
+        .collect();
+    let config = system_config(Some(&uncommented), &[]).expect("uncommented file loads");
+    let mut defaults = system_config(None, &[]).expect("defaults");
+    defaults.config_file = config.config_file.clone();
+    assert_eq!(config, defaults);
+}
+
+/// A fresh directory under the system temp dir for one test.
+fn scratch_directory(name: &str) -> PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("deckhand-config-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).expect("create scratch directory");
+    directory
+}
+
+#[test]
+fn loading_reads_the_given_file_and_requires_it_to_exist() {
+    let directory = scratch_directory("given");
+    let path = directory.join("deckhand.conf");
+    std::fs::write(&path, "ECS_CLUSTER=from-file\n").expect("write config");
+    let env = env_of(&[]);
+    let config = Config::load_for_scope(Some(&path), &env, Scope::System).expect("loads");
+    assert_eq!(config.cluster, "from-file");
+    assert_eq!(config.config_file.as_deref(), Some(path.as_path()));
+
+    let missing = directory.join("absent.conf");
+    let error = Config::load_for_scope(Some(&missing), &env, Scope::System).expect_err("missing");
+    assert!(
+        matches!(error, ConfigError::MissingFile { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("absent.conf"), "{error}");
+
+    // A directory is not a readable file.
+    let error = Config::load_for_scope(Some(&directory), &env, Scope::System).expect_err("dir");
+    assert!(
+        matches!(error, ConfigError::UnreadableFile { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains(&directory.display().to_string()),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&directory).expect("clean up");
+}
+
+#[test]
+fn loading_without_a_default_file_uses_the_defaults_and_with_one_reads_it() {
+    let directory = scratch_directory("default");
+    let xdg_config = directory.display().to_string();
+    let env = env_of(&[("HOME", "/nonexistent"), ("XDG_CONFIG_HOME", &xdg_config)]);
+    let config = Config::load_for_scope(None, &env, Scope::User).expect("no file is fine");
+    assert_eq!(config.config_file, None);
+    assert_eq!(config.cluster, "default");
+
+    std::fs::create_dir_all(directory.join("deckhand")).expect("mkdir");
+    std::fs::write(
+        directory.join("deckhand/deckhand.conf"),
+        "ECS_CLUSTER=mine\n",
+    )
+    .expect("write");
+    let config = Config::load_for_scope(None, &env, Scope::User).expect("reads the user file");
+    assert_eq!(config.cluster, "mine");
+    assert_eq!(
+        config.config_file,
+        Some(directory.join("deckhand/deckhand.conf"))
+    );
+    std::fs::remove_dir_all(&directory).expect("clean up");
+}
+
+#[test]
+fn exit_code_for_bad_configuration_is_ex_config() {
+    assert_eq!(EXIT_CONFIG, 78);
+}
