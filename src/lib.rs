@@ -2,6 +2,7 @@
 //! through the Docker Engine and keeps them at the status their owner asked for.
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod docker;
 pub mod engine;
