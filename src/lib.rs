@@ -4,6 +4,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod docker;
 pub mod engine;
 pub mod report;
