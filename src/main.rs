@@ -41,9 +41,9 @@ fn main() -> ExitCode {
         Command::Run { .. } => Err(CliFailure::Runtime(
             "deckhand run: the agent is not available in this build yet".into(),
         )),
-        Command::Validate { .. } => Err(CliFailure::Runtime(
-            "deckhand validate: not available in this build yet".into(),
-        )),
+        Command::Validate { file } => {
+            return deckhand::cli::validate::run(std::slice::from_ref(file));
+        }
         Command::Submit { file } => {
             client().and_then(|client| commands::submit(&client, file, &mut stdout))
         }
@@ -64,7 +64,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             for message in failure.messages() {
-                eprintln!("deckhand: {message}");
+                if failure.is_bare() {
+                    eprintln!("{message}");
+                } else {
+                    eprintln!("deckhand: {message}");
+                }
             }
             ExitCode::from(failure.exit_code())
         }

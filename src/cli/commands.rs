@@ -35,6 +35,9 @@ pub enum CliFailure {
     Runtime(String),
     /// Exit 2: the command line or the input is wrong.
     Invalid(Vec<String>),
+    /// Exit 2: the task definition is invalid; one `error: path: message` line per error,
+    /// printed as they are (the same lines as `deckhand validate`).
+    InvalidDefinition(Vec<String>),
     /// Exit 78: the configuration cannot be loaded.
     Config(String),
 }
@@ -43,7 +46,7 @@ impl CliFailure {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliFailure::Runtime(_) => EXIT_RUNTIME,
-            CliFailure::Invalid(_) => EXIT_USAGE,
+            CliFailure::Invalid(_) | CliFailure::InvalidDefinition(_) => EXIT_USAGE,
             CliFailure::Config(_) => EXIT_CONFIG,
         }
     }
@@ -52,8 +55,15 @@ impl CliFailure {
     pub fn messages(&self) -> Vec<String> {
         match self {
             CliFailure::Runtime(message) | CliFailure::Config(message) => vec![message.clone()],
-            CliFailure::Invalid(messages) => messages.clone(),
+            CliFailure::Invalid(messages) | CliFailure::InvalidDefinition(messages) => {
+                messages.clone()
+            }
         }
+    }
+
+    /// Whether the messages are printed without the `deckhand: ` prefix.
+    pub fn is_bare(&self) -> bool {
+        matches!(self, CliFailure::InvalidDefinition(_))
     }
 
     fn invalid(message: impl Into<String>) -> CliFailure {
@@ -112,8 +122,9 @@ pub fn read_definition(file: &str) -> Result<Vec<u8>, CliFailure> {
     } else {
         std::fs::File::open(file).and_then(|opened| opened.take(limit).read_to_end(&mut bytes))
     };
-    let name = if file == "-" { "stdin" } else { file };
-    result.map_err(|error| CliFailure::invalid(format!("cannot read {name}: {error}")))?;
+    let name = if file == "-" { "standard input" } else { file };
+    // As `deckhand validate`: an unreadable file is a runtime failure (exit 1).
+    result.map_err(|error| CliFailure::Runtime(format!("cannot read {name}: {error}")))?;
     if bytes.len() > MAX_REQUEST_BODY_BYTES {
         return Err(CliFailure::invalid(format!(
             "{name} is larger than the {MAX_REQUEST_BODY_BYTES} bytes a task definition may have"
@@ -134,20 +145,20 @@ fn write_out(out: &mut dyn Write, text: &str) -> Result<(), CliFailure> {
 /// `deckhand submit FILE`: validate locally, submit, print the new id.
 pub fn submit(client: &ApiClient, file: &str, out: &mut dyn Write) -> Result<(), CliFailure> {
     let definition = read_definition(file)?;
-    let name = if file == "-" { "stdin" } else { file };
     match parse_task_definition(&definition) {
         Ok(parsed) => {
             for warning in parsed.warnings {
-                eprintln!("warning: {name}: {warning}");
+                eprintln!("warning: {warning}");
             }
         }
         Err(errors) => {
-            return Err(CliFailure::Invalid(
+            // The same lines as `deckhand validate`.
+            return Err(CliFailure::InvalidDefinition(
                 errors
                     .iter()
-                    .map(|error| format!("{name}: {error}"))
+                    .map(|error| format!("error: {error}"))
                     .collect(),
-            ))
+            ));
         }
     }
     let response = client.request("POST", "/v1/tasks", Some(&definition), REQUEST_TIMEOUT)?;

@@ -4,3 +4,4 @@
 pub mod args;
 pub mod client;
 pub mod commands;
+pub mod validate;

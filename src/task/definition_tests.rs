@@ -1,0 +1,578 @@
+//! Tests of task-definition parsing and validation: both input shapes, every key class, every
+//! validation rule (one table row each, with the exact path), image references, start order,
+//! the shipped examples, and a replay of the saved fuzz corpus.
+
+use super::*;
+use serde_json::json;
+
+/// A small valid definition that the tables mutate.
+fn base() -> Value {
+    json!({
+        "family": "shop",
+        "containerDefinitions": [
+            {
+                "name": "web",
+                "image": "deckhand-test/busybox:latest",
+                "links": ["db"],
+                "portMappings": [{"containerPort": 80, "hostPort": 8080}]
+            },
+            {
+                "name": "db",
+                "image": "deckhand-test/busybox:latest",
+                "essential": false,
+                "healthCheck": {"command": ["CMD-SHELL", "true"]}
+            }
+        ]
+    })
+}
+
+fn parse_value(value: &Value) -> Result<ParsedDefinition, Vec<ValidationError>> {
+    parse_task_definition(value.to_string().as_bytes())
+}
+
+fn errors_of(value: &Value) -> Vec<String> {
+    match parse_value(value) {
+        Ok(parsed) => panic!("expected errors, parsed {parsed:?}"),
+        Err(errors) => errors.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn mutated(mutate: impl FnOnce(&mut Value)) -> Value {
+    let mut value = base();
+    mutate(&mut value);
+    value
+}
+
+#[test]
+fn base_definition_is_valid() {
+    let parsed = parse_value(&base()).expect("base is valid");
+    assert_eq!(parsed.definition.family, "shop");
+    assert_eq!(parsed.definition.revision, 0);
+    assert_eq!(parsed.definition.network_mode, NetworkMode::Bridge);
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let web = &parsed.definition.containers[0];
+    assert!(web.essential, "essential defaults to true");
+    assert_eq!(web.links, vec!["db".to_string()]);
+    assert_eq!(web.port_mappings[0], PortMapping { container_port: 80, host_port: Some(8080), protocol: Protocol::Tcp });
+    let check = parsed.definition.containers[1].health_check.as_ref().expect("health check");
+    assert_eq!(
+        (check.interval_secs, check.timeout_secs, check.retries, check.start_period_secs),
+        (30, 5, 3, 0),
+        "ECS health-check defaults"
+    );
+}
+
+#[test]
+fn every_supported_field_is_parsed() {
+    let value = json!({
+        "family": "full_family-1",
+        "revision": 7,
+        "networkMode": "host",
+        "cpu": "1 vCPU",
+        "memory": "0.5 GB",
+        "volumes": [{"name": "data", "host": {"sourcePath": "/srv/data"}}, {"name": "scratch"}],
+        "containerDefinitions": [{
+            "name": "main",
+            "image": "registry.local:5000/team/app:1.2@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "essential": true,
+            "command": ["serve", "--port", "80"],
+            "entryPoint": ["/bin/app"],
+            "environment": [{"name": "MODE", "value": "prod"}, {"name": "EMPTY"}],
+            "dependsOn": [{"containerName": "side", "condition": "START"}],
+            "volumesFrom": [{"sourceContainer": "side", "readOnly": true}],
+            "mountPoints": [{"sourceVolume": "data", "containerPath": "/data", "readOnly": true}],
+            "portMappings": [{"containerPort": 80, "protocol": "udp"}],
+            "healthCheck": {"command": ["CMD", "true"], "interval": 10, "timeout": 3, "retries": 2, "startPeriod": 15},
+            "stopTimeout": 12,
+            "startTimeout": 60,
+            "memory": 256,
+            "memoryReservation": 128,
+            "cpu": 512,
+            "privileged": true,
+            "user": "1000:1000",
+            "workingDirectory": "/srv",
+            "dockerLabels": {"team": "edge"},
+            "logConfiguration": {"logDriver": "json-file", "options": {"max-size": "10m"}},
+            "restartPolicy": {"enabled": true, "ignoredExitCodes": [0, 143], "restartAttemptPeriod": 120}
+        }, {
+            "name": "side",
+            "image": "busybox",
+            "essential": false
+        }]
+    });
+    let parsed = parse_value(&value).expect("valid");
+    let definition = &parsed.definition;
+    assert_eq!((definition.revision, definition.network_mode), (7, NetworkMode::Host));
+    assert_eq!((definition.cpu, definition.memory_mib), (Some(1024), Some(512)));
+    assert_eq!(definition.volumes[0], Volume { name: "data".into(), host_source_path: Some("/srv/data".into()) });
+    assert_eq!(definition.volumes[1], Volume { name: "scratch".into(), host_source_path: None });
+    let main = &definition.containers[0];
+    assert_eq!(main.command.as_deref(), Some(&["serve".to_string(), "--port".into(), "80".into()][..]));
+    assert_eq!(main.entry_point.as_deref(), Some(&["/bin/app".to_string()][..]));
+    assert_eq!(main.environment, vec![("MODE".into(), "prod".into()), ("EMPTY".into(), String::new())]);
+    assert_eq!(main.depends_on, vec![Dependency { container_name: "side".into(), condition: DependencyCondition::Start }]);
+    assert_eq!(main.volumes_from, vec![VolumeFrom { source_container: "side".into(), read_only: true }]);
+    assert_eq!(main.mount_points, vec![MountPoint { source_volume: "data".into(), container_path: "/data".into(), read_only: true }]);
+    assert_eq!(main.port_mappings, vec![PortMapping { container_port: 80, host_port: None, protocol: Protocol::Udp }]);
+    assert_eq!(
+        main.health_check,
+        Some(HealthCheck { command: vec!["CMD".into(), "true".into()], interval_secs: 10, timeout_secs: 3, retries: 2, start_period_secs: 15 })
+    );
+    assert_eq!((main.stop_timeout_secs, main.start_timeout_secs), (Some(12), Some(60)));
+    assert_eq!((main.memory_mib, main.memory_reservation_mib, main.cpu), (Some(256), Some(128), Some(512)));
+    assert!(main.privileged);
+    assert_eq!((main.user.as_deref(), main.working_directory.as_deref()), (Some("1000:1000"), Some("/srv")));
+    assert_eq!(main.docker_labels.get("team").map(String::as_str), Some("edge"));
+    let log = main.log_configuration.as_ref().expect("log configuration");
+    assert_eq!((log.log_driver.as_str(), log.options.get("max-size").map(String::as_str)), ("json-file", Some("10m")));
+    assert_eq!(
+        main.restart_policy,
+        Some(RestartPolicy { enabled: true, ignored_exit_codes: vec![0, 143], restart_attempt_period_secs: 120 })
+    );
+    assert!(!definition.containers[1].essential);
+}
+
+#[test]
+fn describe_task_definition_output_is_accepted_with_warnings() {
+    let value = json!({
+        "taskDefinition": {
+            "taskDefinitionArn": "arn:aws:ecs:us-east-1:123456789012:task-definition/shop:3",
+            "family": "shop",
+            "revision": 3,
+            "status": "ACTIVE",
+            "executionRoleArn": "arn:aws:iam::123456789012:role/exec",
+            "taskRoleArn": "arn:aws:iam::123456789012:role/task",
+            "requiresAttributes": [{"name": "com.amazonaws.ecs.capability.docker-remote-api.1.18"}],
+            "compatibilities": ["EC2"],
+            "requiresCompatibilities": ["EC2"],
+            "placementConstraints": [],
+            "registeredAt": "2024-01-01T00:00:00Z",
+            "registeredBy": "arn:aws:iam::123456789012:user/me",
+            "runtimePlatform": {"operatingSystemFamily": "LINUX"},
+            "containerDefinitions": [{"name": "web", "image": "busybox:1.36", "versionConsistency": "enabled"}]
+        },
+        "tags": [{"key": "team", "value": "edge"}]
+    });
+    let parsed = parse_value(&value).expect("valid");
+    assert_eq!((parsed.definition.family.as_str(), parsed.definition.revision), ("shop", 3));
+    for key in [
+        "taskDefinition.taskDefinitionArn", "taskDefinition.status", "taskDefinition.executionRoleArn",
+        "taskDefinition.taskRoleArn", "taskDefinition.requiresAttributes", "taskDefinition.compatibilities",
+        "taskDefinition.requiresCompatibilities", "taskDefinition.placementConstraints", "taskDefinition.registeredAt",
+        "taskDefinition.registeredBy", "taskDefinition.runtimePlatform", "tags",
+        "taskDefinition.containerDefinitions[0].versionConsistency",
+    ] {
+        assert!(
+            parsed.warnings.iter().any(|warning| warning.starts_with(&format!("{key}: ignored"))),
+            "no warning for {key}: {:?}",
+            parsed.warnings
+        );
+    }
+}
+
+#[test]
+fn describe_output_errors_carry_the_wrapper_path() {
+    let value = json!({"taskDefinition": {"family": "x", "containerDefinitions": [{"name": "a", "image": "busybox", "secrets": [{"name": "A", "valueFrom": "arn"}]}]}});
+    assert_eq!(
+        errors_of(&value),
+        vec!["taskDefinition.containerDefinitions[0].secrets: not supported by deckhand yet; refusing to run the container differently from what was asked"]
+    );
+}
+
+#[test]
+fn unsupported_keys_are_errors_naming_the_path() {
+    let container_keys = [
+        ("secrets", json!([{"name": "A", "valueFrom": "arn"}])),
+        ("firelensConfiguration", json!({"type": "fluentbit"})),
+        ("linuxParameters", json!({"initProcessEnabled": true})),
+        ("ulimits", json!([{"name": "nofile", "softLimit": 1, "hardLimit": 2}])),
+        ("repositoryCredentials", json!({"credentialsParameter": "arn"})),
+        ("resourceRequirements", json!([{"type": "GPU", "value": "1"}])),
+        ("dnsServers", json!(["10.0.0.2"])),
+        ("dnsSearchDomains", json!(["example.com"])),
+        ("extraHosts", json!([{"hostname": "a", "ipAddress": "10.0.0.1"}])),
+        ("environmentFiles", json!([{"value": "arn", "type": "s3"}])),
+        ("systemControls", json!([{"namespace": "net.core.somaxconn", "value": "1024"}])),
+        ("hostname", json!("box")),
+        ("disableNetworking", json!(true)),
+        ("readonlyRootFilesystem", json!(true)),
+        ("dockerSecurityOptions", json!(["no-new-privileges"])),
+        ("interactive", json!(true)),
+        ("pseudoTerminal", json!(true)),
+        ("credentialSpecs", json!(["credentialspec:arn"])),
+    ];
+    for (key, value) in container_keys {
+        let definition = mutated(|d| { d["containerDefinitions"][0][key] = value; });
+        let errors = errors_of(&definition);
+        assert_eq!(errors.len(), 1, "{key}: {errors:?}");
+        assert!(errors[0].starts_with(&format!("containerDefinitions[0].{key}: not supported")), "{errors:?}");
+    }
+    let task_keys = [
+        ("ipcMode", json!("host")),
+        ("pidMode", json!("host")),
+        ("proxyConfiguration", json!({"containerName": "envoy"})),
+        ("ephemeralStorage", json!({"sizeInGiB": 30})),
+        ("inferenceAccelerators", json!([{"deviceName": "a", "deviceType": "eia2.medium"}])),
+    ];
+    for (key, value) in task_keys {
+        let definition = mutated(|d| { d[key] = value; });
+        let errors = errors_of(&definition);
+        assert_eq!(errors.len(), 1, "{key}: {errors:?}");
+        assert!(errors[0].starts_with(&format!("{key}: not supported")), "{errors:?}");
+    }
+    let nested = [
+        ("volumes", json!([{"name": "efs", "efsVolumeConfiguration": {"fileSystemId": "fs-1"}}]), "volumes[0].efsVolumeConfiguration"),
+        ("volumes", json!([{"name": "dv", "dockerVolumeConfiguration": {"scope": "task"}}]), "volumes[0].dockerVolumeConfiguration"),
+    ];
+    for (key, value, path) in nested {
+        let definition = mutated(|d| { d[key] = value; });
+        let errors = errors_of(&definition);
+        assert!(errors.iter().any(|e| e.starts_with(&format!("{path}: not supported"))), "{errors:?}");
+    }
+}
+
+#[test]
+fn unsupported_keys_with_empty_values_are_warnings() {
+    let definition = mutated(|d| {
+        d["containerDefinitions"][0]["secrets"] = json!([]);
+        d["containerDefinitions"][0]["readonlyRootFilesystem"] = json!(false);
+        d["containerDefinitions"][0]["linuxParameters"] = json!(null);
+        d["pidMode"] = json!("");
+    });
+    let parsed = parse_value(&definition).expect("empty unsupported values ask for nothing");
+    assert_eq!(parsed.warnings.len(), 4, "{:?}", parsed.warnings);
+    assert!(parsed.warnings.iter().all(|w| w.ends_with("ignored: empty")));
+}
+
+#[test]
+fn unknown_keys_are_errors_with_suggestions() {
+    let definition = mutated(|d| {
+        d["containerDefinitions"][1]["esential"] = json!(true);
+        d["famliy"] = json!("x");
+        d["containerDefinitions"][0]["portMappings"][0]["hostport"] = json!(1);
+        d["containerDefinitions"][0]["frobnicate"] = json!(1);
+    });
+    let errors = errors_of(&definition);
+    for expected in [
+        "containerDefinitions[1].esential: unknown key (did you mean \"essential\"?)",
+        "famliy: unknown key (did you mean \"family\"?)",
+        "containerDefinitions[0].portMappings[0].hostport: unknown key (did you mean \"hostPort\"?)",
+        "containerDefinitions[0].frobnicate: unknown key",
+    ] {
+        assert!(errors.contains(&expected.to_string()), "missing {expected:?} in {errors:?}");
+    }
+}
+
+/// (case, mutation, expected error line). Each row proves one validation rule with its path.
+type ValidationCase = (&'static str, Box<dyn Fn(&mut Value)>, &'static str);
+
+fn set_at(pointer: &'static str, value: Value) -> Box<dyn Fn(&mut Value)> {
+    Box::new(move |d: &mut Value| {
+        *d.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer} exists in the base")) = value.clone();
+    })
+}
+
+fn insert(pointer: &'static str, key: &'static str, value: Value) -> Box<dyn Fn(&mut Value)> {
+    Box::new(move |d: &mut Value| {
+        d.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer} exists in the base"))[key] = value.clone();
+    })
+}
+
+fn remove(pointer: &'static str, key: &'static str) -> Box<dyn Fn(&mut Value)> {
+    Box::new(move |d: &mut Value| {
+        if let Some(Value::Object(map)) = d.pointer_mut(pointer) {
+            map.remove(key);
+        }
+    })
+}
+
+#[test]
+fn validation_rules_one_row_each() {
+    let c0 = "/containerDefinitions/0";
+    let c1 = "/containerDefinitions/1";
+    let cases: Vec<ValidationCase> = vec![
+        ("invalid JSON", Box::new(|d| *d = Value::String("{".into())), "$: expected an object, found a string"),
+        ("not an object", set_at("", json!([1])), "$: expected an object, found an array"),
+        ("family missing", remove("", "family"), "family: required"),
+        ("family empty", insert("", "family", json!("")), "family: family must not be empty"),
+        ("family bad chars", insert("", "family", json!("my shop")), "family: family \"my shop\" may contain only letters, digits, hyphens and underscores"),
+        ("family not a string", insert("", "family", json!(5)), "family: expected a string, found a number"),
+        ("revision zero", insert("", "revision", json!(0)), "revision: 0 is out of range 1–4294967295"),
+        ("revision negative", insert("", "revision", json!(-1)), "revision: expected a whole number in 1–4294967295, found -1"),
+        ("awsvpc", insert("", "networkMode", json!("awsvpc")), "networkMode: awsvpc is not supported: deckhand supports only bridge, host and none"),
+        ("unknown network mode", insert("", "networkMode", json!("nat")), "networkMode: unknown network mode \"nat\": expected bridge, host or none"),
+        ("task cpu nonsense", insert("", "cpu", json!("lots")), "cpu: expected a whole number or a string such as \"1024\" or \"1 vCPU\", found \"lots\""),
+        ("task memory zero", insert("", "memory", json!(0)), "memory: expected a whole number or a string such as \"1024\" or \"1 GB\", found 0"),
+        ("containers missing", remove("", "containerDefinitions"), "containerDefinitions: required"),
+        ("containers empty", insert("", "containerDefinitions", json!([])), "containerDefinitions: at least one container is required"),
+        ("container not an object", set_at(c1, json!("db")), "containerDefinitions[1]: expected an object, found a string"),
+        ("name missing", remove(c1, "name"), "containerDefinitions[1].name: required"),
+        ("name invalid for Docker", insert(c1, "name", json!("my db")), "containerDefinitions[1].name: \"my db\" is not a valid container name (a letter or digit, then letters, digits, '_', '.' or '-')"),
+        ("name starts with dash", insert(c1, "name", json!("-db")), "containerDefinitions[1].name: \"-db\" is not a valid container name (a letter or digit, then letters, digits, '_', '.' or '-')"),
+        ("duplicate names", insert(c1, "name", json!("web")), "containerDefinitions[1].name: duplicate container name \"web\" (also containerDefinitions[0])"),
+        ("image missing", remove(c1, "image"), "containerDefinitions[1].image: required"),
+        ("image empty", insert(c1, "image", json!("")), "containerDefinitions[1].image: image must not be empty"),
+        ("image uppercase", insert(c1, "image", json!("Busybox")), "containerDefinitions[1].image: \"Busybox\" is not a valid image reference: repository names must be lowercase"),
+        ("image bad tag", insert(c1, "image", json!("busybox:-x")), "containerDefinitions[1].image: \"busybox:-x\" is not a valid image reference: a tag is 1–128 letters, digits, '_', '.' or '-', not starting with '.' or '-'"),
+        ("essential not a bool", insert(c1, "essential", json!("yes")), "containerDefinitions[1].essential: expected true or false, found a string"),
+        ("no essential container", insert(c0, "essential", json!(false)), "containerDefinitions: at least one container must be essential"),
+        ("command not strings", insert(c1, "command", json!(["sh", 1])), "containerDefinitions[1].command[1]: expected a string, found a number"),
+        ("dependsOn unknown container", insert(c1, "dependsOn", json!([{"containerName": "cache", "condition": "START"}])), "containerDefinitions[1].dependsOn[0].containerName: no container named \"cache\""),
+        ("dependsOn unknown condition", insert(c1, "dependsOn", json!([{"containerName": "web", "condition": "READY"}])), "containerDefinitions[1].dependsOn[0].condition: unknown condition \"READY\": expected START, COMPLETE, SUCCESS or HEALTHY"),
+        ("dependsOn condition missing", insert(c1, "dependsOn", json!([{"containerName": "web"}])), "containerDefinitions[1].dependsOn[0].condition: required"),
+        ("HEALTHY without healthCheck", insert(c1, "dependsOn", json!([{"containerName": "web", "condition": "HEALTHY"}])), "containerDefinitions[1].dependsOn[0].condition: HEALTHY needs container \"web\" to have a healthCheck"),
+        ("HEALTHY on a NONE healthCheck", Box::new(|d| {
+            d["containerDefinitions"][1]["healthCheck"] = json!({"command": ["NONE"]});
+            d["containerDefinitions"][0]["dependsOn"] = json!([{"containerName": "db", "condition": "HEALTHY"}]);
+        }), "containerDefinitions[0].dependsOn[0].condition: HEALTHY needs container \"db\" to have a healthCheck"),
+        ("link unknown container", insert(c0, "links", json!(["cache"])), "containerDefinitions[0].links[0]: no container named \"cache\""),
+        ("link with two colons", insert(c0, "links", json!(["db:a:b"])), "containerDefinitions[0].links[0]: \"db:a:b\" has more than one ':' (expected name[:alias])"),
+        ("link empty alias", insert(c0, "links", json!(["db:"])), "containerDefinitions[0].links[0]: \"db:\" is not of the form name[:alias]"),
+        ("links in host mode", Box::new(|d| {
+            d["networkMode"] = json!("host");
+            d["containerDefinitions"][0]["portMappings"] = json!([]);
+        }), "containerDefinitions[0].links: links need networkMode bridge (this task uses host)"),
+        ("volumesFrom unknown container", insert(c1, "volumesFrom", json!([{"sourceContainer": "cache"}])), "containerDefinitions[1].volumesFrom[0].sourceContainer: no container named \"cache\""),
+        ("cycle through dependsOn and links", insert(c1, "dependsOn", json!([{"containerName": "web", "condition": "START"}])), "containerDefinitions[0]: dependency cycle: \"web\" -> \"db\" -> \"web\" (through dependsOn, links and volumesFrom)"),
+        ("cycle through volumesFrom", insert(c1, "volumesFrom", json!([{"sourceContainer": "web"}])), "containerDefinitions[0]: dependency cycle: \"web\" -> \"db\" -> \"web\" (through dependsOn, links and volumesFrom)"),
+        ("self dependency", insert(c1, "dependsOn", json!([{"containerName": "db", "condition": "START"}])), "containerDefinitions[1]: dependency cycle: \"db\" -> \"db\" (through dependsOn, links and volumesFrom)"),
+        ("health interval low", insert("/containerDefinitions/1/healthCheck", "interval", json!(4)), "containerDefinitions[1].healthCheck.interval: 4 is out of range 5–300"),
+        ("health interval high", insert("/containerDefinitions/1/healthCheck", "interval", json!(301)), "containerDefinitions[1].healthCheck.interval: 301 is out of range 5–300"),
+        ("health timeout low", insert("/containerDefinitions/1/healthCheck", "timeout", json!(1)), "containerDefinitions[1].healthCheck.timeout: 1 is out of range 2–60"),
+        ("health timeout high", insert("/containerDefinitions/1/healthCheck", "timeout", json!(61)), "containerDefinitions[1].healthCheck.timeout: 61 is out of range 2–60"),
+        ("health retries low", insert("/containerDefinitions/1/healthCheck", "retries", json!(0)), "containerDefinitions[1].healthCheck.retries: 0 is out of range 1–10"),
+        ("health retries high", insert("/containerDefinitions/1/healthCheck", "retries", json!(11)), "containerDefinitions[1].healthCheck.retries: 11 is out of range 1–10"),
+        ("health startPeriod high", insert("/containerDefinitions/1/healthCheck", "startPeriod", json!(301)), "containerDefinitions[1].healthCheck.startPeriod: 301 is out of range 0–300"),
+        ("health interval fractional", insert("/containerDefinitions/1/healthCheck", "interval", json!(5.5)), "containerDefinitions[1].healthCheck.interval: expected a whole number in 5–300, found 5.5"),
+        ("health command missing", remove("/containerDefinitions/1/healthCheck", "command"), "containerDefinitions[1].healthCheck.command: required"),
+        ("health command bare", insert("/containerDefinitions/1/healthCheck", "command", json!(["true"])), "containerDefinitions[1].healthCheck.command: must start with \"CMD\", \"CMD-SHELL\" or \"NONE\""),
+        ("health command CMD alone", insert("/containerDefinitions/1/healthCheck", "command", json!(["CMD"])), "containerDefinitions[1].healthCheck.command: \"CMD\" needs the command to run after it"),
+        ("host port clash in bridge", insert(c1, "portMappings", json!([{"containerPort": 81, "hostPort": 8080}])), "containerDefinitions[1].portMappings[0]: host port 8080/tcp is already used by containerDefinitions[0].portMappings[0]"),
+        ("host port clash in one container", insert(c0, "portMappings", json!([{"containerPort": 80, "hostPort": 9000}, {"containerPort": 81, "hostPort": 9000}])), "containerDefinitions[0].portMappings[1]: host port 9000/tcp is already used by containerDefinitions[0].portMappings[0]"),
+        ("host port clash in host mode", Box::new(|d| {
+            d["networkMode"] = json!("host");
+            d["containerDefinitions"][0]["links"] = json!([]);
+            d["containerDefinitions"][0]["portMappings"] = json!([{"containerPort": 8080}]);
+            d["containerDefinitions"][1]["portMappings"] = json!([{"containerPort": 8080, "hostPort": 8080}]);
+        }), "containerDefinitions[1].portMappings[0]: host port 8080/tcp is already used by containerDefinitions[0].portMappings[0]"),
+        ("host mode hostPort differs", Box::new(|d| {
+            d["networkMode"] = json!("host");
+            d["containerDefinitions"][0]["links"] = json!([]);
+        }), "containerDefinitions[0].portMappings[0].hostPort: with networkMode host, hostPort (8080) must equal containerPort (80)"),
+        ("port mappings with none", Box::new(|d| {
+            d["networkMode"] = json!("none");
+            d["containerDefinitions"][0]["links"] = json!([]);
+        }), "containerDefinitions[0].portMappings[0]: port mappings need networkMode bridge or host (this task uses none)"),
+        ("containerPort zero", insert("/containerDefinitions/0/portMappings/0", "containerPort", json!(0)), "containerDefinitions[0].portMappings[0].containerPort: 0 is out of range 1–65535"),
+        ("containerPort missing", remove("/containerDefinitions/0/portMappings/0", "containerPort"), "containerDefinitions[0].portMappings[0].containerPort: required"),
+        ("hostPort too big", insert("/containerDefinitions/0/portMappings/0", "hostPort", json!(70000)), "containerDefinitions[0].portMappings[0].hostPort: 70000 is out of range 0–65535"),
+        ("protocol unknown", insert("/containerDefinitions/0/portMappings/0", "protocol", json!("sctp")), "containerDefinitions[0].portMappings[0].protocol: unknown protocol \"sctp\": expected tcp or udp"),
+        ("mountPoints unknown volume", insert(c1, "mountPoints", json!([{"sourceVolume": "data", "containerPath": "/data"}])), "containerDefinitions[1].mountPoints[0].sourceVolume: no volume named \"data\" in volumes"),
+        ("mountPoints relative path", Box::new(|d| {
+            d["volumes"] = json!([{"name": "data"}]);
+            d["containerDefinitions"][1]["mountPoints"] = json!([{"sourceVolume": "data", "containerPath": "data"}]);
+        }), "containerDefinitions[1].mountPoints[0].containerPath: \"data\" must be an absolute path"),
+        ("volume host path relative", insert("", "volumes", json!([{"name": "data", "host": {"sourcePath": "srv"}}])), "volumes[0].host.sourcePath: \"srv\" must be an absolute path"),
+        ("duplicate volume", insert("", "volumes", json!([{"name": "data"}, {"name": "data"}])), "volumes[1].name: duplicate volume name \"data\""),
+        ("restart period low", insert(c1, "restartPolicy", json!({"enabled": true, "restartAttemptPeriod": 59})), "containerDefinitions[1].restartPolicy.restartAttemptPeriod: 59 is out of range 60–1800"),
+        ("restart period high", insert(c1, "restartPolicy", json!({"enabled": true, "restartAttemptPeriod": 1801})), "containerDefinitions[1].restartPolicy.restartAttemptPeriod: 1801 is out of range 60–1800"),
+        ("restart too many codes", insert(c1, "restartPolicy", json!({"enabled": true, "ignoredExitCodes": (0..51).collect::<Vec<i64>>()})), "containerDefinitions[1].restartPolicy.ignoredExitCodes: 51 exit codes given, at most 50 are allowed"),
+        ("restart enabled missing", insert(c1, "restartPolicy", json!({"restartAttemptPeriod": 60})), "containerDefinitions[1].restartPolicy.enabled: required"),
+        ("memory below Docker's minimum", insert(c1, "memory", json!(4)), "containerDefinitions[1].memory: 4 is out of range 6–8796093022207"),
+        ("reservation above limit", Box::new(|d| {
+            d["containerDefinitions"][1]["memory"] = json!(64);
+            d["containerDefinitions"][1]["memoryReservation"] = json!(128);
+        }), "containerDefinitions[1].memoryReservation: 128 MiB is more than the memory limit of 64 MiB"),
+        ("workingDirectory relative", insert(c1, "workingDirectory", json!("srv")), "containerDefinitions[1].workingDirectory: \"srv\" must be an absolute path"),
+        ("environment name with =", insert(c1, "environment", json!([{"name": "A=B", "value": "1"}])), "containerDefinitions[1].environment[0].name: \"A=B\" is not a valid environment variable name"),
+        ("environment value not a string", insert(c1, "environment", json!([{"name": "A", "value": 1}])), "containerDefinitions[1].environment[0].value: expected a string, found a number"),
+        ("dockerLabels value not a string", insert(c1, "dockerLabels", json!({"a": 1})), "containerDefinitions[1].dockerLabels.a: expected a string, found a number"),
+        ("logDriver missing", insert(c1, "logConfiguration", json!({"options": {}})), "containerDefinitions[1].logConfiguration.logDriver: required"),
+        ("log secretOptions", insert(c1, "logConfiguration", json!({"logDriver": "awslogs", "secretOptions": [{"name": "a", "valueFrom": "b"}]})), "containerDefinitions[1].logConfiguration.secretOptions: not supported by deckhand yet; refusing to run the container differently from what was asked"),
+        ("stopTimeout negative", insert(c1, "stopTimeout", json!(-5)), "containerDefinitions[1].stopTimeout: expected a whole number in 0–4294967295, found -5"),
+    ];
+    let count = cases.len();
+    for (name, mutate, expected) in cases {
+        let mut definition = base();
+        mutate(&mut definition);
+        let errors = match parse_value(&definition) {
+            Ok(parsed) => panic!("{name}: expected {expected:?}, parsed {parsed:?}"),
+            Err(errors) => errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        };
+        assert!(errors.iter().any(|error| error == expected), "{name}: expected {expected:?} in {errors:?}");
+    }
+    assert!(count >= 70, "the table lost rows: {count}");
+}
+
+#[test]
+fn syntax_errors_are_reported_at_the_document() {
+    let errors = parse_task_definition(b"{\"family\": ").expect_err("truncated JSON");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].path, "$");
+    assert!(errors[0].message.starts_with("not valid JSON: EOF while parsing"), "{}", errors[0]);
+}
+
+#[test]
+fn all_errors_are_reported_at_once() {
+    let definition = json!({
+        "family": "shop",
+        "networkMode": "awsvpc",
+        "containerDefinitions": [
+            {"name": "web", "image": "", "essential": false},
+            {"name": "web", "image": "busybox", "essential": false,
+             "dependsOn": [{"containerName": "db", "condition": "START"}],
+             "links": ["a:b:c"]}
+        ]
+    });
+    let errors = errors_of(&definition);
+    assert_eq!(
+        errors,
+        vec![
+            "networkMode: awsvpc is not supported: deckhand supports only bridge, host and none",
+            "containerDefinitions[0].image: image must not be empty",
+            "containerDefinitions[1].name: duplicate container name \"web\" (also containerDefinitions[0])",
+            "containerDefinitions: at least one container must be essential",
+            "containerDefinitions[1].dependsOn[0].containerName: no container named \"db\"",
+            "containerDefinitions[1].links[0]: \"a:b:c\" has more than one ':' (expected name[:alias])",
+        ]
+    );
+}
+
+#[test]
+fn task_sizes_accept_strings_and_numbers() {
+    let cases = [
+        (json!(256), json!(512), Some(256), Some(512)),
+        (json!("256"), json!("512"), Some(256), Some(512)),
+        (json!("0.25 vCPU"), json!("1 GB"), Some(256), Some(1024)),
+        (json!("2 vcpu"), json!("2GB"), Some(2048), Some(2048)),
+    ];
+    for (cpu, memory, expected_cpu, expected_memory) in cases {
+        let definition = mutated(|d| {
+            d["cpu"] = cpu.clone();
+            d["memory"] = memory.clone();
+        });
+        let parsed = parse_value(&definition).expect("valid sizes");
+        assert_eq!((parsed.definition.cpu, parsed.definition.memory_mib), (expected_cpu, expected_memory), "{cpu} {memory}");
+    }
+}
+
+#[test]
+fn owned_labels_are_warned_about() {
+    let definition = mutated(|d| {
+        d["containerDefinitions"][0]["dockerLabels"] = json!({"com.amazonaws.ecs.cluster": "mine"});
+    });
+    let parsed = parse_value(&definition).expect("valid");
+    assert_eq!(
+        parsed.warnings,
+        vec!["containerDefinitions[0].dockerLabels.com.amazonaws.ecs.cluster: overridden: deckhand sets this label itself"]
+    );
+}
+
+#[test]
+fn image_references_table() {
+    let valid = [
+        "busybox",
+        "busybox:1.36",
+        "deckhand-test/busybox:latest",
+        "library/busy_box",
+        "my__repo/a-b--c.d",
+        "localhost/app",
+        "localhost:5000/app:v1",
+        "registry.example.com/team/app",
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/app:Tag_1.0",
+        "Registry.Example.com/app",
+        "busybox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "busybox:1@sha256:0123456789abcdef0123456789abcdef",
+    ];
+    for reference in valid {
+        assert_eq!(check_image_reference(reference), Ok(()), "{reference}");
+    }
+    let invalid = [
+        "",
+        "Busybox",
+        "busybox:",
+        ":latest",
+        "busybox:.x",
+        "busy box",
+        "/busybox",
+        "busybox/",
+        "a//b",
+        "busy...box",
+        "-busybox",
+        "busybox___x",
+        "busybox@sha256:abc",
+        "busybox@:0123456789abcdef0123456789abcdef",
+        "host:port/app",
+        "registry.example.com:/app",
+        "reg_istry.example.com/app",
+    ];
+    for reference in invalid {
+        assert!(check_image_reference(reference).is_err(), "{reference:?} accepted");
+    }
+}
+
+#[test]
+fn container_names_table() {
+    for name in ["web", "Web-1", "a", "a.b_c-d", "1st"] {
+        assert_eq!(check_container_name(name), Ok(()), "{name}");
+    }
+    let too_long = "a".repeat(256);
+    for name in ["", "-a", "_a", "a b", "a/b", "ä", too_long.as_str()] {
+        assert!(check_container_name(name).is_err(), "{name:?} accepted");
+    }
+}
+
+#[test]
+fn start_order_puts_dependencies_first_and_is_stable() {
+    let definition = json!({
+        "family": "order",
+        "containerDefinitions": [
+            {"name": "app", "image": "busybox", "links": ["db"],
+             "dependsOn": [{"containerName": "init", "condition": "SUCCESS"}]},
+            {"name": "sidecar", "image": "busybox", "essential": false},
+            {"name": "db", "image": "busybox", "volumesFrom": [{"sourceContainer": "data"}]},
+            {"name": "data", "image": "busybox", "essential": false},
+            {"name": "init", "image": "busybox", "essential": false}
+        ]
+    });
+    let parsed = parse_value(&definition).expect("valid");
+    assert_eq!(start_order(&parsed.definition), vec!["sidecar", "data", "db", "init", "app"]);
+}
+
+#[test]
+fn start_order_of_a_cyclic_definition_lists_every_container() {
+    // validation rejects it, but start_order still names every container once.
+    let mut parsed = parse_value(&base()).expect("valid").definition;
+    parsed.containers[1].links.push("web".into());
+    assert_eq!(start_order(&parsed), vec!["web", "db"]);
+}
+
+#[test]
+fn shipped_examples_are_valid() {
+    let web = parse_task_definition(include_bytes!("../../examples/web.json")).expect("examples/web.json");
+    assert_eq!(web.definition.containers[0].port_mappings[0].host_port, Some(8080));
+    assert_eq!(web.definition.containers[0].image, "deckhand-test/busybox:latest");
+    let three = parse_task_definition(include_bytes!("../../examples/three-tier.json")).expect("examples/three-tier.json");
+    assert_eq!(start_order(&three.definition), vec!["init", "db", "app"]);
+    let app = &three.definition.containers[2];
+    assert!(app.depends_on.contains(&Dependency { container_name: "db".into(), condition: DependencyCondition::Healthy }));
+    assert!(app.depends_on.contains(&Dependency { container_name: "init".into(), condition: DependencyCondition::Success }));
+}
+
+/// Every input the fuzzer ever saved (including crashes found and fixed) parses without a panic,
+/// and valid ones agree with their own start order.
+#[test]
+fn fuzz_corpus_replays_without_panics() {
+    let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/parse");
+    let entries = std::fs::read_dir(&directory).unwrap_or_else(|e| panic!("{}: {e}", directory.display()));
+    let mut replayed = 0;
+    for entry in entries {
+        let path = entry.expect("directory entry").path();
+        let input = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if let Ok(parsed) = parse_task_definition(&input) {
+            assert_eq!(start_order(&parsed.definition).len(), parsed.definition.containers.len(), "{}", path.display());
+        }
+        replayed += 1;
+    }
+    assert!(replayed >= 10, "the corpus at {} has only {replayed} inputs", directory.display());
+}

@@ -1,0 +1,178 @@
+//! `deckhand validate` as a process: exit codes, what goes to stdout and stderr, reading a file
+//! and standard input. No Docker needed: validation is offline.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn deckhand() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_deckhand"))
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn validate_stdin(input: &[u8]) -> Output {
+    let mut child = deckhand()
+        .args(["validate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn deckhand");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("deckhand exits")
+}
+
+/// A scratch file under the target directory, unique to this test.
+fn scratch_file(name: &str, contents: &str) -> PathBuf {
+    let directory = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_validate");
+    std::fs::create_dir_all(&directory).expect("create scratch directory");
+    let path = directory.join(name);
+    std::fs::write(&path, contents).expect("write scratch file");
+    path
+}
+
+#[test]
+fn valid_file_prints_a_summary_and_exits_0() {
+    let output = deckhand()
+        .arg("validate")
+        .arg(example("three-tier.json"))
+        .output()
+        .expect("run deckhand");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&output.stderr)
+    );
+    assert_eq!(
+        text(&output.stdout),
+        "valid: family \"three-tier\", 3 containers, start order: init, db, app\n"
+    );
+    assert_eq!(text(&output.stderr), "");
+}
+
+#[test]
+fn web_example_is_valid() {
+    let output = deckhand()
+        .arg("validate")
+        .arg(example("web.json"))
+        .output()
+        .expect("run deckhand");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&output.stderr)
+    );
+    assert_eq!(
+        text(&output.stdout),
+        "valid: family \"web\", 1 container, start order: httpd\n"
+    );
+}
+
+#[test]
+fn stdin_is_read_with_dash_and_warnings_go_to_stderr() {
+    let output = validate_stdin(
+        br#"{"taskDefinition": {"family": "shop", "revision": 4, "status": "ACTIVE",
+             "containerDefinitions": [{"name": "web", "image": "busybox"}]}}"#,
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&output.stderr)
+    );
+    assert_eq!(
+        text(&output.stdout),
+        "valid: family \"shop\" revision 4, 1 container, start order: web\n"
+    );
+    assert_eq!(
+        text(&output.stderr),
+        "warning: taskDefinition.status: ignored: it has no effect on this host\n"
+    );
+}
+
+#[test]
+fn invalid_definition_lists_every_error_and_exits_2() {
+    let path = scratch_file(
+        "invalid.json",
+        r#"{
+            "family": "shop",
+            "containerDefinitions": [
+                {"name": "web", "image": "busybox", "links": ["cache"]},
+                {"name": "api", "image": "busybox",
+                 "dependsOn": [{"containerName": "db", "condition": "START"}],
+                 "healthCheck": {"command": ["CMD", "true"], "interval": 1}}
+            ]
+        }"#,
+    );
+    let output = deckhand()
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .expect("run deckhand");
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(text(&output.stdout), "");
+    let stderr = text(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "error: containerDefinitions[1].healthCheck.interval: 1 is out of range 5–300",
+            "error: containerDefinitions[0].links[0]: no container named \"cache\"",
+            "error: containerDefinitions[1].dependsOn[0].containerName: no container named \"db\"",
+        ]
+    );
+}
+
+#[test]
+fn malformed_json_from_stdin_exits_2_with_a_located_error() {
+    let output = validate_stdin(b"{\"family\": \"x\",\n \"containerDefinitions\": [}");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("error: $: not valid JSON: ") && stderr.contains("line 2"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn missing_file_exits_1_naming_it() {
+    let output = deckhand()
+        .args(["validate", "/nonexistent/deckhand/task.json"])
+        .output()
+        .expect("run deckhand");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("deckhand validate: cannot read /nonexistent/deckhand/task.json: "),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn wrong_arguments_print_usage_and_exit_2() {
+    for args in [vec!["validate"], vec!["validate", "a.json", "b.json"]] {
+        let output = deckhand().args(&args).output().expect("run deckhand");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&output.stderr).starts_with("usage: deckhand validate FILE"),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+    }
+}
