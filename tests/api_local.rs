@@ -160,6 +160,7 @@ fn wrong_methods_unknown_paths_and_unknown_tasks() {
         ("POST", "/v1/metadata".to_string(), 405, Some("GET")),
         ("GET", "/v2/tasks".to_string(), 404, None),
         ("GET", "/".to_string(), 404, None),
+        ("POST", "/v1/tasks//stop".to_string(), 400, None),
         ("GET", "/v1/tasks/ffffffff".to_string(), 404, None),
         ("POST", "/v1/tasks/ffffffff/stop".to_string(), 404, None),
         ("GET", "/v1/events?since=x".to_string(), 400, None),
@@ -197,15 +198,21 @@ fn wrong_methods_unknown_paths_and_unknown_tasks() {
 #[test]
 fn an_ambiguous_prefix_lists_the_candidates() {
     let api = TestApi::start(false);
-    let first = submit_web(&api);
-    let second = submit_web(&api);
-    let common: String = first
-        .chars()
-        .zip(second.chars())
-        .take_while(|(a, b)| a == b)
-        .map(|(a, _)| a)
-        .collect();
-    assert!(!common.is_empty());
+    let first = "abc10000000000000000000000000000".to_string();
+    let second = "abc20000000000000000000000000000".to_string();
+    for id in [&first, &second] {
+        let definition = deckhand::task::parse_task_definition(WEB_DEFINITION.as_bytes())
+            .expect("valid")
+            .definition;
+        api.engine.insert_task(deckhand::task::Task::new(
+            id.clone(),
+            "test-cluster",
+            definition,
+            1,
+            0,
+        ));
+    }
+    let common = "abc";
     let response = api.request("GET", &format!("/v1/tasks/{common}"), None);
     assert_eq!(response.status, 400);
     let message = response.body["error"].as_str().expect("error");

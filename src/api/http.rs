@@ -37,12 +37,15 @@ impl HttpRequest {
     }
 
     /// The path split into percent-decoded segments (`/v1/tasks/a%2Fb` → `["v1","tasks","a/b"]`).
+    /// One trailing slash is ignored; an empty segment inside (`/v1/tasks//stop`) is kept, so
+    /// that it matches no route.
     pub fn path_segments(&self) -> Vec<String> {
-        self.path
-            .split('/')
-            .filter(|segment| !segment.is_empty())
-            .map(percent_decode)
-            .collect()
+        let trimmed = self.path.strip_prefix('/').unwrap_or(&self.path);
+        let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+        if trimmed.is_empty() {
+            return Vec::new();
+        }
+        trimmed.split('/').map(percent_decode).collect()
     }
 
     /// Query parameters, percent-decoded (`+` is a space), in order.
@@ -764,6 +767,16 @@ mod tests {
             body: Vec::new(),
         };
         assert_eq!(request.path_segments(), vec!["v1", "tasks", arn]);
+        let with_path = |path: &str| HttpRequest {
+            path: path.into(),
+            ..request.clone()
+        };
+        assert_eq!(with_path("/v1/tasks/").path_segments(), vec!["v1", "tasks"]);
+        assert_eq!(
+            with_path("/v1/tasks//stop").path_segments(),
+            vec!["v1", "tasks", "", "stop"]
+        );
+        assert!(with_path("/").path_segments().is_empty());
         assert_eq!(
             request.query_pairs(),
             vec![

@@ -64,3 +64,9 @@ impl ApiServers {
         }
     }
 }
+
+impl Drop for ApiServers {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

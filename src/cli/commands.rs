@@ -179,6 +179,16 @@ fn task_target(task: &str) -> String {
     format!("/v1/tasks/{}", percent_encode(task))
 }
 
+/// A TASK argument must name something: an empty one would address the task list.
+fn check_task_argument(task: &str) -> Result<(), CliFailure> {
+    if task.trim().is_empty() {
+        return Err(CliFailure::invalid(
+            "TASK is empty: give a task id, a unique prefix of it, or its ARN",
+        ));
+    }
+    Ok(())
+}
+
 /// `deckhand stop TASK [--wait]`.
 pub fn stop(
     client: &ApiClient,
@@ -186,6 +196,7 @@ pub fn stop(
     wait: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliFailure> {
+    check_task_argument(task)?;
     let response = client.request(
         "POST",
         &format!("{}/stop", task_target(task)),
@@ -302,6 +313,7 @@ pub fn events(
 
 /// `deckhand inspect TASK`.
 pub fn inspect(client: &ApiClient, task: &str, out: &mut dyn Write) -> Result<(), CliFailure> {
+    check_task_argument(task)?;
     let response = client.request("GET", &task_target(task), None, REQUEST_TIMEOUT)?;
     if response.status != 200 {
         return Err(answer_failure(&response));

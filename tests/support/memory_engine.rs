@@ -171,7 +171,12 @@ impl EngineHandle for MemoryEngine {
         }
         state.next_sequence += 1;
         let sequence = state.next_sequence;
-        let id = format!("{:032x}", 0xd3c6_0000_0000_0000_u64 + sequence);
+        // Distinct from the first character on, like real random ids.
+        let id = format!(
+            "{:016x}{:016x}",
+            sequence.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            0xd3c6_0000_0000_0000_u64 + sequence
+        );
         let task = Task::new(
             id.clone(),
             &self.cluster,
