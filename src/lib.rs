@@ -9,6 +9,7 @@ pub mod docker;
 pub mod engine;
 pub mod report;
 pub mod runtime;
+pub mod state;
 pub mod task;
 
 /// The agent's version, as `deckhand --version` prints it.

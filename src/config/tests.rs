@@ -785,3 +785,24 @@ fn loading_without_a_default_file_uses_the_defaults_and_with_one_reads_it() {
 fn exit_code_for_bad_configuration_is_ex_config() {
     assert_eq!(EXIT_CONFIG, 78);
 }
+
+#[test]
+fn the_systemd_unit_does_not_restart_on_the_config_exit_code() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/deckhand.service");
+    let unit = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let expected = format!("RestartPreventExitStatus={EXIT_CONFIG}");
+    assert!(
+        unit.lines().any(|line| line == expected),
+        "packaging/deckhand.service must contain {expected}"
+    );
+    // The unit's default paths are the system defaults the config module uses.
+    assert!(unit.lines().any(|line| line == "StateDirectory=deckhand"));
+    assert_eq!(default_of("ECS_DATADIR"), "/var/lib/deckhand");
+    assert!(unit.lines().any(|line| line == "RuntimeDirectory=deckhand"));
+    assert_eq!(default_of("DECKHAND_API_SOCKET"), "/run/deckhand/api.sock");
+    assert!(unit
+        .lines()
+        .any(|line| line == "ConfigurationDirectory=deckhand"));
+    assert_eq!(SYSTEM_CONFIG_FILE, "/etc/deckhand/deckhand.conf");
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Package tests, run by .ci/run after `cargo test`: builds the .deb and .rpm with
+# packaging/build.sh, checks their file lists, conffiles and scripts, then really installs,
+# upgrades, removes and purges the .deb (and installs and erases the .rpm with Debian's rpm) on
+# this machine, checking what is on disk after each step. Every check that fails stops the script
+# with a message saying what was expected.
+#
+# It installs into / as root, so it refuses to run where a deckhand package is already installed
+# unless CI=true or DECKHAND_PACKAGE_TEST_MAY_PURGE=1 (purging deletes /var/lib/deckhand).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+started=$(date +%s)
+# Each step is a group of checks; a step counts as passed once the next one starts.
+steps=0
+skipped=0
+step() {
+    steps=$((steps + 1))
+    printf '\n== packages: %s\n' "$*"
+}
+fail() {
+    printf 'packages: FAILED: %s\n' "$*" >&2
+    printf 'packages: %d passed, 1 failed\n' "$((steps > 0 ? steps - 1 : 0))"
+    exit 1
+}
+expect_path() { [ -e "$1" ] || [ -L "$1" ] || fail "expected $1 to exist ($2)"; }
+expect_no_path() { [ ! -e "$1" ] && [ ! -L "$1" ] || fail "expected $1 to be gone ($2)"; }
+# expect_lines NAME ACTUAL EXPECTED: the two sorted line lists must be equal.
+expect_lines() {
+    if ! diff -u <(printf '%s\n' "$3" | sort) <(printf '%s\n' "$2" | sort) >/tmp/deckhand-pkg-diff; then
+        cat /tmp/deckhand-pkg-diff >&2
+        fail "$1 differs from what is expected (- expected, + actual)"
+    fi
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+    fail "must run as root (it installs the packages)"
+fi
+if dpkg -s deckhand >/dev/null 2>&1 || rpm -q deckhand >/dev/null 2>&1; then
+    if [ "${CI:-}" != true ] && [ "${DECKHAND_PACKAGE_TEST_MAY_PURGE:-}" != 1 ]; then
+        fail "a deckhand package is installed here; set DECKHAND_PACKAGE_TEST_MAY_PURGE=1 to let this test purge it"
+    fi
+    dpkg --purge deckhand >/dev/null 2>&1 || true
+    rpm -e --nodeps deckhand >/dev/null 2>&1 || true
+fi
+for tool in dpkg-deb rpm python3; do
+    command -v "$tool" >/dev/null 2>&1 || fail "$tool is missing (.ci/run installs it)"
+done
+
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+[ -n "$version" ] || fail "cannot read the version from Cargo.toml"
+
+step "build (packaging/build.sh)"
+build_started=$(date +%s)
+packaging/build.sh
+build_seconds=$(( $(date +%s) - build_started ))
+arch_deb=$(dpkg --print-architecture)
+arch_rpm=$(uname -m)
+deb="target/packages/deckhand_${version}_${arch_deb}.deb"
+rpm_file="target/packages/deckhand-${version}-1.${arch_rpm}.rpm"
+expect_path "$deb" "build.sh writes the .deb"
+expect_path "$rpm_file" "build.sh writes the .rpm"
+
+step "example task is valid ECS task-definition JSON"
+python3 - packaging/examples/web.json <<'PY' || fail "packaging/examples/web.json is not the expected task"
+import json, sys
+task = json.load(open(sys.argv[1]))
+assert task["family"], "family"
+containers = task["containerDefinitions"]
+assert len(containers) == 1, "one container"
+web = containers[0]
+assert web["image"] == "busybox:latest", web["image"]
+assert web["command"] == ["httpd", "-f", "-p", "8080"], web["command"]
+assert web["essential"] is True
+assert {"containerPort": 8080, "hostPort": 8080, "protocol": "tcp"} in web["portMappings"]
+PY
+
+step "deb contents and control ($deb)"
+deb_files=$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {sub(/^\.\//, "", $6); print "/" $6}')
+expect_lines "deb file list" "$deb_files" "/usr/bin/deckhand
+/lib/systemd/system/deckhand.service
+/etc/deckhand/deckhand.conf
+/usr/share/doc/deckhand/README.md
+/usr/share/doc/deckhand/CHANGELOG.md
+/usr/share/doc/deckhand/copyright
+/usr/share/doc/deckhand/examples/web.json"
+dpkg-deb -c "$deb" | grep -Eq '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/deckhand$' \
+    || fail "/usr/bin/deckhand must be root-owned mode 0755 in the deb"
+[ "$(dpkg-deb -f "$deb" Package)" = deckhand ] || fail "deb Package field"
+[ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "deb Version field is not $version"
+[ "$(dpkg-deb -f "$deb" Architecture)" = "$arch_deb" ] || fail "deb Architecture field"
+dpkg-deb -f "$deb" Depends | grep -q libc6 || fail "deb Depends lacks libc6"
+control_dir=$(mktemp -d)
+dpkg-deb -e "$deb" "$control_dir"
+expect_lines "deb conffiles" "$(cat "$control_dir/conffiles")" "/etc/deckhand/deckhand.conf"
+for script in postinst prerm postrm; do
+    [ -x "$control_dir/$script" ] || fail "deb $script missing or not executable"
+    sh -n "$control_dir/$script" || fail "deb $script has a shell syntax error"
+    cmp -s "$control_dir/$script" "packaging/deb/$script" || fail "deb $script differs from packaging/deb/$script"
+done
+grep -q '\[ -d /run/systemd/system \]' "$control_dir/postinst" || fail "postinst must guard systemctl calls"
+rm -rf "$control_dir"
+
+step "rpm contents and scripts ($rpm_file)"
+expect_lines "rpm file list" "$(rpm -qpl "$rpm_file")" "/usr/bin/deckhand
+/usr/lib/systemd/system/deckhand.service
+/etc/deckhand/deckhand.conf
+/usr/share/doc/deckhand/README.md
+/usr/share/doc/deckhand/CHANGELOG.md
+/usr/share/doc/deckhand/examples/web.json"
+expect_lines "rpm config files" "$(rpm -qpc "$rpm_file")" "/etc/deckhand/deckhand.conf"
+rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm_file" | grep -q '^cn /etc/deckhand/deckhand.conf$' \
+    || fail "rpm deckhand.conf must be %config(noreplace)"
+[ "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{ARCH}' "$rpm_file")" = "$version-1 $arch_rpm" ] \
+    || fail "rpm version/release/arch"
+rpm_scripts=$(rpm -qp --scripts "$rpm_file")
+for scriptlet in preinstall postinstall preuninstall postuninstall; do
+    printf '%s\n' "$rpm_scripts" | grep -q "^$scriptlet scriptlet" || fail "rpm lacks a $scriptlet scriptlet"
+done
+printf '%s\n' "$rpm_scripts" | grep -q 'groupadd -r deckhand' || fail "rpm %pre must create the deckhand group"
+for script in packaging/rpm/*.sh; do
+    sh -n "$script" || fail "$script has a shell syntax error"
+done
+
+step "systemd unit"
+unit_text=$(cat packaging/deckhand.service)
+for line in 'Type=notify' 'ExecStart=/usr/bin/deckhand run' 'After=docker.service' \
+    'Wants=docker.service' 'Restart=on-failure' 'RestartPreventExitStatus=78' \
+    'StateDirectory=deckhand' 'RuntimeDirectory=deckhand' 'ConfigurationDirectory=deckhand' \
+    'WatchdogSec=30s' 'ProtectSystem=strict' 'NoNewPrivileges=yes' 'WantedBy=multi-user.target'; do
+    printf '%s\n' "$unit_text" | grep -qx "$line" || fail "deckhand.service lacks the line $line"
+done
+printf '%s\n' "$unit_text" | grep -qx 'KillMode=process' && fail "deckhand.service must not use KillMode=process"
+
+step "install the .deb"
+rm -rf /etc/deckhand /var/lib/deckhand
+dpkg -i "$deb" || fail "dpkg -i failed"
+[ "$(dpkg-query -W -f '${Status}' deckhand)" = "install ok installed" ] || fail "dpkg does not list deckhand as installed"
+[ "$(/usr/bin/deckhand --version)" = "deckhand $version" ] || fail "deckhand --version does not print 'deckhand $version'"
+getent group deckhand >/dev/null || fail "the deckhand group was not created"
+expect_path /lib/systemd/system/deckhand.service "unit installed"
+[ -d /etc/deckhand/tasks.d ] || fail "/etc/deckhand/tasks.d was not created"
+[ -z "$(ls -A /etc/deckhand/tasks.d)" ] || fail "/etc/deckhand/tasks.d must be empty after install"
+cmp -s /etc/deckhand/deckhand.conf packaging/deckhand.conf || fail "installed deckhand.conf differs from packaging/deckhand.conf"
+if grep -v '^#' /etc/deckhand/deckhand.conf | grep -q '='; then
+    fail "every key in the installed deckhand.conf must be commented out"
+fi
+expect_path /etc/systemd/system/multi-user.target.wants/deckhand.service "enabled on install"
+installed_kib=$(dpkg-query -W -f '${Installed-Size}' deckhand)
+
+if command -v systemd-analyze >/dev/null 2>&1; then
+    step "systemd-analyze verify the installed unit"
+    verify_output=$(systemd-analyze verify /lib/systemd/system/deckhand.service 2>&1) || {
+        printf '%s\n' "$verify_output" >&2
+        fail "systemd-analyze verify rejected deckhand.service"
+    }
+    # verify exits 0 on some warnings; deckhand's unit must produce none of its own.
+    if printf '%s\n' "$verify_output" | grep -i 'deckhand.service'; then
+        fail "systemd-analyze verify warned about deckhand.service"
+    fi
+    # A regression guard for the hardening: systemd's own exposure score (0 best, 10 worst).
+    if exposure_line=$(systemd-analyze security --offline=true /lib/systemd/system/deckhand.service 2>/dev/null | grep 'Overall exposure level'); then
+        exposure=$(printf '%s\n' "$exposure_line" | sed -n 's/.*deckhand.service: \([0-9.]*\).*/\1/p')
+        echo "systemd-analyze security: exposure $exposure"
+        awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 3.0) }' \
+            || fail "deckhand.service exposure level $exposure is above 3.0: hardening regressed"
+    fi
+else
+    printf '\n== packages: systemd-analyze not installed: skipping the unit verification (the unit'"'"'s lines were checked above)\n'
+    skipped=1
+fi
+
+step "upgrade in place keeps a modified conffile and task files"
+sed -i 's/^#ECS_CLUSTER=default$/ECS_CLUSTER=edge/' /etc/deckhand/deckhand.conf
+cp packaging/examples/web.json /etc/deckhand/tasks.d/web.json
+dpkg -i "$deb" || fail "dpkg -i over the installed package (upgrade path) failed"
+grep -qx 'ECS_CLUSTER=edge' /etc/deckhand/deckhand.conf || fail "upgrade replaced the admin's deckhand.conf"
+expect_path /etc/deckhand/tasks.d/web.json "upgrade keeps task files"
+expect_path /etc/systemd/system/multi-user.target.wants/deckhand.service "still enabled after upgrade"
+
+step "remove (not purge) keeps configuration and state"
+mkdir -p /var/lib/deckhand/tasks && echo '{}' >/var/lib/deckhand/tasks/stand-in.json
+dpkg -r deckhand || fail "dpkg -r failed"
+expect_no_path /usr/bin/deckhand "remove deletes the binary"
+expect_no_path /lib/systemd/system/deckhand.service "remove deletes the unit"
+expect_path /etc/deckhand/deckhand.conf "remove keeps the conffile"
+expect_path /var/lib/deckhand/tasks/stand-in.json "remove keeps the state"
+if command -v deb-systemd-helper >/dev/null 2>&1; then
+    # Disabled the debhelper way: masked, so nothing starts it; the enable link is kept so a
+    # reinstall restores the admin's choice, and purge removes both.
+    [ "$(readlink /etc/systemd/system/deckhand.service)" = /dev/null ] \
+        || fail "remove must mask deckhand.service"
+fi
+
+step "purge deletes state and leaves only the group and the admin's task files"
+dpkg --purge deckhand || fail "dpkg --purge failed"
+dpkg -s deckhand >/dev/null 2>&1 && fail "dpkg still knows deckhand after purge"
+expect_no_path /var/lib/deckhand "purge deletes the state"
+expect_no_path /etc/deckhand/deckhand.conf "purge deletes the conffile"
+expect_path /etc/deckhand/tasks.d/web.json "purge keeps the admin's task files"
+rm -rf /etc/deckhand
+left=$(find /usr/bin /lib/systemd /usr/lib/systemd /etc/systemd /usr/share/doc /var/lib/systemd/deb-systemd-helper-enabled \
+    -name '*deckhand*' 2>/dev/null || true)
+[ -z "$left" ] || fail "purge left files behind: $left"
+getent group deckhand >/dev/null || fail "purge must keep the deckhand group (files may still be owned by it)"
+
+step "install and erase the .rpm (Debian's rpm, scripts run on this host)"
+rpm -i --nodeps --force-debian "$rpm_file" 2>/dev/null || rpm -i --nodeps "$rpm_file" || fail "rpm -i failed"
+[ "$(/usr/bin/deckhand --version)" = "deckhand $version" ] || fail "rpm: deckhand --version"
+expect_path /usr/lib/systemd/system/deckhand.service "rpm installs the unit"
+[ -d /etc/deckhand/tasks.d ] || fail "rpm %post must create /etc/deckhand/tasks.d"
+if command -v systemctl >/dev/null 2>&1; then
+    expect_path /etc/systemd/system/multi-user.target.wants/deckhand.service "rpm %post enables the unit"
+fi
+rpm -e --nodeps deckhand || fail "rpm -e failed"
+expect_no_path /usr/bin/deckhand "rpm -e deletes the binary"
+expect_no_path /etc/systemd/system/multi-user.target.wants/deckhand.service "rpm %preun disables the unit"
+expect_no_path /etc/deckhand "rpm %postun removes the empty configuration directory"
+expect_no_path /usr/share/doc/deckhand "rpm %postun removes the empty doc directory"
+
+deb_bytes=$(stat -c %s "$deb")
+rpm_bytes=$(stat -c %s "$rpm_file")
+step "done in $(( $(date +%s) - started )) s (build $build_seconds s): deb $deb_bytes B, rpm $rpm_bytes B, installed ${installed_kib} KiB"
+if [ "$skipped" -gt 0 ]; then
+    printf 'packages: %d passed, 0 failed, %d skipped\n' "$((steps - 1))" "$skipped"
+else
+    printf 'packages: %d passed, 0 failed\n' "$((steps - 1))"
+fi

@@ -1,0 +1,722 @@
+//! `DockerClient`: the Docker Engine endpoints deckhand calls, each with the statuses it accepts,
+//! its own deadline, and Docker's error message kept in a typed `RuntimeError`. It implements
+//! `ContainerRuntime` for the engine; the calls the engine does not need (version, kill, wait,
+//! import) are inherent methods.
+//!
+//! Every call opens its own connection (`Connection: close`): a Unix-socket connect costs
+//! microseconds, and it means no shared connection state between threads, and a blocking stream
+//! (events, pull) never holds up other calls.
+
+use std::io::{self, BufReader};
+use std::net::Shutdown;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::encoding::{percent_encode, query_string};
+use super::http::{
+    read_line_limited, read_response_head, write_request, BodyReader, Request, ResponseHead,
+    MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES, MAX_STREAM_LINE_BYTES,
+};
+use super::negotiation::{negotiate, ApiVersion};
+use super::progress::{ProgressJudge, ProgressKind};
+use super::transport::{DockerHost, TimedStream, TimeoutCause};
+use super::wire::{self, EngineVersion};
+use crate::runtime::{
+    ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, EventFilter, EventStream,
+    ImageInfo, RegistryAuth, RuntimeError, RuntimeEvent, StreamCanceller, Timeouts,
+};
+
+/// Error bodies are short; more than this is not read.
+const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
+
+/// What a 404 means for an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingMeans {
+    Container,
+    Image,
+    Nothing,
+}
+
+/// A non-success status as the error the engine branches on, with Docker's message.
+pub fn error_for_status(status: u16, message: String, missing: MissingMeans) -> RuntimeError {
+    match (status, missing) {
+        (404, MissingMeans::Container) => RuntimeError::NoSuchContainer { message },
+        (404, MissingMeans::Image) => RuntimeError::NoSuchImage { message },
+        (409, _) => RuntimeError::Conflict { message },
+        _ => RuntimeError::Api { status, message },
+    }
+}
+
+/// The blocking Docker Engine client. Cheap to share: it holds no connection.
+#[derive(Debug, Clone)]
+pub struct DockerClient {
+    host: DockerHost,
+    api_version: ApiVersion,
+    timeouts: Timeouts,
+}
+
+/// One call's description.
+struct Call<'a> {
+    /// For messages: "start container web".
+    operation: String,
+    method: &'static str,
+    /// Without the version prefix.
+    path: String,
+    query: Vec<(&'a str, String)>,
+    headers: Vec<(&'a str, String)>,
+    body: Option<(&'a str, &'a [u8])>,
+    /// Deadline for the whole call; `None` for none.
+    total: Option<Duration>,
+    /// Longest silence allowed between two reads.
+    no_progress: Option<Duration>,
+    /// `false` only for the negotiation itself.
+    versioned: bool,
+}
+
+impl<'a> Call<'a> {
+    fn new(operation: String, method: &'static str, path: String, total: Duration) -> Call<'a> {
+        Call {
+            operation,
+            method,
+            path,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: None,
+            total: Some(total),
+            no_progress: None,
+            versioned: true,
+        }
+    }
+}
+
+/// A response whose head was read; the body is still on the wire.
+struct OpenResponse {
+    head: ResponseHead,
+    body: BodyReader<BufReader<TimedStream>>,
+    operation: String,
+    total: Option<Duration>,
+    no_progress: Option<Duration>,
+}
+
+impl OpenResponse {
+    fn stream(&self) -> &TimedStream {
+        self.body.get_ref().get_ref()
+    }
+
+    /// An I/O error while reading this response, as a runtime error.
+    fn read_error(&self, error: io::Error) -> RuntimeError {
+        read_error(
+            error,
+            &self.operation,
+            self.stream().timeout_cause(),
+            self.total,
+            self.no_progress,
+        )
+    }
+
+    fn read_body(&mut self) -> Result<Vec<u8>, RuntimeError> {
+        match self.body.read_to_end_limited(MAX_BODY_BYTES) {
+            Ok(body) => Ok(body),
+            Err(error) => Err(self.read_error(error)),
+        }
+    }
+
+    /// Fails unless the status is one of `accepted`, reading Docker's message from the body.
+    fn accept(self, accepted: &[u16], missing: MissingMeans) -> Result<Self, RuntimeError> {
+        if accepted.contains(&self.head.status) {
+            return Ok(self);
+        }
+        let status = self.head.status;
+        Err(error_for_status(status, self.error_message(), missing))
+    }
+
+    /// Docker's message from an error answer's body (the reason phrase if the body is unreadable).
+    fn error_message(mut self) -> String {
+        let body = self
+            .body
+            .read_to_end_limited(MAX_ERROR_BODY_BYTES)
+            .unwrap_or_default();
+        wire::error_message(&body, &self.head.reason)
+    }
+
+    /// Feeds each non-empty line of a streamed body to `on_line` until the body ends.
+    fn for_each_line(
+        self,
+        mut on_line: impl FnMut(&[u8]) -> Result<(), RuntimeError>,
+    ) -> Result<(), RuntimeError> {
+        let OpenResponse {
+            body,
+            operation,
+            total,
+            no_progress,
+            ..
+        } = self;
+        let mut lines = BufReader::new(body);
+        let mut line = Vec::new();
+        loop {
+            match read_line_limited(&mut lines, MAX_STREAM_LINE_BYTES, &mut line) {
+                Ok(false) => return Ok(()),
+                Ok(true) => on_line(&line)?,
+                Err(error) => {
+                    let cause = lines.get_ref().get_ref().get_ref().timeout_cause();
+                    return Err(read_error(error, &operation, cause, total, no_progress));
+                }
+            }
+        }
+    }
+}
+
+fn read_error(
+    error: io::Error,
+    operation: &str,
+    cause: Option<TimeoutCause>,
+    total: Option<Duration>,
+    no_progress: Option<Duration>,
+) -> RuntimeError {
+    if error.kind() == io::ErrorKind::TimedOut {
+        return match (cause, no_progress) {
+            (Some(TimeoutCause::NoProgress), Some(idle)) => RuntimeError::Timeout {
+                operation: format!("{operation} (no progress)"),
+                after: idle,
+            },
+            _ => RuntimeError::Timeout {
+                operation: operation.to_string(),
+                after: total.or(no_progress).unwrap_or_default(),
+            },
+        };
+    }
+    RuntimeError::Protocol {
+        message: format!("{operation}: {error}"),
+    }
+}
+
+impl DockerClient {
+    /// Connects to the Docker Engine at `host`, negotiates the API version and returns a client
+    /// that prefixes every path with it.
+    pub fn connect(host: DockerHost, timeouts: Timeouts) -> Result<DockerClient, RuntimeError> {
+        let mut client = DockerClient {
+            host,
+            api_version: super::negotiation::MIN_API_VERSION,
+            timeouts,
+        };
+        let daemon_highest = client.daemon_api_version()?;
+        client.api_version = negotiate(&daemon_highest)?;
+        Ok(client)
+    }
+
+    /// [`DockerClient::connect`] to `DOCKER_HOST` (default `unix:///var/run/docker.sock`).
+    pub fn from_env(timeouts: Timeouts) -> Result<DockerClient, RuntimeError> {
+        DockerClient::connect(DockerHost::from_env()?, timeouts)
+    }
+
+    /// The API version this client speaks.
+    pub fn api_version(&self) -> ApiVersion {
+        self.api_version
+    }
+
+    pub fn host(&self) -> &DockerHost {
+        &self.host
+    }
+
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    /// The daemon's highest API version: `API-Version` of `/_ping`, else `/version`.
+    fn daemon_api_version(&self) -> Result<String, RuntimeError> {
+        let mut ping = Call::new(
+            "ping Docker".into(),
+            "GET",
+            "/_ping".into(),
+            self.timeouts.inspect,
+        );
+        ping.versioned = false;
+        let mut response = self.open(ping)?.accept(&[200], MissingMeans::Nothing)?;
+        if let Some(version) = response.head.header("API-Version") {
+            return Ok(version.to_string());
+        }
+        response.read_body()?;
+        let mut version = Call::new(
+            "read the Docker version".into(),
+            "GET",
+            "/version".into(),
+            self.timeouts.inspect,
+        );
+        version.versioned = false;
+        let mut response = self.open(version)?.accept(&[200], MissingMeans::Nothing)?;
+        let body = response.read_body()?;
+        let version: EngineVersion = wire::parse_json(&body, "version answer")?;
+        Ok(version.api_version)
+    }
+
+    /// Sends `call` and reads the response head.
+    fn open(&self, call: Call<'_>) -> Result<OpenResponse, RuntimeError> {
+        let socket = self.host.connect()?;
+        let mut stream = TimedStream::new(socket, call.total, call.no_progress);
+        let target = if call.versioned {
+            format!(
+                "/v{}{}{}",
+                self.api_version,
+                call.path,
+                query_string(&call.query)
+            )
+        } else {
+            format!("{}{}", call.path, query_string(&call.query))
+        };
+        let request = Request {
+            method: call.method,
+            target,
+            headers: call.headers,
+            body: call.body,
+        };
+        let write_result = write_request(&mut stream, &request);
+        let mut reader = BufReader::new(stream);
+        let head = match read_response_head(&mut reader, MAX_RESPONSE_HEAD_BYTES) {
+            Ok(head) => head,
+            Err(read_failure) => {
+                let cause = reader.get_ref().timeout_cause();
+                // Docker may answer and close before reading a whole request body; its answer
+                // is then the better error. Without one, the failed write is.
+                let failure = match write_result {
+                    Err(write_failure) if read_failure.kind() != io::ErrorKind::TimedOut => {
+                        write_failure
+                    }
+                    _ => read_failure,
+                };
+                return Err(read_error(
+                    failure,
+                    &call.operation,
+                    cause,
+                    call.total,
+                    call.no_progress,
+                ));
+            }
+        };
+        let framing = head
+            .body_framing(call.method)
+            .map_err(|error| RuntimeError::Protocol {
+                message: format!("{}: {error}", call.operation),
+            })?;
+        Ok(OpenResponse {
+            head,
+            body: BodyReader::new(reader, framing),
+            operation: call.operation,
+            total: call.total,
+            no_progress: call.no_progress,
+        })
+    }
+
+    /// Opens `call`, checks its status and returns its whole body.
+    fn call_for_body(
+        &self,
+        call: Call<'_>,
+        accepted: &[u16],
+        missing: MissingMeans,
+    ) -> Result<Vec<u8>, RuntimeError> {
+        self.open(call)?.accept(accepted, missing)?.read_body()
+    }
+
+    /// `GET /version`.
+    pub fn version(&self) -> Result<EngineVersion, RuntimeError> {
+        let call = Call::new(
+            "read the Docker version".into(),
+            "GET",
+            "/version".into(),
+            self.timeouts.inspect,
+        );
+        let body = self.call_for_body(call, &[200], MissingMeans::Nothing)?;
+        wire::parse_json(&body, "version answer")
+    }
+
+    /// `POST /containers/{id}/kill?signal=…`. A container that is not running is a `Conflict`.
+    pub fn kill_container(&self, id: &str, signal: &str) -> Result<(), RuntimeError> {
+        let mut call = Call::new(
+            format!("kill container {id} with {signal}"),
+            "POST",
+            format!("/containers/{}/kill", percent_encode(id, false)),
+            self.timeouts.inspect,
+        );
+        call.query.push(("signal", signal.to_string()));
+        self.call_for_body(call, &[204], MissingMeans::Container)?;
+        Ok(())
+    }
+
+    /// `POST /containers/{id}/wait`: blocks until the container stops (or `timeout` passes) and
+    /// returns its exit code.
+    pub fn wait_container(&self, id: &str, timeout: Duration) -> Result<i64, RuntimeError> {
+        #[derive(Deserialize)]
+        struct WaitAnswer {
+            #[serde(rename = "StatusCode")]
+            status_code: i64,
+            #[serde(rename = "Error", default)]
+            error: Option<WaitError>,
+        }
+        #[derive(Deserialize)]
+        struct WaitError {
+            #[serde(rename = "Message", default)]
+            message: String,
+        }
+        let call = Call::new(
+            format!("wait for container {id}"),
+            "POST",
+            format!("/containers/{}/wait", percent_encode(id, false)),
+            timeout,
+        );
+        let body = self.call_for_body(call, &[200], MissingMeans::Container)?;
+        let answer: WaitAnswer = wire::parse_json(&body, "wait answer")?;
+        match answer.error {
+            Some(error) if !error.message.is_empty() => Err(RuntimeError::Api {
+                status: 200,
+                message: error.message,
+            }),
+            _ => Ok(answer.status_code),
+        }
+    }
+
+    /// `POST /images/create?fromSrc=-`: makes an image `repository:tag` from a root-filesystem
+    /// tarball and returns its id. Used by tests to build images without a registry.
+    pub fn import_image(
+        &self,
+        tarball: &[u8],
+        repository: &str,
+        tag: &str,
+    ) -> Result<String, RuntimeError> {
+        let mut call = Call::new(
+            format!("import image {repository}:{tag}"),
+            "POST",
+            "/images/create".into(),
+            self.timeouts.pull_total,
+        );
+        call.query = vec![
+            ("fromSrc", "-".into()),
+            ("repo", repository.into()),
+            ("tag", tag.into()),
+        ];
+        call.body = Some(("application/x-tar", tarball));
+        let response = self.open(call)?.accept(&[200], MissingMeans::Nothing)?;
+        let mut judge = ProgressJudge::new(ProgressKind::Import, &format!("{repository}:{tag}"));
+        response.for_each_line(|line| judge.observe_line(line))?;
+        judge.finish()
+    }
+}
+
+/// A live `GET /events` subscription.
+struct DockerEventStream {
+    lines: BufReader<BodyReader<BufReader<TimedStream>>>,
+    socket: Arc<UnixStream>,
+    cancelled: Arc<AtomicBool>,
+    line: Vec<u8>,
+    ended: bool,
+}
+
+impl EventStream for DockerEventStream {
+    fn next_event(&mut self) -> Result<Option<RuntimeEvent>, RuntimeError> {
+        loop {
+            if self.ended || self.cancelled.load(Ordering::SeqCst) {
+                self.ended = true;
+                return Ok(None);
+            }
+            match read_line_limited(&mut self.lines, MAX_STREAM_LINE_BYTES, &mut self.line) {
+                Ok(false) => {
+                    self.ended = true;
+                    return Ok(None);
+                }
+                Ok(true) => {
+                    if self.line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    if let Some(event) = wire::parse_event(&self.line)? {
+                        return Ok(Some(event));
+                    }
+                }
+                // Cancelled, or Docker went away (restart): the stream ended. The owner
+                // reconnects and re-lists.
+                Err(_) if self.cancelled.load(Ordering::SeqCst) => {
+                    self.ended = true;
+                    return Ok(None);
+                }
+                Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => {
+                    self.ended = true;
+                    return Ok(None);
+                }
+                Err(error) => {
+                    self.ended = true;
+                    return Err(RuntimeError::Protocol {
+                        message: format!("Docker event stream: {error}"),
+                    });
+                }
+            }
+        }
+    }
+
+    fn canceller(&self) -> StreamCanceller {
+        let socket = Arc::clone(&self.socket);
+        let cancelled = Arc::clone(&self.cancelled);
+        StreamCanceller::new(move || {
+            cancelled.store(true, Ordering::SeqCst);
+            // Wakes a read blocked in another thread; an error means it is already closed.
+            let _ = socket.shutdown(Shutdown::Both);
+        })
+    }
+}
+
+impl ContainerRuntime for DockerClient {
+    fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+        let (name, tag) = wire::split_image_reference(image)?;
+        let mut call = Call::new(
+            format!("pull image {name}:{tag}"),
+            "POST",
+            "/images/create".into(),
+            self.timeouts.pull_total,
+        );
+        call.no_progress = Some(self.timeouts.pull_no_progress);
+        call.query = vec![("fromImage", name.clone()), ("tag", tag.clone())];
+        if let Some(auth) = auth {
+            call.headers
+                .push(("X-Registry-Auth", wire::registry_auth_header(auth)));
+        }
+        let response = self.open(call)?;
+        if response.head.status != 200 {
+            // Any refusal of a pull (unknown tag, no access, registry down) is a failed pull;
+            // Docker's message says which.
+            return Err(RuntimeError::CannotPull {
+                message: response.error_message(),
+            });
+        }
+        let mut judge = ProgressJudge::new(ProgressKind::Pull, &format!("{name}:{tag}"));
+        let mut line_refused = false;
+        let outcome = response.for_each_line(|line| {
+            let verdict = judge.observe_line(line);
+            line_refused = verdict.is_err();
+            verdict
+        });
+        match outcome {
+            // The stream broke off (Docker died, the connection dropped): the pull failed.
+            Err(RuntimeError::Protocol { message }) if !line_refused => {
+                Err(RuntimeError::CannotPull {
+                    message: format!("the progress stream was cut off: {message}"),
+                })
+            }
+            Err(error) => Err(error),
+            Ok(()) => judge.finish().map(|_| ()),
+        }
+    }
+
+    fn inspect_image(&self, image: &str) -> Result<ImageInfo, RuntimeError> {
+        let call = Call::new(
+            format!("inspect image {image}"),
+            "GET",
+            format!("/images/{}/json", percent_encode(image, true)),
+            self.timeouts.inspect,
+        );
+        let body = self.call_for_body(call, &[200], MissingMeans::Image)?;
+        wire::parse_image_info(&body)
+    }
+
+    fn create_container(&self, spec: &CreateContainer) -> Result<String, RuntimeError> {
+        let body = wire::create_body(spec).to_string();
+        let mut call = Call::new(
+            format!("create container {}", spec.name),
+            "POST",
+            "/containers/create".into(),
+            self.timeouts.create,
+        );
+        if !spec.name.is_empty() {
+            call.query.push(("name", spec.name.clone()));
+        }
+        call.body = Some(("application/json", body.as_bytes()));
+        // 404 here is the image that is missing.
+        let answer = self.call_for_body(call, &[201], MissingMeans::Image)?;
+        wire::parse_created(&answer)
+    }
+
+    fn start_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let call = Call::new(
+            format!("start container {id}"),
+            "POST",
+            format!("/containers/{}/start", percent_encode(id, false)),
+            self.timeouts.start,
+        );
+        self.call_for_body(call, &[204, 304], MissingMeans::Container)?;
+        Ok(())
+    }
+
+    fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        // Docker takes whole seconds; round up so the container gets at least its grace.
+        let seconds = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
+        let mut call = Call::new(
+            format!("stop container {id}"),
+            "POST",
+            format!("/containers/{}/stop", percent_encode(id, false)),
+            Duration::from_secs(seconds) + self.timeouts.stop_extra,
+        );
+        call.query.push(("t", seconds.to_string()));
+        self.call_for_body(call, &[204, 304], MissingMeans::Container)?;
+        Ok(())
+    }
+
+    fn inspect_container(&self, id_or_name: &str) -> Result<ContainerInfo, RuntimeError> {
+        let call = Call::new(
+            format!("inspect container {id_or_name}"),
+            "GET",
+            format!("/containers/{}/json", percent_encode(id_or_name, false)),
+            self.timeouts.inspect,
+        );
+        let body = self.call_for_body(call, &[200], MissingMeans::Container)?;
+        wire::parse_container_info(&body)
+    }
+
+    fn remove_container(&self, id: &str, volumes: bool) -> Result<(), RuntimeError> {
+        let mut call = Call::new(
+            format!("remove container {id}"),
+            "DELETE",
+            format!("/containers/{}", percent_encode(id, false)),
+            self.timeouts.remove,
+        );
+        call.query = vec![("force", "true".into()), ("v", volumes.to_string())];
+        self.call_for_body(call, &[204], MissingMeans::Container)?;
+        Ok(())
+    }
+
+    fn list_containers(
+        &self,
+        label_filters: &[String],
+    ) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        let mut call = Call::new(
+            "list containers".into(),
+            "GET",
+            "/containers/json".into(),
+            self.timeouts.list,
+        );
+        call.query.push(("all", "true".into()));
+        if !label_filters.is_empty() {
+            call.query
+                .push(("filters", json!({ "label": label_filters }).to_string()));
+        }
+        let body = self.call_for_body(call, &[200], MissingMeans::Nothing)?;
+        wire::parse_container_list(&body)
+    }
+
+    fn events(&self, filter: &EventFilter) -> Result<Box<dyn EventStream>, RuntimeError> {
+        let mut filters = json!({ "type": ["container"] });
+        if !filter.labels.is_empty() {
+            filters["label"] = json!(filter.labels);
+        }
+        if !filter.actions.is_empty() {
+            filters["event"] = json!(filter.actions);
+        }
+        // Only the head has a deadline: the stream itself is silent until something happens.
+        let mut call = Call::new(
+            "subscribe to Docker events".into(),
+            "GET",
+            "/events".into(),
+            self.timeouts.inspect,
+        );
+        call.query.push(("filters", filters.to_string()));
+        if let Some(since) = filter.since {
+            call.query.push(("since", since.to_string()));
+        }
+        let mut response = self.open(call)?.accept(&[200], MissingMeans::Nothing)?;
+        let socket =
+            response
+                .stream()
+                .socket()
+                .try_clone()
+                .map_err(|error| RuntimeError::Protocol {
+                    message: format!("cannot keep a handle on the event stream socket: {error}"),
+                })?;
+        response.body.get_mut().get_mut().set_limits(None, None);
+        Ok(Box::new(DockerEventStream {
+            lines: BufReader::new(response.body),
+            socket: Arc::new(socket),
+            cancelled: Arc::new(AtomicBool::new(false)),
+            line: Vec::new(),
+            ended: false,
+        }))
+    }
+
+    fn ping(&self) -> Result<(), RuntimeError> {
+        let call = Call::new(
+            "ping Docker".into(),
+            "GET",
+            "/_ping".into(),
+            self.timeouts.inspect,
+        );
+        self.call_for_body(call, &[200], MissingMeans::Nothing)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_the_errors_the_engine_branches_on() {
+        let cases = [
+            (404, MissingMeans::Container, "NoSuchContainer"),
+            (404, MissingMeans::Image, "NoSuchImage"),
+            (404, MissingMeans::Nothing, "Api"),
+            (409, MissingMeans::Container, "Conflict"),
+            (500, MissingMeans::Container, "Api"),
+            (400, MissingMeans::Image, "Api"),
+        ];
+        for (status, missing, expected) in cases {
+            let error = error_for_status(status, "docker says".into(), missing);
+            let name = format!("{error:?}");
+            assert!(
+                name.starts_with(expected),
+                "{status} {missing:?} gave {name}"
+            );
+            assert!(error.to_string().contains("docker says"), "{error}");
+        }
+    }
+
+    #[test]
+    fn timeouts_name_the_limit_that_was_hit() {
+        let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "t");
+        let idle = read_error(
+            timed_out(),
+            "pull image a:b",
+            Some(TimeoutCause::NoProgress),
+            Some(Duration::from_secs(7200)),
+            Some(Duration::from_secs(60)),
+        );
+        assert_eq!(
+            idle,
+            RuntimeError::Timeout {
+                operation: "pull image a:b (no progress)".into(),
+                after: Duration::from_secs(60)
+            }
+        );
+        let total = read_error(
+            timed_out(),
+            "start container x",
+            Some(TimeoutCause::Total),
+            Some(Duration::from_secs(180)),
+            None,
+        );
+        assert_eq!(
+            total,
+            RuntimeError::Timeout {
+                operation: "start container x".into(),
+                after: Duration::from_secs(180)
+            }
+        );
+        let closed = read_error(
+            io::Error::new(io::ErrorKind::UnexpectedEof, "closed mid-body"),
+            "inspect container x",
+            None,
+            Some(Duration::from_secs(30)),
+            None,
+        );
+        assert!(
+            matches!(closed, RuntimeError::Protocol { message } if message.contains("closed mid-body"))
+        );
+    }
+}

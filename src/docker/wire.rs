@@ -1,0 +1,763 @@
+//! The JSON the Docker Engine API speaks, and its mapping to and from the runtime types: the
+//! create body, inspect and list answers, event messages, version answers, error bodies, and
+//! image references. Pure functions, tested on captured Docker JSON; no I/O here.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::runtime::{
+    ContainerInfo, ContainerState, ContainerSummary, CreateContainer, HealthState, ImageInfo,
+    PortBinding, RegistryAuth, RuntimeError, RuntimeEvent,
+};
+
+use super::encoding::base64_url;
+
+/// Splits an image reference into the `fromImage` and `tag` a pull sends. A reference without a
+/// tag gets `latest` (pulling without a tag would fetch every tag); a digest is sent as the tag.
+pub fn split_image_reference(image: &str) -> Result<(String, String), RuntimeError> {
+    let image = image.trim();
+    let invalid = |why: &str| RuntimeError::CannotPull {
+        message: format!("invalid image reference {image:?}: {why}"),
+    };
+    if image.is_empty() {
+        return Err(invalid("it is empty"));
+    }
+    if image.chars().any(|character| character.is_whitespace()) {
+        return Err(invalid("it contains whitespace"));
+    }
+    let (name, tag) = if let Some((name, digest)) = image.split_once('@') {
+        (name, digest)
+    } else {
+        let last_slash = image.rfind('/').map_or(0, |index| index + 1);
+        match image[last_slash..].rfind(':') {
+            Some(colon) => (
+                &image[..last_slash + colon],
+                &image[last_slash + colon + 1..],
+            ),
+            None => (image, "latest"),
+        }
+    };
+    if name.is_empty() {
+        return Err(invalid("the repository name is empty"));
+    }
+    if tag.is_empty() {
+        return Err(invalid("the tag or digest is empty"));
+    }
+    Ok((name.to_string(), tag.to_string()))
+}
+
+/// `X-Registry-Auth`: the credentials as JSON, base64url-encoded.
+pub fn registry_auth_header(auth: &RegistryAuth) -> String {
+    let body = json!({
+        "username": auth.username,
+        "password": auth.password,
+        "serveraddress": auth.server_address,
+    });
+    base64_url(body.to_string().as_bytes())
+}
+
+/// Docker's error message from an error body (`{"message": …}`), else the body as text, else
+/// the reason phrase.
+pub fn error_message(body: &[u8], reason: &str) -> String {
+    if let Ok(value) = serde_json::from_slice::<Value>(body) {
+        if let Some(message) = value.get("message").and_then(Value::as_str) {
+            return message.trim().to_string();
+        }
+    }
+    let text = String::from_utf8_lossy(body).trim().to_string();
+    if text.is_empty() {
+        reason.to_string()
+    } else {
+        text
+    }
+}
+
+/// The `POST /containers/create` body. The restart policy is always `no`: deckhand restarts.
+pub fn create_body(spec: &CreateContainer) -> Value {
+    let mut exposed_ports = serde_json::Map::new();
+    let mut port_bindings: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for binding in &spec.port_bindings {
+        let key = format!("{}/{}", binding.container_port, binding.protocol);
+        exposed_ports.insert(key.clone(), json!({}));
+        let host_port = if binding.host_port == 0 {
+            String::new()
+        } else {
+            binding.host_port.to_string()
+        };
+        port_bindings
+            .entry(key)
+            .or_default()
+            .push(json!({ "HostIp": binding.host_ip, "HostPort": host_port }));
+    }
+    let volumes: serde_json::Map<String, Value> = spec
+        .volumes
+        .iter()
+        .map(|path| (path.clone(), json!({})))
+        .collect();
+    let mut host_config = json!({
+        "Binds": spec.binds,
+        "VolumesFrom": spec.volumes_from,
+        "Links": spec.links,
+        "PortBindings": port_bindings,
+        "Privileged": spec.privileged,
+        "RestartPolicy": { "Name": "no" },
+    });
+    let set = |object: &mut Value, key: &str, value: Value| {
+        if let Some(map) = object.as_object_mut() {
+            map.insert(key.to_string(), value);
+        }
+    };
+    if let Some(memory) = spec.memory {
+        set(&mut host_config, "Memory", json!(memory));
+    }
+    if let Some(reservation) = spec.memory_reservation {
+        set(&mut host_config, "MemoryReservation", json!(reservation));
+    }
+    if let Some(shares) = spec.cpu_shares {
+        set(&mut host_config, "CpuShares", json!(shares));
+    }
+    if let Some(log_config) = &spec.log_config {
+        set(
+            &mut host_config,
+            "LogConfig",
+            json!({ "Type": log_config.driver, "Config": log_config.options }),
+        );
+    }
+    if let Some(network_mode) = &spec.network_mode {
+        set(&mut host_config, "NetworkMode", json!(network_mode));
+    }
+    let mut body = json!({
+        "Image": spec.image,
+        "Labels": spec.labels,
+        "Env": spec.env,
+        "ExposedPorts": exposed_ports,
+        "Volumes": volumes,
+        "HostConfig": host_config,
+    });
+    if let Some(cmd) = &spec.cmd {
+        set(&mut body, "Cmd", json!(cmd));
+    }
+    if let Some(entrypoint) = &spec.entrypoint {
+        set(&mut body, "Entrypoint", json!(entrypoint));
+    }
+    if let Some(working_dir) = &spec.working_dir {
+        set(&mut body, "WorkingDir", json!(working_dir));
+    }
+    if let Some(user) = &spec.user {
+        set(&mut body, "User", json!(user));
+    }
+    if let Some(stop_timeout) = spec.stop_timeout {
+        set(&mut body, "StopTimeout", json!(stop_timeout));
+    }
+    if let Some(health) = &spec.healthcheck {
+        let nanos =
+            |duration: std::time::Duration| i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);
+        set(
+            &mut body,
+            "Healthcheck",
+            json!({
+                "Test": health.test,
+                "Interval": nanos(health.interval),
+                "Timeout": nanos(health.timeout),
+                "Retries": health.retries,
+                "StartPeriod": nanos(health.start_period),
+            }),
+        );
+    }
+    body
+}
+
+#[derive(Deserialize)]
+struct CreatedAnswer {
+    #[serde(rename = "Id")]
+    id: String,
+}
+
+/// The id from a create answer.
+pub fn parse_created(body: &[u8]) -> Result<String, RuntimeError> {
+    let answer: CreatedAnswer = parse_json(body, "container create answer")?;
+    Ok(answer.id)
+}
+
+/// Parses `body` as `T`, naming `what` in the error.
+pub fn parse_json<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, RuntimeError> {
+    serde_json::from_slice(body).map_err(|error| RuntimeError::Protocol {
+        message: format!(
+            "Docker sent an invalid {what} ({error}): {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        ),
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectAnswer {
+    #[serde(rename = "Id")]
+    id: String,
+    #[serde(rename = "Name")]
+    name: String,
+    #[serde(rename = "Image")]
+    image_id: String,
+    #[serde(rename = "Created")]
+    created: String,
+    #[serde(rename = "Config")]
+    config: Option<InspectConfig>,
+    #[serde(rename = "State")]
+    state: Option<InspectState>,
+    #[serde(rename = "NetworkSettings")]
+    network_settings: Option<InspectNetworkSettings>,
+    #[serde(rename = "Mounts")]
+    mounts: Option<Vec<InspectMount>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectConfig {
+    #[serde(rename = "Image")]
+    image: String,
+    #[serde(rename = "Labels")]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectState {
+    #[serde(rename = "Status")]
+    status: String,
+    #[serde(rename = "Running")]
+    running: bool,
+    #[serde(rename = "Dead")]
+    dead: bool,
+    #[serde(rename = "OOMKilled")]
+    oom_killed: bool,
+    #[serde(rename = "ExitCode")]
+    exit_code: i64,
+    #[serde(rename = "Error")]
+    error: String,
+    #[serde(rename = "StartedAt")]
+    started_at: String,
+    #[serde(rename = "FinishedAt")]
+    finished_at: String,
+    #[serde(rename = "Health")]
+    health: Option<InspectHealth>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectHealth {
+    #[serde(rename = "Status")]
+    status: String,
+    #[serde(rename = "FailingStreak")]
+    failing_streak: u32,
+    #[serde(rename = "Log")]
+    log: Option<Vec<InspectHealthProbe>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectHealthProbe {
+    #[serde(rename = "ExitCode")]
+    exit_code: i64,
+    #[serde(rename = "Output")]
+    output: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectNetworkSettings {
+    #[serde(rename = "Ports")]
+    ports: Option<HashMap<String, Option<Vec<InspectHostPort>>>>,
+    #[serde(rename = "Networks")]
+    networks: Option<BTreeMap<String, InspectNetwork>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectHostPort {
+    #[serde(rename = "HostIp")]
+    host_ip: String,
+    #[serde(rename = "HostPort")]
+    host_port: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectNetwork {
+    #[serde(rename = "IPAddress")]
+    ip_address: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InspectMount {
+    #[serde(rename = "Source")]
+    source: String,
+    #[serde(rename = "Destination")]
+    destination: String,
+}
+
+/// `80/tcp` → (80, "tcp").
+fn parse_port_key(key: &str) -> Option<(u16, String)> {
+    let (port, protocol) = key.split_once('/').unwrap_or((key, "tcp"));
+    Some((port.parse().ok()?, protocol.to_string()))
+}
+
+/// `GET /containers/{id}/json` → [`ContainerInfo`].
+pub fn parse_container_info(body: &[u8]) -> Result<ContainerInfo, RuntimeError> {
+    let answer: InspectAnswer = parse_json(body, "container inspect answer")?;
+    let config = answer.config.unwrap_or_default();
+    let state = answer.state.unwrap_or_default();
+    let network_settings = answer.network_settings.unwrap_or_default();
+    let mut ports = Vec::new();
+    for (key, bindings) in network_settings.ports.unwrap_or_default() {
+        let Some((container_port, protocol)) = parse_port_key(&key) else {
+            continue;
+        };
+        // An exposed port without a host binding is not a binding.
+        for binding in bindings.unwrap_or_default() {
+            ports.push(PortBinding {
+                container_port,
+                protocol: protocol.clone(),
+                host_port: binding.host_port.parse().unwrap_or(0),
+                host_ip: binding.host_ip,
+            });
+        }
+    }
+    ports.sort_by(|left, right| {
+        (left.container_port, &left.protocol, &left.host_ip).cmp(&(
+            right.container_port,
+            &right.protocol,
+            &right.host_ip,
+        ))
+    });
+    let health = state.health.map(|health| {
+        let last_probe = health.log.unwrap_or_default().pop();
+        HealthState {
+            status: health.status,
+            failing_streak: health.failing_streak,
+            last_output: last_probe.as_ref().map(|probe| probe.output.clone()),
+            last_exit_code: last_probe.map(|probe| probe.exit_code),
+        }
+    });
+    Ok(ContainerInfo {
+        id: answer.id,
+        name: answer.name.trim_start_matches('/').to_string(),
+        image: config.image,
+        image_id: answer.image_id,
+        created: answer.created,
+        labels: config.labels.unwrap_or_default(),
+        state: ContainerState {
+            status: state.status,
+            running: state.running,
+            dead: state.dead,
+            oom_killed: state.oom_killed,
+            exit_code: state.exit_code,
+            error: state.error,
+            started_at: state.started_at,
+            finished_at: state.finished_at,
+            health,
+        },
+        ports,
+        networks: network_settings
+            .networks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, network)| (name, network.ip_address))
+            .collect(),
+        mounts: answer
+            .mounts
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mount| (mount.source, mount.destination))
+            .collect(),
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SummaryAnswer {
+    #[serde(rename = "Id")]
+    id: String,
+    #[serde(rename = "Names")]
+    names: Option<Vec<String>>,
+    #[serde(rename = "Image")]
+    image: String,
+    #[serde(rename = "State")]
+    state: String,
+    #[serde(rename = "Labels")]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+/// `GET /containers/json` → summaries.
+pub fn parse_container_list(body: &[u8]) -> Result<Vec<ContainerSummary>, RuntimeError> {
+    let answer: Vec<SummaryAnswer> = parse_json(body, "container list")?;
+    Ok(answer
+        .into_iter()
+        .map(|row| ContainerSummary {
+            id: row.id,
+            name: row
+                .names
+                .unwrap_or_default()
+                .first()
+                .map(|name| name.trim_start_matches('/').to_string())
+                .unwrap_or_default(),
+            image: row.image,
+            state: row.state,
+            labels: row.labels.unwrap_or_default(),
+        })
+        .collect())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ImageAnswer {
+    #[serde(rename = "Id")]
+    id: String,
+    #[serde(rename = "RepoTags")]
+    repo_tags: Option<Vec<String>>,
+}
+
+/// `GET /images/{name}/json` → [`ImageInfo`].
+pub fn parse_image_info(body: &[u8]) -> Result<ImageInfo, RuntimeError> {
+    let answer: ImageAnswer = parse_json(body, "image inspect answer")?;
+    Ok(ImageInfo {
+        id: answer.id,
+        repo_tags: answer.repo_tags.unwrap_or_default(),
+    })
+}
+
+/// `GET /version`, the parts deckhand reports.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
+pub struct EngineVersion {
+    #[serde(rename = "Version")]
+    pub version: String,
+    #[serde(rename = "ApiVersion")]
+    pub api_version: String,
+    #[serde(rename = "MinAPIVersion")]
+    pub min_api_version: String,
+    #[serde(rename = "Os")]
+    pub os: String,
+    #[serde(rename = "Arch")]
+    pub arch: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct EventMessage {
+    #[serde(rename = "Type")]
+    kind: String,
+    #[serde(rename = "Action")]
+    action: String,
+    #[serde(rename = "Actor")]
+    actor: Option<EventActor>,
+    #[serde(rename = "timeNano")]
+    time_nano: i64,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct EventActor {
+    #[serde(rename = "ID")]
+    id: String,
+    #[serde(rename = "Attributes")]
+    attributes: Option<BTreeMap<String, String>>,
+}
+
+/// One line of `GET /events`; `None` for events that are not about a container.
+pub fn parse_event(line: &[u8]) -> Result<Option<RuntimeEvent>, RuntimeError> {
+    let message: EventMessage = parse_json(line, "event")?;
+    if message.kind != "container" {
+        return Ok(None);
+    }
+    let actor = message.actor.unwrap_or_default();
+    Ok(Some(RuntimeEvent {
+        id: actor.id,
+        action: message.action,
+        attributes: actor.attributes.unwrap_or_default(),
+        time_nano: message.time_nano,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{HealthConfig, LogConfig};
+    use std::time::Duration;
+
+    #[test]
+    fn image_references_always_get_a_tag() {
+        let cases: &[(&str, Option<(&str, &str)>)] = &[
+            ("busybox", Some(("busybox", "latest"))),
+            ("busybox:1.36", Some(("busybox", "1.36"))),
+            (
+                "127.0.0.1:5000/team/app",
+                Some(("127.0.0.1:5000/team/app", "latest")),
+            ),
+            (
+                "127.0.0.1:5000/team/app:v2",
+                Some(("127.0.0.1:5000/team/app", "v2")),
+            ),
+            ("app@sha256:0123abcd", Some(("app", "sha256:0123abcd"))),
+            ("", None),
+            ("app:", None),
+            (":v1", None),
+            ("bad name", None),
+        ];
+        for (image, expected) in cases {
+            let result = split_image_reference(image);
+            match (result, expected) {
+                (Ok((name, tag)), Some((expected_name, expected_tag))) => {
+                    assert_eq!(
+                        (name.as_str(), tag.as_str()),
+                        (*expected_name, *expected_tag)
+                    )
+                }
+                (Err(RuntimeError::CannotPull { message }), None) => {
+                    assert!(message.contains("invalid image reference"), "{message}")
+                }
+                (other, _) => panic!("{image:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn registry_auth_is_base64url_json() {
+        let header = registry_auth_header(&RegistryAuth {
+            username: "user".into(),
+            password: "p?>?".into(),
+            server_address: "127.0.0.1:5000".into(),
+        });
+        assert!(!header.contains('+') && !header.contains('/'), "{header}");
+        // Decoding with the standard alphabet after swapping back gives the JSON.
+        assert_eq!(
+            header,
+            base64_url(
+                br#"{"password":"p?>?","serveraddress":"127.0.0.1:5000","username":"user"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn error_messages_keep_dockers_words() {
+        let cases: &[(&[u8], &str, &str)] = &[
+            (
+                br#"{"message":"No such container: abc"}"#,
+                "Not Found",
+                "No such container: abc",
+            ),
+            (b"page not found\n", "Not Found", "page not found"),
+            (b"", "Conflict", "Conflict"),
+        ];
+        for (body, reason, expected) in cases {
+            assert_eq!(error_message(body, reason), *expected);
+        }
+    }
+
+    #[test]
+    fn create_body_carries_every_field() {
+        let spec = CreateContainer {
+            name: "web".into(),
+            image: "app:v1".into(),
+            labels: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            env: vec!["A=1".into()],
+            cmd: Some(vec!["sleep".into(), "5".into()]),
+            entrypoint: Some(vec!["/bin/sh".into(), "-c".into()]),
+            working_dir: Some("/srv".into()),
+            user: Some("1000:1000".into()),
+            healthcheck: Some(HealthConfig {
+                test: vec!["CMD-SHELL".into(), "true".into()],
+                interval: Duration::from_secs(5),
+                timeout: Duration::from_millis(1500),
+                retries: 3,
+                start_period: Duration::from_secs(0),
+            }),
+            binds: vec!["/data:/data:ro".into()],
+            volumes: vec!["/scratch".into()],
+            volumes_from: vec!["other:ro".into()],
+            links: vec!["db:database".into()],
+            port_bindings: vec![
+                PortBinding {
+                    container_port: 80,
+                    protocol: "tcp".into(),
+                    host_port: 8080,
+                    host_ip: String::new(),
+                },
+                PortBinding {
+                    container_port: 53,
+                    protocol: "udp".into(),
+                    host_port: 0,
+                    host_ip: "127.0.0.1".into(),
+                },
+            ],
+            memory: Some(64 << 20),
+            memory_reservation: Some(32 << 20),
+            cpu_shares: Some(256),
+            privileged: true,
+            log_config: Some(LogConfig {
+                driver: "json-file".into(),
+                options: BTreeMap::from([("max-size".to_string(), "10m".to_string())]),
+            }),
+            network_mode: Some("bridge".into()),
+            stop_timeout: Some(10),
+        };
+        let body = create_body(&spec);
+        assert_eq!(body["Image"], "app:v1");
+        assert_eq!(body["Labels"]["k"], "v");
+        assert_eq!(body["Env"][0], "A=1");
+        assert_eq!(body["Cmd"], json!(["sleep", "5"]));
+        assert_eq!(body["Entrypoint"], json!(["/bin/sh", "-c"]));
+        assert_eq!(body["WorkingDir"], "/srv");
+        assert_eq!(body["User"], "1000:1000");
+        assert_eq!(body["StopTimeout"], 10);
+        assert_eq!(body["Healthcheck"]["Interval"], 5_000_000_000i64);
+        assert_eq!(body["Healthcheck"]["Timeout"], 1_500_000_000i64);
+        assert_eq!(body["Healthcheck"]["Retries"], 3);
+        assert_eq!(body["Volumes"], json!({"/scratch": {}}));
+        assert_eq!(body["ExposedPorts"], json!({"80/tcp": {}, "53/udp": {}}));
+        let host = &body["HostConfig"];
+        assert_eq!(host["Binds"][0], "/data:/data:ro");
+        assert_eq!(host["VolumesFrom"][0], "other:ro");
+        assert_eq!(host["Links"][0], "db:database");
+        assert_eq!(
+            host["PortBindings"],
+            json!({
+                "80/tcp": [{"HostIp": "", "HostPort": "8080"}],
+                "53/udp": [{"HostIp": "127.0.0.1", "HostPort": ""}],
+            })
+        );
+        assert_eq!(host["Memory"], 64 << 20);
+        assert_eq!(host["MemoryReservation"], 32 << 20);
+        assert_eq!(host["CpuShares"], 256);
+        assert_eq!(host["Privileged"], true);
+        assert_eq!(host["LogConfig"]["Type"], "json-file");
+        assert_eq!(host["LogConfig"]["Config"]["max-size"], "10m");
+        assert_eq!(host["NetworkMode"], "bridge");
+        assert_eq!(host["RestartPolicy"]["Name"], "no");
+    }
+
+    #[test]
+    fn create_body_leaves_out_what_is_unset() {
+        let body = create_body(&CreateContainer {
+            name: "x".into(),
+            image: "img".into(),
+            ..CreateContainer::default()
+        });
+        for key in [
+            "Cmd",
+            "Entrypoint",
+            "WorkingDir",
+            "User",
+            "Healthcheck",
+            "StopTimeout",
+        ] {
+            assert!(body.get(key).is_none(), "{key} must be absent");
+        }
+        for key in ["Memory", "CpuShares", "LogConfig", "NetworkMode"] {
+            assert!(
+                body["HostConfig"].get(key).is_none(),
+                "HostConfig.{key} must be absent"
+            );
+        }
+    }
+
+    #[test]
+    fn inspect_answer_maps_state_health_ports_and_labels() {
+        let body = br#"{
+            "Id": "abc123", "Name": "/web", "Image": "sha256:img", "Created": "2026-01-01T00:00:00Z",
+            "Config": {"Image": "app:v1", "Labels": {"deckhand-test": "1"}},
+            "State": {"Status": "exited", "Running": false, "Dead": false, "OOMKilled": true,
+                      "ExitCode": 137, "Error": "", "StartedAt": "2026-01-01T00:00:01Z",
+                      "FinishedAt": "2026-01-01T00:00:02Z",
+                      "Health": {"Status": "unhealthy", "FailingStreak": 3,
+                                 "Log": [{"ExitCode": 0, "Output": "ok"}, {"ExitCode": 1, "Output": "bad"}]}},
+            "NetworkSettings": {"Ports": {"80/tcp": [{"HostIp": "0.0.0.0", "HostPort": "49153"}],
+                                          "443/tcp": null},
+                                "Networks": {"bridge": {"IPAddress": "172.17.0.2"}}},
+            "Mounts": [{"Source": "/data", "Destination": "/srv"}]
+        }"#;
+        let info = parse_container_info(body).expect("valid inspect answer");
+        assert_eq!(info.id, "abc123");
+        assert_eq!(info.name, "web");
+        assert_eq!(info.image, "app:v1");
+        assert_eq!(info.image_id, "sha256:img");
+        assert_eq!(
+            info.labels.get("deckhand-test").map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(info.state.status, "exited");
+        assert!(info.state.oom_killed);
+        assert_eq!(info.state.exit_code, 137);
+        assert_eq!(info.state.finished_at, "2026-01-01T00:00:02Z");
+        let health = info.state.health.expect("health present");
+        assert_eq!(health.status, "unhealthy");
+        assert_eq!(health.failing_streak, 3);
+        assert_eq!(health.last_output.as_deref(), Some("bad"));
+        assert_eq!(health.last_exit_code, Some(1));
+        assert_eq!(
+            info.ports,
+            vec![PortBinding {
+                container_port: 80,
+                protocol: "tcp".into(),
+                host_port: 49153,
+                host_ip: "0.0.0.0".into()
+            }]
+        );
+        assert_eq!(
+            info.networks,
+            vec![("bridge".to_string(), "172.17.0.2".to_string())]
+        );
+        assert_eq!(info.mounts, vec![("/data".to_string(), "/srv".to_string())]);
+    }
+
+    #[test]
+    fn inspect_answer_tolerates_nulls_and_rejects_garbage() {
+        let info = parse_container_info(
+            br#"{"Id":"a","Name":"/n","Config":{"Labels":null},"State":{"Health":null},"NetworkSettings":{"Ports":null,"Networks":null},"Mounts":null}"#,
+        )
+        .expect("nulls are fine");
+        assert!(info.labels.is_empty() && info.ports.is_empty() && info.state.health.is_none());
+        match parse_container_info(b"{not json") {
+            Err(RuntimeError::Protocol { message }) => assert!(message.contains("inspect")),
+            other => panic!("expected Protocol, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn list_and_image_answers() {
+        let rows = parse_container_list(
+            br#"[{"Id":"a","Names":["/one"],"Image":"img","State":"running","Labels":{"x":"y"}},
+                 {"Id":"b","Names":null,"Image":"img","State":"exited","Labels":null}]"#,
+        )
+        .expect("valid list");
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].name, "one");
+        assert_eq!(rows[0].labels.get("x").map(String::as_str), Some("y"));
+        assert_eq!(rows[1].name, "");
+        let image = parse_image_info(br#"{"Id":"sha256:1","RepoTags":["a:b"]}"#).expect("image");
+        assert_eq!(image.repo_tags, vec!["a:b".to_string()]);
+    }
+
+    #[test]
+    fn events_keep_container_events_only() {
+        let die = br#"{"status":"die","id":"abc","from":"img","Type":"container","Action":"die",
+            "Actor":{"ID":"abc","Attributes":{"exitCode":"3","name":"web"}},"scope":"local",
+            "time":1700000000,"timeNano":1700000000123456789}"#;
+        let event = parse_event(die).expect("valid").expect("a container event");
+        assert_eq!(event.id, "abc");
+        assert_eq!(event.action, "die");
+        assert_eq!(event.exit_code(), Some(3));
+        assert_eq!(event.time_nano, 1700000000123456789);
+        let network = br#"{"Type":"network","Action":"connect","Actor":{"ID":"n"}}"#;
+        assert_eq!(parse_event(network).expect("valid"), None);
+        assert!(matches!(
+            parse_event(b"{\"Type\":"),
+            Err(RuntimeError::Protocol { .. })
+        ));
+    }
+}

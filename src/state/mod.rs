@@ -1,0 +1,645 @@
+//! The durable state store under `ECS_DATADIR` (ENGINE-SEMANTICS §11): what survives `kill -9`,
+//! a power cut or an upgrade.
+//!
+//! Layout:
+//!
+//! ```text
+//! ECS_DATADIR/
+//!   agent.json        {"schema": 1, "agent": {next_sequence, next_event_seq, images_pulled}}
+//!   events.log        the durable event log (event_log.rs), one JSON event per line
+//!   tasks/<id>.json   {"schema": 1, "task": {...}}, one file per task
+//!   quarantine/       files that could not be loaded, kept for a human to look at
+//! ```
+//!
+//! Why one file per task: a checkpoint costs the size of the task that changed, never the whole
+//! state, and each managed-task thread writes its own file without waiting for the others (the
+//! only lock held across an fsync is the one of the file being written). Every write is atomic
+//! (fsio.rs): a crash leaves the old file or the new one, and a failed write (disk full,
+//! read-only) returns an error naming the file and the OS error while the old file stays intact.
+//!
+//! Loading refuses a file from a newer schema ([`StateError::FutureSchema`], which the agent
+//! maps to exit 78: an older binary must not silently drop what a newer one wrote) and moves a
+//! corrupt file to `quarantine/`, reporting it, so that one bad file does not keep every other
+//! task from being restored.
+
+pub mod event_log;
+pub mod fsio;
+pub mod reconcile;
+
+pub use event_log::{EventLog, EventLogReplay, DEFAULT_RETAIN_EVENTS};
+pub use fsio::{FaultInjector, FsStep};
+
+use crate::task::{Millis, Task};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The schema version this build writes and the newest it reads.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// How many sequence numbers one write of `agent.json` reserves.
+///
+/// Why blocks: a sequence number must be durable before the command that carries it is
+/// acknowledged, and must never be handed out twice, even across a crash. Persisting the
+/// high-water mark of a reserved block (rather than every number) makes most `next_sequence`
+/// calls free; a restart continues after the whole block, so it may skip up to 63 numbers but
+/// never reuses one. Gaps are harmless: the numbers only order stops before later starts (§9).
+pub const SEQUENCE_BLOCK: u64 = 64;
+
+/// Errors of the state store. Each names the file it concerns.
+#[derive(Debug)]
+pub enum StateError {
+    /// A file-system call failed: `step` is what was being done (`write`, `fsync`, `rename`, …).
+    Io {
+        path: PathBuf,
+        step: &'static str,
+        source: io::Error,
+    },
+    /// A file written by a newer deckhand. Start-up must stop (exit 78): reading it with this
+    /// binary would silently drop what the newer one recorded.
+    FutureSchema {
+        path: PathBuf,
+        found: u64,
+        supported: u64,
+    },
+    /// A file deckhand cannot read (only reported for reads after start-up; at start-up such a
+    /// file is quarantined instead).
+    Corrupt { path: PathBuf, message: String },
+    /// A task id that cannot be a file name.
+    InvalidTaskId { id: String },
+    /// Serialising a record failed (cannot happen for the model's types; kept for honesty).
+    Encode { what: String, message: String },
+    /// An event appended out of order: the log is gap-free.
+    EventSequence { expected: u64, found: u64 },
+}
+
+impl StateError {
+    pub(crate) fn io(path: &Path, step: &'static str, source: io::Error) -> StateError {
+        StateError::Io {
+            path: path.to_path_buf(),
+            step,
+            source,
+        }
+    }
+
+    /// True for the error that must stop start-up as a configuration problem (exit 78), rather
+    /// than a failure worth restarting for.
+    pub fn is_future_schema(&self) -> bool {
+        matches!(self, StateError::FutureSchema { .. })
+    }
+}
+
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateError::Io { path, step, source } => {
+                write!(f, "state file {}: {step} failed: {source}", path.display())
+            }
+            StateError::FutureSchema {
+                path,
+                found,
+                supported,
+            } => write!(
+                f,
+                "state file {} has schema version {found}, but this deckhand reads versions up to \
+                 {supported}: it was written by a newer deckhand; run that version, or move the \
+                 file away to discard what it holds",
+                path.display()
+            ),
+            StateError::Corrupt { path, message } => {
+                write!(f, "state file {} is unreadable: {message}", path.display())
+            }
+            StateError::InvalidTaskId { id } => write!(
+                f,
+                "task id {id:?} cannot name a state file (expected 1-128 characters from \
+                 [A-Za-z0-9_-])"
+            ),
+            StateError::Encode { what, message } => {
+                write!(f, "cannot serialise {what}: {message}")
+            }
+            StateError::EventSequence { expected, found } => write!(
+                f,
+                "event log is gap-free: expected event {expected}, got {found}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StateError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The agent's own durable record (`agent.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct AgentRecord {
+    /// Every sequence number below this may have been handed out; numbering resumes here.
+    #[serde(default)]
+    pub next_sequence: u64,
+    /// The lowest number the next event may carry (a floor in case the event log is lost).
+    #[serde(default)]
+    pub next_event_seq: u64,
+    /// Images this agent pulled successfully, with the time (for pull behaviour `once`).
+    #[serde(default)]
+    pub images_pulled: BTreeMap<String, Millis>,
+}
+
+/// A file that could not be loaded and was moved aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedFile {
+    pub original: PathBuf,
+    pub moved_to: PathBuf,
+    /// Why it could not be loaded.
+    pub error: String,
+}
+
+impl fmt::Display for QuarantinedFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} could not be loaded ({}); moved to {}",
+            self.original.display(),
+            self.error,
+            self.moved_to.display()
+        )
+    }
+}
+
+/// Everything `StateStore::open` found on disk.
+#[derive(Debug)]
+pub struct LoadedState {
+    /// The agent record; `next_sequence` is where numbering resumes.
+    pub agent: AgentRecord,
+    /// Every task that loaded, ordered by start sequence number, then id.
+    pub tasks: Vec<Task>,
+    /// Files moved to `quarantine/` (corrupt tasks, a corrupt agent record, a damaged event
+    /// log); each was logged once as a warning.
+    pub quarantined: Vec<QuarantinedFile>,
+    /// What replaying the event log found.
+    pub events: EventLogReplay,
+    /// Temp files a crash left behind, removed at open.
+    pub temp_files_removed: usize,
+}
+
+struct AgentState {
+    /// As last written to `agent.json`.
+    record: AgentRecord,
+    /// The next sequence number to hand out; `< record.next_sequence` while a block lasts.
+    next_to_hand_out: u64,
+}
+
+/// The durable state store. Share it between threads behind an `Arc`.
+pub struct StateStore {
+    datadir: PathBuf,
+    tasks_dir: PathBuf,
+    quarantine_dir: PathBuf,
+    agent_path: PathBuf,
+    faults: Arc<FaultInjector>,
+    /// One lock per task id, held across that task's write so that two writes of the same file
+    /// cannot be reordered; writes of different tasks never wait on each other.
+    task_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    agent: Mutex<AgentState>,
+    event_log: Arc<EventLog>,
+}
+
+impl fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateStore")
+            .field("datadir", &self.datadir)
+            .finish()
+    }
+}
+
+#[derive(Serialize)]
+struct TaskFileOut<'a> {
+    schema: u64,
+    task: &'a Task,
+}
+
+#[derive(Serialize)]
+struct AgentFileOut<'a> {
+    schema: u64,
+    agent: &'a AgentRecord,
+}
+
+/// Why a file could not be loaded: either it must stop start-up, or it goes to quarantine.
+enum LoadProblem {
+    Fatal(StateError),
+    Quarantine(String),
+}
+
+/// Read a `{"schema": N, "<key>": {...}}` file.
+fn read_versioned<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    key: &str,
+) -> Result<T, LoadProblem> {
+    let bytes = fs::read(path).map_err(|e| LoadProblem::Fatal(StateError::io(path, "read", e)))?;
+    let mut document: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| LoadProblem::Quarantine(format!("not valid JSON: {e}")))?;
+    let schema = match document.get("schema") {
+        Some(serde_json::Value::Number(n)) => n.as_u64(),
+        _ => None,
+    }
+    .ok_or_else(|| LoadProblem::Quarantine("no numeric \"schema\" field".to_string()))?;
+    // Checked before anything else about the content: a newer layout must stop start-up, not
+    // be mistaken for damage and moved aside.
+    if schema > SCHEMA_VERSION {
+        return Err(LoadProblem::Fatal(StateError::FutureSchema {
+            path: path.to_path_buf(),
+            found: schema,
+            supported: SCHEMA_VERSION,
+        }));
+    }
+    if schema == 0 {
+        return Err(LoadProblem::Quarantine(
+            "schema version 0 was never written by deckhand".to_string(),
+        ));
+    }
+    let body = document
+        .get_mut(key)
+        .map(serde_json::Value::take)
+        .ok_or_else(|| LoadProblem::Quarantine(format!("no \"{key}\" field")))?;
+    serde_json::from_value(body).map_err(|e| {
+        LoadProblem::Quarantine(format!("\"{key}\" does not match schema {schema}: {e}"))
+    })
+}
+
+/// A free name in `quarantine_dir` for `original`: its file name plus the current time, so that
+/// repeated quarantines of the same name never overwrite each other.
+pub(crate) fn quarantine_path(quarantine_dir: &Path, original: &Path) -> PathBuf {
+    let name = original
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".to_string());
+    let stamp = now_millis();
+    let mut candidate = quarantine_dir.join(format!("{name}.{stamp}"));
+    let mut counter = 1;
+    while candidate.exists() {
+        candidate = quarantine_dir.join(format!("{name}.{stamp}.{counter}"));
+        counter += 1;
+    }
+    candidate
+}
+
+fn now_millis() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+/// A task id is used as a file name: refuse anything that could escape `tasks/` or clash with a
+/// temp file.
+pub fn validate_task_id(id: &str) -> Result<(), StateError> {
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(StateError::InvalidTaskId { id: id.to_string() })
+    }
+}
+
+fn create_dir(path: &Path) -> Result<(), StateError> {
+    fs::create_dir_all(path).map_err(|e| StateError::io(path, "create directory", e))
+}
+
+/// Remove `*.tmp.*` files in `dir` (left by a crash between create and rename).
+fn sweep_temp_files(dir: &Path) -> Result<usize, StateError> {
+    let mut removed = 0;
+    let entries = fs::read_dir(dir).map_err(|e| StateError::io(dir, "list", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StateError::io(dir, "list", e))?;
+        let name = entry.file_name();
+        if name.to_string_lossy().contains(fsio::TEMP_MARKER) {
+            let path = entry.path();
+            match fs::remove_file(&path) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StateError::io(&path, "remove", e)),
+            }
+        }
+    }
+    Ok(removed)
+}
+
+impl StateStore {
+    /// Open the store under `datadir`, creating its layout, and load everything in it.
+    pub fn open(datadir: &Path) -> Result<(StateStore, LoadedState), StateError> {
+        StateStore::open_with(
+            datadir,
+            Arc::new(FaultInjector::new()),
+            DEFAULT_RETAIN_EVENTS,
+        )
+    }
+
+    /// Test hook: open with a fault injector (to make chosen file-system steps fail) and a
+    /// chosen event-log bound. Production code calls [`StateStore::open`].
+    pub fn open_with_faults(
+        datadir: &Path,
+        faults: Arc<FaultInjector>,
+        retain_events: usize,
+    ) -> Result<(StateStore, LoadedState), StateError> {
+        StateStore::open_with(datadir, faults, retain_events)
+    }
+
+    fn open_with(
+        datadir: &Path,
+        faults: Arc<FaultInjector>,
+        retain_events: usize,
+    ) -> Result<(StateStore, LoadedState), StateError> {
+        let tasks_dir = datadir.join("tasks");
+        let quarantine_dir = datadir.join("quarantine");
+        let agent_path = datadir.join("agent.json");
+        let fresh = !tasks_dir.is_dir() || !quarantine_dir.is_dir();
+        create_dir(datadir)?;
+        create_dir(&tasks_dir)?;
+        create_dir(&quarantine_dir)?;
+        if fresh {
+            // Make the new directories themselves durable, or a power cut could lose the
+            // first task file together with the directory entry of `tasks/`.
+            fsio::sync_dir(&faults, datadir)?;
+            if let Some(parent) = datadir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fsio::sync_dir(&faults, parent)?;
+            }
+        }
+        let temp_files_removed = sweep_temp_files(datadir)? + sweep_temp_files(&tasks_dir)?;
+
+        let mut quarantined = Vec::new();
+        let mut quarantine = |path: &Path, error: String| -> Result<(), StateError> {
+            let moved_to = quarantine_path(&quarantine_dir, path);
+            fsio::rename(&faults, path, &moved_to)?;
+            fsio::sync_dir(&faults, &quarantine_dir)?;
+            fsio::sync_parent_dir(&faults, path)?;
+            let file = QuarantinedFile {
+                original: path.to_path_buf(),
+                moved_to,
+                error,
+            };
+            log::warn!("{file}");
+            quarantined.push(file);
+            Ok(())
+        };
+
+        // The agent record first: a future schema there stops start-up before anything moves.
+        let mut agent_damaged = false;
+        let mut agent = if agent_path.exists() {
+            match read_versioned::<AgentRecord>(&agent_path, "agent") {
+                Ok(record) => record,
+                Err(LoadProblem::Fatal(error)) => return Err(error),
+                Err(LoadProblem::Quarantine(reason)) => {
+                    quarantine(&agent_path, reason)?;
+                    agent_damaged = true;
+                    AgentRecord::default()
+                }
+            }
+        } else {
+            AgentRecord::default()
+        };
+
+        let mut tasks = Vec::new();
+        let entries =
+            fs::read_dir(&tasks_dir).map_err(|e| StateError::io(&tasks_dir, "list", e))?;
+        let mut task_paths = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StateError::io(&tasks_dir, "list", e))?;
+            let path = entry.path();
+            if path.extension().is_some_and(|ext| ext == "json") {
+                task_paths.push(path);
+            }
+        }
+        task_paths.sort();
+        // Every file is checked for a future schema before any is quarantined, so that a
+        // refused start-up leaves the directory exactly as it found it.
+        let mut loaded = Vec::with_capacity(task_paths.len());
+        for path in task_paths {
+            let outcome = read_versioned::<Task>(&path, "task");
+            match outcome {
+                Err(LoadProblem::Fatal(error)) => return Err(error),
+                other => loaded.push((path, other)),
+            }
+        }
+        for (path, outcome) in loaded {
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match outcome {
+                Ok(task) if task.id == stem => tasks.push(task),
+                Ok(task) => quarantine(
+                    &path,
+                    format!("holds task {:?}, not the task its name says", task.id),
+                )?,
+                Err(LoadProblem::Quarantine(reason)) => quarantine(&path, reason)?,
+                Err(LoadProblem::Fatal(error)) => return Err(error),
+            }
+        }
+        tasks.sort_by(|a, b| (a.start_sequence, &a.id).cmp(&(b.start_sequence, &b.id)));
+
+        if agent_damaged {
+            // Rebuild the counter from what the tasks carry: numbers of tasks that no longer
+            // exist order nothing any more, so only these must stay below the new start.
+            let highest = tasks
+                .iter()
+                .map(|t| t.start_sequence.max(t.stop_sequence))
+                .max()
+                .unwrap_or(0);
+            agent.next_sequence = highest + 1;
+        }
+        agent.next_sequence = agent.next_sequence.max(1);
+
+        let (event_log, events) = EventLog::open(
+            &datadir.join("events.log"),
+            &quarantine_dir,
+            Arc::clone(&faults),
+            agent.next_event_seq,
+            retain_events,
+        )?;
+        if let Some(file) = &events.quarantined {
+            log::warn!("{file}");
+            quarantined.push(file.clone());
+        }
+        agent.next_event_seq = events.next_seq;
+
+        let store = StateStore {
+            datadir: datadir.to_path_buf(),
+            tasks_dir,
+            quarantine_dir,
+            agent_path,
+            faults,
+            task_locks: Mutex::new(HashMap::new()),
+            agent: Mutex::new(AgentState {
+                // Resume after the reserved block: the numbers in it may have been handed out
+                // before the restart; the next call reserves (and persists) a new block.
+                next_to_hand_out: agent.next_sequence,
+                record: agent.clone(),
+            }),
+            event_log: Arc::new(event_log),
+        };
+        let loaded = LoadedState {
+            agent,
+            tasks,
+            quarantined,
+            events,
+            temp_files_removed,
+        };
+        Ok((store, loaded))
+    }
+
+    pub fn datadir(&self) -> &Path {
+        &self.datadir
+    }
+
+    pub fn quarantine_dir(&self) -> &Path {
+        &self.quarantine_dir
+    }
+
+    /// The durable event log (the reporter thread appends to it; subscribers read it).
+    pub fn event_log(&self) -> Arc<EventLog> {
+        Arc::clone(&self.event_log)
+    }
+
+    /// The path of a task's checkpoint file.
+    pub fn task_path(&self, task_id: &str) -> Result<PathBuf, StateError> {
+        validate_task_id(task_id)?;
+        Ok(self.tasks_dir.join(format!("{task_id}.json")))
+    }
+
+    fn task_lock(&self, task_id: &str) -> Arc<Mutex<()>> {
+        let mut locks = self
+            .task_locks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Arc::clone(locks.entry(task_id.to_string()).or_default())
+    }
+
+    /// Checkpoint one task, atomically and durably; costs only this task's size.
+    pub fn save_task(&self, task: &Task) -> Result<(), StateError> {
+        let path = self.task_path(&task.id)?;
+        let bytes = serde_json::to_vec(&TaskFileOut {
+            schema: SCHEMA_VERSION,
+            task,
+        })
+        .map_err(|e| StateError::Encode {
+            what: format!("task {}", task.id),
+            message: e.to_string(),
+        })?;
+        let lock = self.task_lock(&task.id);
+        let _held = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        fsio::write_atomic(&self.faults, &path, &bytes)?;
+        Ok(())
+    }
+
+    /// Remove a task's checkpoint durably (after its cleanup). Removing a task that has no file
+    /// is not an error.
+    pub fn delete_task(&self, task_id: &str) -> Result<(), StateError> {
+        let path = self.task_path(task_id)?;
+        let lock = self.task_lock(task_id);
+        {
+            let _held = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match fsio::remove_file(&self.faults, &path) {
+                Err(error) if error.source.kind() == io::ErrorKind::NotFound => {}
+                other => other?,
+            }
+            fsio::sync_parent_dir(&self.faults, &path)?;
+        }
+        self.task_locks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(task_id);
+        Ok(())
+    }
+
+    fn lock_agent(&self) -> MutexGuard<'_, AgentState> {
+        // `record` changes only after its write succeeded, so a poisoned lock is consistent.
+        self.agent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write_agent(&self, record: &AgentRecord) -> Result<(), StateError> {
+        let bytes = serde_json::to_vec_pretty(&AgentFileOut {
+            schema: SCHEMA_VERSION,
+            agent: record,
+        })
+        .map_err(|e| StateError::Encode {
+            what: "agent record".to_string(),
+            message: e.to_string(),
+        })?;
+        fsio::write_atomic(&self.faults, &self.agent_path, &bytes)?;
+        Ok(())
+    }
+
+    /// The next command sequence number, durable before it is returned: no later start of
+    /// deckhand hands it out again. Starts at 1 (0 means "none").
+    pub fn next_sequence(&self) -> Result<u64, StateError> {
+        let mut agent = self.lock_agent();
+        if agent.next_to_hand_out >= agent.record.next_sequence {
+            let mut record = agent.record.clone();
+            record.next_sequence = agent.next_to_hand_out + SEQUENCE_BLOCK;
+            self.write_agent(&record)?;
+            agent.record = record;
+        }
+        let number = agent.next_to_hand_out;
+        agent.next_to_hand_out += 1;
+        Ok(number)
+    }
+
+    /// The agent record as last written.
+    pub fn agent(&self) -> AgentRecord {
+        self.lock_agent().record.clone()
+    }
+
+    /// Write the agent record. `next_sequence` and `next_event_seq` only ever rise: a value
+    /// below what the store already reserved is raised to it, so a caller holding an old copy
+    /// cannot make numbers be reused. `images_pulled` is replaced.
+    pub fn save_agent(&self, record: &AgentRecord) -> Result<(), StateError> {
+        let mut agent = self.lock_agent();
+        self.save_agent_locked(&mut agent, record)
+    }
+
+    fn save_agent_locked(
+        &self,
+        agent: &mut AgentState,
+        record: &AgentRecord,
+    ) -> Result<(), StateError> {
+        let next_to_hand_out = agent.next_to_hand_out.max(record.next_sequence);
+        let merged = AgentRecord {
+            next_sequence: agent.record.next_sequence.max(next_to_hand_out),
+            next_event_seq: agent
+                .record
+                .next_event_seq
+                .max(record.next_event_seq)
+                .max(self.event_log.next_seq()),
+            images_pulled: record.images_pulled.clone(),
+        };
+        self.write_agent(&merged)?;
+        agent.record = merged;
+        agent.next_to_hand_out = next_to_hand_out;
+        Ok(())
+    }
+
+    /// Record that `image` was pulled successfully at `at` (pull behaviour `once`), durably.
+    pub fn record_image_pulled(&self, image: &str, at: Millis) -> Result<(), StateError> {
+        let mut agent = self.lock_agent();
+        let mut record = agent.record.clone();
+        record.images_pulled.insert(image.to_string(), at);
+        self.save_agent_locked(&mut agent, &record)
+    }
+
+    /// Whether this agent ever pulled `image` successfully.
+    pub fn image_pulled(&self, image: &str) -> bool {
+        self.lock_agent().record.images_pulled.contains_key(image)
+    }
+}

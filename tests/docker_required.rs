@@ -1,0 +1,137 @@
+//! The rule every real-Docker test relies on: without Docker a test skips with a message, but
+//! with `DECKHAND_REQUIRE_DOCKER=1` it fails. Checked by running this test binary again, in a
+//! child process pointed at a socket that does not exist. Also checks `deckhand run`.
+
+#[path = "support/docker.rs"]
+mod docker_support;
+
+use std::process::Command;
+
+const MISSING_SOCKET: &str = "unix:///nonexistent/deckhand-test/docker.sock";
+
+/// Run only as the child of `docker_client_or_skip_obeys_deckhand_require_docker`.
+#[test]
+#[ignore = "run in a child process by docker_client_or_skip_obeys_deckhand_require_docker"]
+fn child_connects_or_skips() {
+    let client = docker_support::docker_client_or_skip("child_connects_or_skips");
+    println!("CHILD connected={}", client.is_some());
+}
+
+#[test]
+fn docker_client_or_skip_obeys_deckhand_require_docker() {
+    let this_test_binary = std::env::current_exe().expect("the test binary's path");
+    for require in ["1", "0"] {
+        let output = Command::new(&this_test_binary)
+            .args([
+                "--ignored",
+                "--exact",
+                "child_connects_or_skips",
+                "--nocapture",
+            ])
+            .env("DOCKER_HOST", MISSING_SOCKET)
+            .env("DECKHAND_REQUIRE_DOCKER", require)
+            .output()
+            .expect("running the test binary again");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        if require == "1" {
+            assert!(
+                !output.status.success(),
+                "must fail when Docker is required: {text}"
+            );
+            assert!(text.contains("Docker is required"), "{text}");
+        } else {
+            assert!(output.status.success(), "must skip, not fail: {text}");
+            assert!(text.contains("SKIPPED child_connects_or_skips"), "{text}");
+            assert!(text.contains("CHILD connected=false"), "{text}");
+        }
+        assert!(
+            text.contains("/nonexistent/deckhand-test/docker.sock"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn deckhand_run_reports_versions_or_explains_an_unreachable_docker() {
+    let deckhand = env!("CARGO_BIN_EXE_deckhand");
+    let unreachable = Command::new(deckhand)
+        .arg("run")
+        .env("DOCKER_HOST", MISSING_SOCKET)
+        .output()
+        .expect("running deckhand");
+    assert_eq!(unreachable.status.code(), Some(1));
+    let message = String::from_utf8_lossy(&unreachable.stderr);
+    assert!(
+        message.contains("no Docker socket at /nonexistent/deckhand-test/docker.sock"),
+        "{message}"
+    );
+
+    let Some(client) = docker_support::docker_client_or_skip(
+        "deckhand_run_reports_versions_or_explains_an_unreachable_docker",
+    ) else {
+        return;
+    };
+    let reachable = Command::new(deckhand)
+        .arg("run")
+        .output()
+        .expect("running deckhand");
+    let printed = String::from_utf8_lossy(&reachable.stdout);
+    assert_eq!(reachable.status.code(), Some(0), "{printed}");
+    let engine = deckhand::docker::DockerClient::version(&client).expect("version");
+    assert!(
+        printed.contains(&format!("Docker Engine {}", engine.version)),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!("API {} (negotiated", client.api_version())),
+        "{printed}"
+    );
+}
+
+#[test]
+fn deckhand_run_explains_a_socket_it_may_not_use() {
+    use std::os::unix::fs::PermissionsExt;
+    let directory = docker_support::TempDir::new("deckhand-denied");
+    let socket_path = directory.path.join("docker.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket_path).expect("bind");
+    std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
+        .expect("chmod the socket");
+    let deckhand = env!("CARGO_BIN_EXE_deckhand");
+    let running_as_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| output.stdout.trim_ascii() == b"0");
+    // Root may use any socket: drop to `nobody` so the socket's mode applies.
+    let mut command = if running_as_root {
+        let mut command = Command::new("setpriv");
+        command.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            deckhand,
+        ]);
+        command
+    } else {
+        Command::new(deckhand)
+    };
+    let output = command
+        .arg("run")
+        .env("DOCKER_HOST", format!("unix://{}", socket_path.display()))
+        .output()
+        .expect("running deckhand (setpriv comes with util-linux)");
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains(&format!("permission denied on {}", socket_path.display())),
+        "{message}"
+    );
+    assert!(
+        message.contains("docker"),
+        "names the group to join: {message}"
+    );
+}
