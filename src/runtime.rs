@@ -311,4 +311,12 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     fn events(&self, filter: &EventFilter) -> Result<Box<dyn EventStream>, RuntimeError>;
     /// Cheap liveness check.
     fn ping(&self) -> Result<(), RuntimeError>;
+    /// Removes a named volume (the engine's per-task volumes, at cleanup). A volume that does
+    /// not exist counts as removed. The default says the runtime cannot, so cleanup logs it.
+    fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot remove volume {name}"),
+        })
+    }
 }

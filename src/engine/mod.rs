@@ -1,6 +1,15 @@
-//! The task engine: managed tasks, transition rules, the sequential wait group.
+//! The task engine: the `TaskEngine` that accepts commands, one managed-task thread per task,
+//! the pure transition rules, the sequential wait group, the Docker events thread, the workers
+//! that make Docker calls, and the create requests.
 
+pub mod container_spec;
+pub mod docker_events;
 pub mod handle;
+pub mod managed_task;
+pub mod task_engine;
 pub mod transition;
+pub mod wait_group;
+pub mod workers;
 
 pub use handle::{EngineError, EngineHandle};
+pub use task_engine::{EngineConfig, TaskEngine};

@@ -2,6 +2,10 @@
 //! with a global, gap-free sequence number, kept in order per task; subscribers read events after
 //! a given number and may wait for new ones.
 
+pub mod event_log;
+
+pub use event_log::{EventLog, NewEvent, DEFAULT_EVENT_CAPACITY};
+
 use crate::task::Millis;
 use serde::{Deserialize, Serialize};
 

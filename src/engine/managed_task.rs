@@ -1,0 +1,1549 @@
+//! One managed task: the sans-I/O state machine that owns a task's statuses
+//! (ENGINE-SEMANTICS §2), and the thin thread loop that feeds it inputs and performs its effects.
+//!
+//! [`ManagedTask::handle`] takes one input (a desired change, a transition result, an inspection,
+//! a Docker event, a timer, a delivery receipt) and the current time, applies the pure rules of
+//! `transition.rs`, and returns effects (run a Docker call, emit an event, checkpoint, arm a timer,
+//! wait for or finish a wait-group number, done). It owns no thread, socket or clock, so tests
+//! drive it step by step. The loop in [`run_managed_task`] is the only place that waits: one
+//! `select_biased!` over shutdown, the desired-status inbox, transition results, Docker events,
+//! resync requests, the wait group and the timers. Each Docker call runs on a short-lived worker
+//! thread that posts its result back as an input.
+
+use crate::engine::container_spec::{create_request, task_volume_names};
+use crate::engine::docker_events::DockerObservation;
+use crate::engine::task_engine::EngineShared;
+use crate::engine::transition::{
+    derive_task_known_status, error_outcome, essential_container_stopped, is_steady, next_state,
+    restop_on_running_report, stop_grace, unable_to_progress, DockerAction, NextState,
+    ProgressVerdict, RuleConfig,
+};
+use crate::engine::workers::run_docker_call;
+use crate::report::NewEvent;
+use crate::runtime::{ContainerInfo, CreateContainer, PortBinding, RuntimeError};
+use crate::task::{
+    ContainerError, ContainerErrorKind, ContainerStatus, HealthStatus, Millis, Task, TaskStatus,
+};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Exit code given to a container that can never start (Docker's SIGTERM code).
+pub const CANNOT_START_EXIT_CODE: i64 = 143;
+
+/// Room in a task's Docker-event inbox; beyond it the task re-inspects instead.
+pub const DOCKER_EVENT_INBOX_CAPACITY: usize = 64;
+
+/// What the state machine needs from the engine configuration.
+#[derive(Debug, Clone)]
+pub struct ManagedTaskSettings {
+    pub cluster: String,
+    pub rules: RuleConfig,
+    /// `ECS_CONTAINER_STOP_TIMEOUT`: stop grace when the container sets none.
+    pub stop_timeout: Duration,
+    /// Steady-state re-check period (§2 step 4).
+    pub steady_check_interval: Duration,
+    /// `ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION`.
+    pub cleanup_wait: Duration,
+    /// How often a task blocked on a dependency re-inspects its containers.
+    pub dependency_poll_interval: Duration,
+    /// How often cleanup re-checks that STOPPED was reported.
+    pub sent_poll_interval: Duration,
+}
+
+/// The timers a task arms; each kind has at most one deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerKind {
+    SteadyCheck,
+    DependencyPoll,
+    Cleanup,
+}
+
+/// What a transition worker hands back on success.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TransitionOutput {
+    /// Set by a create.
+    pub docker_id: Option<String>,
+    /// The inspection made after a start or a stop.
+    pub info: Option<ContainerInfo>,
+}
+
+/// A status that the reporter recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported {
+    Container {
+        name: String,
+        status: ContainerStatus,
+    },
+    Task {
+        status: TaskStatus,
+    },
+}
+
+/// Everything that can happen to a task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The owner asks for a status. `registered`: the engine added `sequence` to the wait group
+    /// for this task, so the task must finish it.
+    Desired {
+        status: TaskStatus,
+        sequence: u64,
+        registered: bool,
+    },
+    /// A transition worker's answer for the call aimed at `target`.
+    Transition {
+        container: String,
+        target: ContainerStatus,
+        result: Result<TransitionOutput, RuntimeError>,
+    },
+    /// An inspection (steady re-check, dependency poll, resync, refresh after `die`).
+    Inspected {
+        container: String,
+        result: Result<ContainerInfo, RuntimeError>,
+    },
+    /// A Docker event routed to this task by Docker id.
+    DockerEvent {
+        docker_id: String,
+        observation: DockerObservation,
+    },
+    /// A STOPPED the task posts to itself for a container that needs no Docker call (§3 row 5)
+    /// or can never start (§4, with the error naming the dependency).
+    SyntheticStop {
+        container: String,
+        error: Option<ContainerError>,
+    },
+    /// Docker events may have been missed: re-inspect.
+    Resync,
+    /// Every earlier stop finished (§9).
+    WaitGroupReady,
+    TimerFired(TimerKind),
+    /// The reporter recorded an event.
+    Reported(Reported),
+    /// Cleanup removed the containers.
+    Removed,
+}
+
+/// A Docker call the loop runs on a worker thread.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DockerCall {
+    Pull {
+        container: String,
+        image: String,
+    },
+    Create {
+        container: String,
+        spec: Box<CreateContainer>,
+    },
+    Start {
+        container: String,
+        docker_id: String,
+    },
+    /// `background`: the result is not a transition of this task (§6 start timeout, §7 re-stop).
+    Stop {
+        container: String,
+        docker_id: String,
+        grace: Duration,
+        background: bool,
+    },
+    Inspect {
+        container: String,
+        docker_id: String,
+    },
+    /// Cleanup: force-remove the containers with their anonymous volumes, then the task volumes.
+    Remove {
+        docker_ids: Vec<String>,
+        volumes: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Docker(DockerCall),
+    /// Record an event; the loop answers with `Input::Reported`.
+    Emit {
+        event: NewEvent,
+        reported: Reported,
+    },
+    /// The task changed: publish the snapshot (and, later, write the checkpoint).
+    Checkpoint,
+    ArmTimer {
+        timer: TimerKind,
+        at: Millis,
+    },
+    /// Start waiting for every stop numbered ≤ `sequence` (§9).
+    WaitForStops {
+        sequence: u64,
+    },
+    StopWaitingForStops,
+    /// Finish a stop number this task was handed as registered.
+    WaitGroupDone {
+        sequence: u64,
+    },
+    /// Route Docker events for `docker_id` to this task.
+    TrackContainer {
+        docker_id: String,
+    },
+    /// The task is cleaned up: forget it.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Before `start`.
+    New,
+    /// §2 step 3.
+    WaitingForStops,
+    /// §2 step 4.
+    Progressing,
+    /// §2 steps 5–7: known STOPPED, waiting for the cleanup deadline and the STOPPED report.
+    AwaitingCleanup,
+    /// §2 step 8: removal in flight.
+    Removing,
+    Done,
+}
+
+/// The managed task's state machine.
+#[derive(Debug)]
+pub struct ManagedTask {
+    task: Task,
+    settings: ManagedTaskSettings,
+    phase: Phase,
+    /// A stop number this task was handed as registered and has not finished yet.
+    unfinished_stop: Option<u64>,
+    /// Highest status handed to the reporter per container (by index) and for the task; `sent`
+    /// on the model is only raised when the reporter confirms.
+    emitted_container: Vec<ContainerStatus>,
+    emitted_task: TaskStatus,
+    /// When Docker last saw each container (by index) finish, in nanoseconds: tells an old
+    /// `start` report from a real restart (§7). Not persisted; unknown after a restore.
+    finished_nanos: Vec<Option<i64>>,
+    steady_timer_armed: bool,
+    dependency_poll_armed: bool,
+    cleanup_at: Option<Millis>,
+    /// Inputs the task posts to itself (synthetic changes), handled before the next pass.
+    own_inbox: VecDeque<Input>,
+    dirty: bool,
+}
+
+/// A change to one container, whatever its origin.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct ContainerChange {
+    status: ContainerStatus,
+    error: Option<ContainerError>,
+    /// A transition worker's answer: clears `applied`.
+    from_transition: bool,
+    exit_code: Option<i64>,
+    info: Option<ContainerInfo>,
+    /// When Docker saw the change, in nanoseconds (event time, or the start/finish time an
+    /// inspection shows).
+    observed_at: Option<i64>,
+}
+
+/// Classifies a failed Docker call for the rules of §6.
+pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> ContainerError {
+    let kind = match error {
+        RuntimeError::Timeout { .. } => ContainerErrorKind::Timeout,
+        RuntimeError::NoSuchContainer { .. } => ContainerErrorKind::NoSuchContainer,
+        RuntimeError::Unreachable { .. } => ContainerErrorKind::Unreachable,
+        _ if target == ContainerStatus::Pulled => ContainerErrorKind::CannotPull,
+        RuntimeError::CannotPull { .. } => ContainerErrorKind::CannotPull,
+        _ if target == ContainerStatus::Running
+            && error.to_string().trim_end().ends_with("EOF") =>
+        {
+            ContainerErrorKind::StartEof
+        }
+        _ => ContainerErrorKind::Other,
+    };
+    ContainerError {
+        kind,
+        message: error.to_string(),
+    }
+}
+
+/// Docker's view of a container as a status (§11): running → RUNNING; dead → STOPPED; never
+/// started and no error → CREATED; anything else → STOPPED.
+pub fn status_from_inspect(info: &ContainerInfo) -> ContainerStatus {
+    let state = &info.state;
+    if state.running {
+        ContainerStatus::Running
+    } else if state.dead {
+        ContainerStatus::Stopped
+    } else if state.status == "created" && state.error.is_empty() {
+        ContainerStatus::Created
+    } else {
+        ContainerStatus::Stopped
+    }
+}
+
+/// RFC 3339 (as Docker writes it) → milliseconds since the epoch; `None` for Docker's "never"
+/// (`0001-01-01…`) or anything unreadable.
+pub fn parse_docker_time(text: &str) -> Option<Millis> {
+    parse_docker_time_nanos(text).and_then(|nanos| u64::try_from(nanos / 1_000_000).ok())
+}
+
+/// RFC 3339 → nanoseconds since the epoch (Docker's own precision, which orders a container's
+/// start and finish even within one millisecond).
+pub fn parse_docker_time_nanos(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    if bytes.len() < 20 || bytes[4] != b'-' || bytes[10] != b'T' {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<i64> { text.get(range)?.parse().ok() };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if year < 1970 {
+        return None;
+    }
+    let mut nanos = 0i64;
+    let mut rest = &text[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits: String = fraction.chars().take_while(char::is_ascii_digit).collect();
+        rest = &fraction[digits.len()..];
+        let padded = format!("{digits:0<9}");
+        nanos = padded.get(0..9)?.parse().ok()?;
+    }
+    let offset_seconds = match rest.as_bytes().first() {
+        Some(b'Z') | Some(b'z') => 0,
+        Some(sign @ (b'+' | b'-')) => {
+            let hours: i64 = rest.get(1..3)?.parse().ok()?;
+            let minutes: i64 = rest.get(4..6)?.parse().ok()?;
+            let magnitude = hours * 3600 + minutes * 60;
+            if *sign == b'+' {
+                magnitude
+            } else {
+                -magnitude
+            }
+        }
+        _ => return None,
+    };
+    // Days from the civil date (proleptic Gregorian), after Howard Hinnant's algorithm.
+    let shifted_year = if month <= 2 { year - 1 } else { year };
+    let era = shifted_year.div_euclid(400);
+    let year_of_era = shifted_year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
+    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// The time (nanoseconds) an inspection shows for reaching `status`: StartedAt for RUNNING,
+/// FinishedAt for STOPPED.
+fn observed_time(status: ContainerStatus, info: &ContainerInfo) -> Option<i64> {
+    match status {
+        ContainerStatus::Running => parse_docker_time_nanos(&info.state.started_at),
+        ContainerStatus::Stopped => parse_docker_time_nanos(&info.state.finished_at),
+        _ => None,
+    }
+}
+
+fn health_from_info(info: &ContainerInfo) -> Option<(HealthStatus, Option<String>)> {
+    let health = info.state.health.as_ref()?;
+    let status = match health.status.as_str() {
+        "healthy" => HealthStatus::Healthy,
+        "unhealthy" => HealthStatus::Unhealthy,
+        _ => HealthStatus::Unknown,
+    };
+    Some((status, health.last_output.clone()))
+}
+
+impl ManagedTask {
+    /// A task to manage. `unfinished_stop`: a stop number registered for it that it must finish
+    /// (the engine registers stops on its own thread; restore re-adds them).
+    pub fn new(task: Task, settings: ManagedTaskSettings, unfinished_stop: Option<u64>) -> Self {
+        let emitted_container = task
+            .containers
+            .iter()
+            .map(|container| container.sent_status)
+            .collect();
+        let emitted_task = task.sent_status;
+        let finished_nanos = vec![None; task.containers.len()];
+        ManagedTask {
+            task,
+            settings,
+            phase: Phase::New,
+            unfinished_stop,
+            finished_nanos,
+            emitted_container,
+            emitted_task,
+            steady_timer_armed: false,
+            dependency_poll_armed: false,
+            cleanup_at: None,
+            own_inbox: VecDeque::new(),
+            dirty: false,
+        }
+    }
+
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// §2 steps 1–3: derive statuses, re-emit what is undelivered, then wait for earlier stops
+    /// or begin progressing.
+    pub fn start(&mut self, now: Millis) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        let desired = self.task.desired_status.container_status();
+        for container in &mut self.task.containers {
+            if container.desired_status < desired {
+                container.desired_status = desired;
+            }
+        }
+        self.apply_essential_rule();
+        if let Some(known) = derive_task_known_status(&self.task) {
+            self.task.known_status = known;
+            self.task.known_status_time = Some(now);
+        }
+        for index in 0..self.task.containers.len() {
+            self.emit_container_event_if_due(index, now, &mut effects);
+        }
+        self.emit_task_event_if_due(now, &mut effects);
+        self.dirty = true;
+        if self.task.known_status == TaskStatus::Stopped {
+            self.enter_stopped(now, &mut effects);
+        } else if self.task.start_sequence > 0 && self.task.desired_status != TaskStatus::Stopped {
+            self.phase = Phase::WaitingForStops;
+            effects.push(Effect::WaitForStops {
+                sequence: self.task.start_sequence,
+            });
+        } else {
+            self.phase = Phase::Progressing;
+        }
+        self.run_until_quiet(now, &mut effects);
+        effects
+    }
+
+    /// Handles one input and returns what to do.
+    pub fn handle(&mut self, input: Input, now: Millis) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        if self.phase == Phase::Done {
+            return effects;
+        }
+        self.own_inbox.push_back(input);
+        self.run_until_quiet(now, &mut effects);
+        effects
+    }
+
+    /// Processes inputs (the given one, then whatever the task posts to itself) and progress
+    /// passes until nothing more happens.
+    fn run_until_quiet(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        loop {
+            while let Some(input) = self.own_inbox.pop_front() {
+                self.process(input, now, effects);
+            }
+            if self.phase == Phase::Progressing {
+                self.progress(now, effects);
+            }
+            if self.own_inbox.is_empty() {
+                break;
+            }
+        }
+        if self.dirty {
+            self.dirty = false;
+            // The change is recorded before any event about it leaves: a reader who saw the
+            // event finds the snapshot (and, later, the checkpoint) at least as new.
+            let first_event = effects
+                .iter()
+                .position(|effect| matches!(effect, Effect::Emit { .. }))
+                .unwrap_or(effects.len());
+            effects.insert(first_event, Effect::Checkpoint);
+        }
+    }
+
+    fn process(&mut self, input: Input, now: Millis, effects: &mut Vec<Effect>) {
+        match input {
+            Input::Desired {
+                status,
+                sequence,
+                registered,
+            } => self.desired_change(status, sequence, registered, effects),
+            Input::Transition {
+                container,
+                target,
+                result,
+            } => {
+                let Some(index) = self.task.container_index(&container) else {
+                    return;
+                };
+                let change = match result {
+                    Ok(output) => {
+                        if let Some(docker_id) = &output.docker_id {
+                            self.task.containers[index].docker_id = Some(docker_id.clone());
+                            self.dirty = true;
+                            effects.push(Effect::TrackContainer {
+                                docker_id: docker_id.clone(),
+                            });
+                        }
+                        if target == ContainerStatus::Pulled {
+                            self.task.pull_stopped_at = Some(now);
+                        }
+                        ContainerChange {
+                            status: target,
+                            from_transition: true,
+                            exit_code: output.info.as_ref().and_then(|info| {
+                                (target == ContainerStatus::Stopped).then_some(info.state.exit_code)
+                            }),
+                            observed_at: output
+                                .info
+                                .as_ref()
+                                .and_then(|info| observed_time(target, info)),
+                            info: output.info,
+                            ..ContainerChange::default()
+                        }
+                    }
+                    Err(error) => {
+                        if target == ContainerStatus::Pulled {
+                            self.task.pull_stopped_at = Some(now);
+                        }
+                        ContainerChange {
+                            status: target,
+                            error: Some(classify_error(target, &error)),
+                            from_transition: true,
+                            ..ContainerChange::default()
+                        }
+                    }
+                };
+                self.container_change(index, change, now, effects);
+            }
+            Input::Inspected { container, result } => {
+                let Some(index) = self.task.container_index(&container) else {
+                    return;
+                };
+                match result {
+                    Ok(info) => {
+                        let status = status_from_inspect(&info);
+                        let change = ContainerChange {
+                            status,
+                            exit_code: (status == ContainerStatus::Stopped)
+                                .then_some(info.state.exit_code),
+                            observed_at: observed_time(status, &info),
+                            info: Some(info),
+                            ..ContainerChange::default()
+                        };
+                        self.container_change(index, change, now, effects);
+                    }
+                    Err(RuntimeError::NoSuchContainer { message }) => {
+                        let known = self.task.containers[index].known_status;
+                        if known >= ContainerStatus::Created && known < ContainerStatus::Stopped {
+                            let change = ContainerChange {
+                                status: ContainerStatus::Stopped,
+                                error: Some(ContainerError {
+                                    kind: ContainerErrorKind::Vanished,
+                                    message: format!("container vanished from Docker: {message}"),
+                                }),
+                                ..ContainerChange::default()
+                            };
+                            self.container_change(index, change, now, effects);
+                        }
+                    }
+                    Err(error) => {
+                        log::debug!(
+                            "task {}: inspecting {container} failed: {error}",
+                            self.task.id
+                        );
+                    }
+                }
+            }
+            Input::DockerEvent {
+                docker_id,
+                observation,
+            } => {
+                let Some(index) = self
+                    .task
+                    .containers
+                    .iter()
+                    .position(|container| container.docker_id.as_deref() == Some(&docker_id))
+                else {
+                    return;
+                };
+                match observation {
+                    DockerObservation::Status {
+                        status,
+                        exit_code,
+                        at,
+                    } => {
+                        let change = ContainerChange {
+                            status,
+                            exit_code,
+                            observed_at: at,
+                            ..ContainerChange::default()
+                        };
+                        let known_before = self.task.containers[index].known_status;
+                        self.container_change(index, change, now, effects);
+                        let known_after = self.task.containers[index].known_status;
+                        if status == ContainerStatus::Stopped && known_before != known_after {
+                            // Refresh the exit code and finish time from Docker itself.
+                            effects.push(Effect::Docker(DockerCall::Inspect {
+                                container: self.task.containers[index].name().to_string(),
+                                docker_id,
+                            }));
+                        }
+                    }
+                    DockerObservation::Health { health } => {
+                        self.set_health(index, health, None, now);
+                    }
+                }
+            }
+            Input::SyntheticStop { container, error } => {
+                let Some(index) = self.task.container_index(&container) else {
+                    return;
+                };
+                let change = ContainerChange {
+                    status: ContainerStatus::Stopped,
+                    error,
+                    from_transition: true,
+                    ..ContainerChange::default()
+                };
+                self.container_change(index, change, now, effects);
+            }
+            Input::Resync => self.inspect_all(effects),
+            Input::WaitGroupReady => {
+                if self.phase == Phase::WaitingForStops {
+                    self.phase = Phase::Progressing;
+                }
+            }
+            Input::TimerFired(TimerKind::SteadyCheck) => {
+                self.steady_timer_armed = false;
+                if self.task.known_status < TaskStatus::Stopped {
+                    self.inspect_all(effects);
+                }
+            }
+            Input::TimerFired(TimerKind::DependencyPoll) => {
+                self.dependency_poll_armed = false;
+                if self.phase == Phase::Progressing {
+                    self.inspect_all(effects);
+                }
+            }
+            Input::TimerFired(TimerKind::Cleanup) => self.cleanup_if_due(now, effects),
+            Input::Reported(Reported::Container { name, status }) => {
+                if let Some(index) = self.task.container_index(&name) {
+                    let container = &mut self.task.containers[index];
+                    if container.sent_status < status {
+                        container.sent_status = status;
+                        self.dirty = true;
+                    }
+                }
+            }
+            Input::Reported(Reported::Task { status }) => {
+                if self.task.sent_status < status {
+                    self.task.sent_status = status;
+                    self.dirty = true;
+                }
+                self.cleanup_if_due(now, effects);
+            }
+            Input::Removed => {
+                if self.phase == Phase::Removing {
+                    self.phase = Phase::Done;
+                    effects.push(Effect::Done);
+                }
+            }
+        }
+    }
+
+    /// §2 "Desired change", with §9's registration handled by the engine.
+    fn desired_change(
+        &mut self,
+        status: TaskStatus,
+        sequence: u64,
+        registered: bool,
+        effects: &mut Vec<Effect>,
+    ) {
+        if registered {
+            if status == TaskStatus::Stopped
+                && self.task.stop_sequence == 0
+                && self.unfinished_stop.is_none()
+            {
+                self.task.stop_sequence = sequence;
+                self.dirty = true;
+                if self.task.known_status == TaskStatus::Stopped {
+                    // Already past the point where the stop is marked done.
+                    effects.push(Effect::WaitGroupDone { sequence });
+                } else {
+                    self.unfinished_stop = Some(sequence);
+                }
+            } else {
+                // Not kept as this task's stop number: finish it so it never blocks a start.
+                effects.push(Effect::WaitGroupDone { sequence });
+            }
+        }
+        if status <= self.task.desired_status {
+            return;
+        }
+        self.raise_desired(status);
+        if status == TaskStatus::Stopped && self.task.stopped_reason.is_none() && sequence != 0 {
+            self.task.stopped_reason = Some("Task stopped by request".to_string());
+        }
+        if status == TaskStatus::Stopped && self.phase == Phase::WaitingForStops {
+            self.phase = Phase::Progressing;
+            effects.push(Effect::StopWaitingForStops);
+        }
+    }
+
+    fn raise_desired(&mut self, status: TaskStatus) {
+        if status <= self.task.desired_status {
+            return;
+        }
+        self.task.desired_status = status;
+        let container_desired = status.container_status();
+        for container in &mut self.task.containers {
+            if container.desired_status < container_desired {
+                container.desired_status = container_desired;
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// §5: an essential container known or desired STOPPED takes the task to desired STOPPED.
+    fn apply_essential_rule(&mut self) {
+        if self.task.desired_status < TaskStatus::Stopped && essential_container_stopped(&self.task)
+        {
+            if self.task.stopped_reason.is_none() {
+                self.task.stopped_reason = Some("Essential container in task exited".to_string());
+            }
+            self.raise_desired(TaskStatus::Stopped);
+        }
+    }
+
+    fn set_health(
+        &mut self,
+        index: usize,
+        health: HealthStatus,
+        output: Option<String>,
+        now: Millis,
+    ) {
+        let container = &mut self.task.containers[index];
+        if container.definition.health_check.is_none() {
+            return;
+        }
+        if container.health != health {
+            container.health = health;
+            container.health_since = Some(now);
+            self.dirty = true;
+        }
+        if output.is_some() && container.health_output != output {
+            container.health_output = output;
+            self.dirty = true;
+        }
+    }
+
+    fn copy_metadata(&mut self, index: usize, change: &ContainerChange, now: Millis) {
+        let container = &mut self.task.containers[index];
+        if let Some(exit_code) = change.exit_code {
+            container.exit_code = Some(exit_code);
+        }
+        let mut health = None;
+        if let Some(info) = &change.info {
+            if !info.id.is_empty() && container.docker_id.is_none() {
+                container.docker_id = Some(info.id.clone());
+            }
+            if !info.image_id.is_empty() {
+                container.image_id = Some(info.image_id.clone());
+            }
+            let ports: Vec<PortBinding> = info.ports.clone();
+            if !ports.is_empty() {
+                container.ports = ports;
+            }
+            if let Some(created) = parse_docker_time(&info.created) {
+                container.created_at = Some(created);
+            }
+            if let Some(started) = parse_docker_time(&info.state.started_at) {
+                container.started_at = Some(started);
+            }
+            if !info.state.running {
+                if let Some(finished) = parse_docker_time(&info.state.finished_at) {
+                    container.finished_at = Some(finished);
+                }
+            }
+            health = health_from_info(info);
+        }
+        if let (ContainerStatus::Stopped, Some(observed)) = (change.status, change.observed_at) {
+            let finished = &mut self.finished_nanos[index];
+            *finished = Some(finished.map_or(observed, |known| known.max(observed)));
+        }
+        let container = &mut self.task.containers[index];
+        // A failed call carries no fact about the container: it did not start or finish.
+        if change.error.is_none() {
+            let at = change
+                .observed_at
+                .and_then(|nanos| u64::try_from(nanos / 1_000_000).ok())
+                .unwrap_or(now);
+            if change.status == ContainerStatus::Running && container.started_at.is_none() {
+                container.started_at = Some(at);
+            }
+            if change.status == ContainerStatus::Stopped && container.finished_at.is_none() {
+                container.finished_at = Some(at);
+            }
+        }
+        if let Some((status, output)) = health {
+            self.set_health(index, status, output, now);
+        }
+        self.dirty = true;
+    }
+
+    /// §2 "Container change".
+    fn container_change(
+        &mut self,
+        index: usize,
+        change: ContainerChange,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let stop_default = self.settings.stop_timeout;
+        let container = &mut self.task.containers[index];
+        // `applied` marks the call in flight and is cleared by that call's own answer only: an
+        // event may raise known to the target first (Docker's `start` before the start call
+        // returns), and clearing then would let a second call (a stop) run beside the first.
+        if change.from_transition && container.applied_status == Some(change.status) {
+            container.applied_status = None;
+        }
+        // §7: a container known STOPPED reported running again: one stop, no status change.
+        // A report Docker made before the container finished is old news (a `start` event
+        // overtaken by the stop's own result), not a restart.
+        if change.status == ContainerStatus::Running
+            && container.known_status == ContainerStatus::Stopped
+        {
+            let stale = matches!(
+                (change.observed_at, self.finished_nanos[index]),
+                (Some(observed), Some(finished)) if observed <= finished
+            );
+            if !stale && restop_on_running_report(container) {
+                container.restopped = true;
+                self.dirty = true;
+                if let Some(docker_id) = container.docker_id.clone() {
+                    effects.push(Effect::Docker(DockerCall::Stop {
+                        container: container.name().to_string(),
+                        docker_id,
+                        grace: stop_grace(container, stop_default),
+                        background: true,
+                    }));
+                }
+            }
+            return;
+        }
+        if change.status <= container.known_status {
+            // A repeat of the current status still refreshes metadata (health, exit code, times).
+            if change.status == container.known_status && change.error.is_none() {
+                self.copy_metadata(index, &change, now);
+            }
+            return;
+        }
+        let previous_known = container.known_status;
+        container.known_status = change.status;
+        container.known_status_time = Some(now);
+        self.copy_metadata(index, &change, now);
+
+        if let Some(error) = &change.error {
+            let outcome = error_outcome(change.status, error, self.settings.rules.pull_behavior);
+            let container = &mut self.task.containers[index];
+            if container.applying_error.is_none() {
+                container.applying_error = Some(error.clone());
+            }
+            if outcome.reset_known {
+                container.known_status = previous_known;
+            }
+            if outcome.container_desired_stopped {
+                container.desired_status = ContainerStatus::Stopped;
+            }
+            if outcome.stop_in_background {
+                if let Some(docker_id) = container.docker_id.clone() {
+                    effects.push(Effect::Docker(DockerCall::Stop {
+                        container: container.name().to_string(),
+                        docker_id,
+                        grace: stop_grace(container, stop_default),
+                        background: true,
+                    }));
+                }
+            }
+            if outcome.stop_task {
+                if self.task.stopped_reason.is_none() {
+                    self.task.stopped_reason = Some(error.message.clone());
+                }
+                self.raise_desired(TaskStatus::Stopped);
+            }
+            if !outcome.emit_events {
+                self.apply_essential_rule();
+                return;
+            }
+        }
+
+        let container = &self.task.containers[index];
+        if container.known_status == ContainerStatus::Stopped && container.essential() {
+            if self.task.execution_stopped_at.is_none() {
+                self.task.execution_stopped_at = Some(now);
+            }
+            if self.task.stopped_reason.is_none() {
+                let reason = match &container.applying_error {
+                    Some(error) => format!(
+                        "Essential container {} stopped: {}",
+                        container.name(),
+                        error.message
+                    ),
+                    None => "Essential container in task exited".to_string(),
+                };
+                self.task.stopped_reason = Some(reason);
+            }
+        }
+        self.emit_container_event_if_due(index, now, effects);
+        if let Some(known) = derive_task_known_status(&self.task) {
+            self.task.known_status = known;
+            self.task.known_status_time = Some(now);
+            self.emit_task_event_if_due(now, effects);
+            if known == TaskStatus::Stopped {
+                self.enter_stopped(now, effects);
+            }
+        }
+        self.apply_essential_rule();
+    }
+
+    fn emit_container_event_if_due(
+        &mut self,
+        index: usize,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let container = &self.task.containers[index];
+        let known = container.known_status;
+        if !matches!(known, ContainerStatus::Running | ContainerStatus::Stopped)
+            || self.emitted_container[index] >= known
+            || container.sent_status >= known
+        {
+            return;
+        }
+        self.emitted_container[index] = known;
+        effects.push(Effect::Emit {
+            event: NewEvent {
+                time: now,
+                task: self.task.id.clone(),
+                container: Some(container.name().to_string()),
+                status: known.as_str().to_string(),
+                exit_code: if known == ContainerStatus::Stopped {
+                    container.exit_code
+                } else {
+                    None
+                },
+                reason: container
+                    .applying_error
+                    .as_ref()
+                    .map(|error| error.message.clone()),
+            },
+            reported: Reported::Container {
+                name: container.name().to_string(),
+                status: known,
+            },
+        });
+    }
+
+    fn emit_task_event_if_due(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        let known = self.task.known_status;
+        if !matches!(known, TaskStatus::Running | TaskStatus::Stopped)
+            || self.emitted_task >= known
+            || self.task.sent_status >= known
+        {
+            return;
+        }
+        self.emitted_task = known;
+        effects.push(Effect::Emit {
+            event: NewEvent {
+                time: now,
+                task: self.task.id.clone(),
+                container: None,
+                status: known.as_str().to_string(),
+                exit_code: None,
+                reason: if known == TaskStatus::Stopped {
+                    self.task.stopped_reason.clone()
+                } else {
+                    None
+                },
+            },
+            reported: Reported::Task { status: known },
+        });
+    }
+
+    /// §2 step 5 onwards: finish the stop number, arm the cleanup clock.
+    fn enter_stopped(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        if matches!(
+            self.phase,
+            Phase::AwaitingCleanup | Phase::Removing | Phase::Done
+        ) {
+            return;
+        }
+        if self.phase == Phase::WaitingForStops {
+            effects.push(Effect::StopWaitingForStops);
+        }
+        self.phase = Phase::AwaitingCleanup;
+        if let Some(sequence) = self.unfinished_stop.take() {
+            effects.push(Effect::WaitGroupDone { sequence });
+        }
+        let stopped_at = self.task.known_status_time.unwrap_or(now);
+        let wait = u64::try_from(self.settings.cleanup_wait.as_millis()).unwrap_or(u64::MAX);
+        let at = stopped_at.saturating_add(wait);
+        self.cleanup_at = Some(at);
+        self.dirty = true;
+        if at <= now {
+            self.own_inbox
+                .push_back(Input::TimerFired(TimerKind::Cleanup));
+        } else {
+            effects.push(Effect::ArmTimer {
+                timer: TimerKind::Cleanup,
+                at,
+            });
+        }
+    }
+
+    /// §2 steps 6–8: once the deadline passed and STOPPED was reported, remove the containers.
+    fn cleanup_if_due(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        if self.phase != Phase::AwaitingCleanup {
+            return;
+        }
+        let Some(at) = self.cleanup_at else {
+            return;
+        };
+        if now < at {
+            effects.push(Effect::ArmTimer {
+                timer: TimerKind::Cleanup,
+                at,
+            });
+            return;
+        }
+        if self.task.sent_status < TaskStatus::Stopped {
+            let poll =
+                u64::try_from(self.settings.sent_poll_interval.as_millis()).unwrap_or(u64::MAX);
+            effects.push(Effect::ArmTimer {
+                timer: TimerKind::Cleanup,
+                at: now.saturating_add(poll),
+            });
+            return;
+        }
+        self.phase = Phase::Removing;
+        effects.push(Effect::Docker(DockerCall::Remove {
+            docker_ids: self
+                .task
+                .containers
+                .iter()
+                .filter_map(|container| container.docker_id.clone())
+                .collect(),
+            volumes: task_volume_names(&self.task),
+        }));
+    }
+
+    fn inspect_all(&mut self, effects: &mut Vec<Effect>) {
+        for container in &self.task.containers {
+            if let Some(docker_id) = &container.docker_id {
+                if container.known_status < ContainerStatus::Stopped {
+                    effects.push(Effect::Docker(DockerCall::Inspect {
+                        container: container.name().to_string(),
+                        docker_id: docker_id.clone(),
+                    }));
+                }
+            }
+        }
+    }
+
+    fn millis(duration: Duration) -> Millis {
+        u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The steady re-check period with a small per-task spread (±30 s on long periods), so
+    /// many tasks do not inspect all at once.
+    fn steady_check_delay(&self) -> Millis {
+        let base = Self::millis(self.settings.steady_check_interval);
+        if base < 120_000 {
+            return base;
+        }
+        let spread: u64 = self.task.id.bytes().map(u64::from).sum::<u64>() % 60_001;
+        base - 30_000 + spread
+    }
+
+    /// §2 "Progress pass".
+    fn progress(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        if self.task.known_status == TaskStatus::Stopped {
+            return;
+        }
+        if is_steady(&self.task) {
+            if !self.steady_timer_armed {
+                self.steady_timer_armed = true;
+                effects.push(Effect::ArmTimer {
+                    timer: TimerKind::SteadyCheck,
+                    at: now.saturating_add(self.steady_check_delay()),
+                });
+            }
+            return;
+        }
+        let mut acted = false;
+        let mut in_flight = false;
+        let mut blocked = false;
+        for index in 0..self.task.containers.len() {
+            if self.task.containers[index].applied_status.is_some() {
+                in_flight = true;
+                continue;
+            }
+            match next_state(&self.task, index, &self.settings.rules, now) {
+                NextState::None => {}
+                NextState::Blocked { .. } => blocked = true,
+                NextState::StartInFlight => in_flight = true,
+                NextState::Terminal { reason } => {
+                    let container = &mut self.task.containers[index];
+                    container.desired_status = ContainerStatus::Stopped;
+                    container.exit_code = Some(CANNOT_START_EXIT_CODE);
+                    let name = container.name().to_string();
+                    self.dirty = true;
+                    self.post_synthetic_stop(
+                        index,
+                        Some(ContainerError {
+                            kind: ContainerErrorKind::DependencyTerminal,
+                            message: format!("cannot start container {name}: {reason}"),
+                        }),
+                    );
+                    acted = true;
+                }
+                NextState::SyntheticStopped => {
+                    self.post_synthetic_stop(index, None);
+                    acted = true;
+                }
+                NextState::Transition { target, action } => {
+                    self.begin_transition(index, target, action, now, effects);
+                    acted = true;
+                }
+            }
+        }
+        if acted || in_flight {
+            return;
+        }
+        if blocked {
+            if !self.dependency_poll_armed {
+                self.dependency_poll_armed = true;
+                effects.push(Effect::ArmTimer {
+                    timer: TimerKind::DependencyPoll,
+                    at: now.saturating_add(Self::millis(self.settings.dependency_poll_interval)),
+                });
+            }
+            return;
+        }
+        match unable_to_progress(&self.task) {
+            ProgressVerdict::GiveUpStopped => {
+                log::warn!(
+                    "task {}: cannot reach STOPPED by any further step; marking it STOPPED",
+                    self.task.id
+                );
+                self.task.known_status = TaskStatus::Stopped;
+                self.task.known_status_time = Some(now);
+                if self.task.stopped_reason.is_none() {
+                    self.task.stopped_reason = Some(
+                        "TaskStateError: the task could not reach STOPPED; giving up".to_string(),
+                    );
+                }
+                self.dirty = true;
+                self.emit_task_event_if_due(now, effects);
+                self.enter_stopped(now, effects);
+            }
+            ProgressVerdict::StopTask => {
+                if self.task.stopped_reason.is_none() {
+                    self.task.stopped_reason =
+                        Some("An essential container cannot make progress".to_string());
+                }
+                self.own_inbox.push_back(Input::Desired {
+                    status: TaskStatus::Stopped,
+                    sequence: 0,
+                    registered: false,
+                });
+            }
+            ProgressVerdict::Nothing => {}
+        }
+    }
+
+    /// A no-call STOPPED goes through the task's own inbox so it takes the normal change path.
+    fn post_synthetic_stop(&mut self, index: usize, error: Option<ContainerError>) {
+        let name = self.task.containers[index].name().to_string();
+        // Marks the container as having a change pending so the same pass does not post twice.
+        self.task.containers[index].applied_status = Some(ContainerStatus::Stopped);
+        self.own_inbox.push_back(Input::SyntheticStop {
+            container: name,
+            error,
+        });
+    }
+
+    fn begin_transition(
+        &mut self,
+        index: usize,
+        target: ContainerStatus,
+        action: DockerAction,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let container = &self.task.containers[index];
+        let name = container.name().to_string();
+        let call =
+            match action {
+                DockerAction::Pull => {
+                    if self.task.pull_started_at.is_none() {
+                        self.task.pull_started_at = Some(now);
+                    }
+                    Ok(DockerCall::Pull {
+                        container: name.clone(),
+                        image: container.definition.image.clone(),
+                    })
+                }
+                DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
+                    .map(|spec| DockerCall::Create {
+                        container: name.clone(),
+                        spec: Box::new(spec),
+                    }),
+                DockerAction::Start => match &container.docker_id {
+                    Some(docker_id) => Ok(DockerCall::Start {
+                        container: name.clone(),
+                        docker_id: docker_id.clone(),
+                    }),
+                    None => Err(format!("container {name} has no Docker id to start")),
+                },
+                DockerAction::Stop => match &container.docker_id {
+                    Some(docker_id) => Ok(DockerCall::Stop {
+                        container: name.clone(),
+                        docker_id: docker_id.clone(),
+                        grace: stop_grace(container, self.settings.stop_timeout),
+                        background: false,
+                    }),
+                    None => {
+                        // Never created in Docker: nothing to stop.
+                        self.post_synthetic_stop(index, None);
+                        return;
+                    }
+                },
+            };
+        self.task.containers[index].applied_status = Some(target);
+        self.dirty = true;
+        match call {
+            Ok(call) => effects.push(Effect::Docker(call)),
+            Err(message) => self.own_inbox.push_back(Input::Transition {
+                container: name,
+                target,
+                result: Err(RuntimeError::Api { status: 0, message }),
+            }),
+        }
+    }
+}
+
+/// The inboxes the engine and the events thread write to.
+#[derive(Debug, Clone)]
+pub struct TaskRoute {
+    pub docker_events: Sender<(String, DockerObservation)>,
+    pub resync: Sender<()>,
+}
+
+impl TaskRoute {
+    /// A route and its receiving ends, for tests of the routing.
+    pub fn new_for_test(
+        capacity: usize,
+    ) -> (
+        TaskRoute,
+        Receiver<(String, DockerObservation)>,
+        Receiver<()>,
+    ) {
+        let (docker_events, docker_events_receiver) = bounded(capacity);
+        let (resync, resync_receiver) = bounded(1);
+        (
+            TaskRoute {
+                docker_events,
+                resync,
+            },
+            docker_events_receiver,
+            resync_receiver,
+        )
+    }
+}
+
+/// A desired-status command on a task's inbox (see [`Input::Desired`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DesiredCommand {
+    pub status: TaskStatus,
+    pub sequence: u64,
+    pub registered: bool,
+}
+
+/// The receiving ends of a task's inboxes, owned by its thread.
+pub struct TaskInboxes {
+    pub shutdown: Receiver<()>,
+    pub desired: Receiver<DesiredCommand>,
+    pub docker_events: Receiver<(String, DockerObservation)>,
+    pub resync: Receiver<()>,
+    /// Kept by the loop so the Docker-event and resync inboxes never read as disconnected.
+    pub route: TaskRoute,
+}
+
+/// What the loop holds besides the state machine: armed timers, the wait-group receiver, the
+/// Docker ids it registered for routing.
+#[derive(Default)]
+struct LoopState {
+    timers: std::collections::BTreeMap<TimerKind, std::time::Instant>,
+    wait_group_ready: Option<Receiver<()>>,
+    tracked_docker_ids: Vec<String>,
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_millis() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The only place a managed task waits. `None`: shut down.
+fn next_event(
+    inboxes: &TaskInboxes,
+    results: &Receiver<Input>,
+    state: &mut LoopState,
+) -> Option<Input> {
+    let never_ready = crossbeam_channel::never();
+    let ready = state.wait_group_ready.as_ref().unwrap_or(&never_ready);
+    let next_timer = state
+        .timers
+        .iter()
+        .min_by_key(|(_, deadline)| **deadline)
+        .map(|(kind, deadline)| (*kind, *deadline));
+    let timer = match next_timer {
+        Some((_, deadline)) => crossbeam_channel::at(deadline),
+        None => crossbeam_channel::never(),
+    };
+    crossbeam_channel::select_biased! {
+        recv(inboxes.shutdown) -> _ => None,
+        recv(inboxes.desired) -> command => command.ok().map(|command| Input::Desired {
+            status: command.status,
+            sequence: command.sequence,
+            registered: command.registered,
+        }),
+        // Docker events before worker results: an event is usually older news than the
+        // answer of a call made after it (a `start` event and then the stop's result).
+        recv(inboxes.docker_events) -> event => event.ok().map(|(docker_id, observation)| {
+            Input::DockerEvent { docker_id, observation }
+        }),
+        recv(results) -> input => input.ok(),
+        recv(inboxes.resync) -> _ => Some(Input::Resync),
+        recv(ready) -> _ => {
+            state.wait_group_ready = None;
+            Some(Input::WaitGroupReady)
+        },
+        recv(timer) -> _ => {
+            let (kind, _) = next_timer.expect("the timer channel is `never` when no timer is armed");
+            state.timers.remove(&kind);
+            Some(Input::TimerFired(kind))
+        },
+    }
+}
+
+/// Performs effects in order; a delivery receipt is fed straight back so later events of the
+/// same task are built on it. Returns true once the task is done.
+fn perform(
+    machine: &mut ManagedTask,
+    effects: Vec<Effect>,
+    state: &mut LoopState,
+    shared: &EngineShared,
+    route: &TaskRoute,
+    results: &Sender<Input>,
+) -> bool {
+    let mut queue: VecDeque<Effect> = effects.into();
+    while let Some(effect) = queue.pop_front() {
+        match effect {
+            Effect::Docker(call) => spawn_worker(&machine.task().id, shared, call, results),
+            Effect::Emit { event, reported } => {
+                shared.reporter.record(event);
+                queue.extend(machine.handle(Input::Reported(reported), now_millis()));
+            }
+            Effect::Checkpoint => shared.publish_snapshot(machine.task()),
+            Effect::ArmTimer { timer, at } => {
+                let delay = Duration::from_millis(at.saturating_sub(now_millis()));
+                state
+                    .timers
+                    .insert(timer, std::time::Instant::now() + delay);
+            }
+            Effect::WaitForStops { sequence } => {
+                state.wait_group_ready = Some(shared.wait_group.ready(sequence));
+            }
+            Effect::StopWaitingForStops => state.wait_group_ready = None,
+            Effect::WaitGroupDone { sequence } => shared.wait_group.done(sequence),
+            Effect::TrackContainer { docker_id } => {
+                shared
+                    .docker_index
+                    .write()
+                    .unwrap_or_else(|poison| poison.into_inner())
+                    .insert(docker_id.clone(), route.clone());
+                state.tracked_docker_ids.push(docker_id);
+            }
+            Effect::Done => return true,
+        }
+    }
+    false
+}
+
+fn spawn_worker(task_id: &str, shared: &EngineShared, call: DockerCall, results: &Sender<Input>) {
+    let operation = match &call {
+        DockerCall::Pull { .. } => "pull",
+        DockerCall::Create { .. } => "create",
+        DockerCall::Start { .. } => "start",
+        DockerCall::Stop { .. } => "stop",
+        DockerCall::Inspect { .. } => "inspect",
+        DockerCall::Remove { .. } => "remove",
+    };
+    let context = shared.worker_context.clone();
+    let results_for_worker = results.clone();
+    let call_for_worker = call.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("{}-{operation}", &task_id[..task_id.len().min(8)]))
+        .spawn(move || {
+            if let Some(input) = run_docker_call(&context, call_for_worker) {
+                // The task may be gone (shut down); then nobody needs the answer.
+                let _ = results_for_worker.send(input);
+            }
+        });
+    if let Err(error) = spawned {
+        // No thread to spare: make the call here rather than lose it.
+        log::warn!("task {task_id}: cannot start a worker thread ({error}); calling Docker inline");
+        if let Some(input) = run_docker_call(&shared.worker_context, call) {
+            let _ = results.send(input);
+        }
+    }
+}
+
+/// The managed task's thread: start, then wait for one input at a time, handle it, perform
+/// the effects; on `Done`, forget the task. On shutdown it just returns (containers keep running).
+pub(crate) fn run_managed_task(
+    mut machine: ManagedTask,
+    inboxes: TaskInboxes,
+    shared: std::sync::Arc<EngineShared>,
+) {
+    let (results_sender, results) = crossbeam_channel::unbounded();
+    let mut state = LoopState::default();
+    let effects = machine.start(now_millis());
+    let mut done = perform(
+        &mut machine,
+        effects,
+        &mut state,
+        &shared,
+        &inboxes.route,
+        &results_sender,
+    );
+    while !done {
+        let Some(input) = next_event(&inboxes, &results, &mut state) else {
+            return;
+        };
+        let effects = machine.handle(input, now_millis());
+        done = perform(
+            &mut machine,
+            effects,
+            &mut state,
+            &shared,
+            &inboxes.route,
+            &results_sender,
+        );
+    }
+    shared.forget(
+        &machine.task().id,
+        &state.tracked_docker_ids,
+        &inboxes.desired,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_times_parse_to_epoch_millis() {
+        let table = [
+            ("1970-01-01T00:00:00Z", Some(0)),
+            ("2024-02-29T12:34:56.789123456Z", Some(1_709_210_096_789)),
+            ("2024-02-29T13:34:56.5+01:00", Some(1_709_210_096_500)),
+            ("0001-01-01T00:00:00Z", None),
+            ("", None),
+            ("yesterday", None),
+        ];
+        for (text, expected) in table {
+            assert_eq!(parse_docker_time(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn inspect_state_maps_to_status() {
+        let info = |status: &str, running: bool, dead: bool, error: &str| ContainerInfo {
+            state: crate::runtime::ContainerState {
+                status: status.to_string(),
+                running,
+                dead,
+                error: error.to_string(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let table = [
+            (info("running", true, false, ""), ContainerStatus::Running),
+            (info("paused", true, false, ""), ContainerStatus::Running),
+            (info("dead", false, true, ""), ContainerStatus::Stopped),
+            (info("created", false, false, ""), ContainerStatus::Created),
+            (
+                info("created", false, false, "oci error"),
+                ContainerStatus::Stopped,
+            ),
+            (info("exited", false, false, ""), ContainerStatus::Stopped),
+        ];
+        for (input, expected) in table {
+            assert_eq!(status_from_inspect(&input), expected, "{:?}", input.state);
+        }
+    }
+
+    #[test]
+    fn runtime_errors_are_classified_for_the_error_table() {
+        let timeout = RuntimeError::Timeout {
+            operation: "start".into(),
+            after: Duration::from_secs(1),
+        };
+        let api = |message: &str| RuntimeError::Api {
+            status: 500,
+            message: message.into(),
+        };
+        let table = [
+            (
+                ContainerStatus::Running,
+                timeout.clone(),
+                ContainerErrorKind::Timeout,
+            ),
+            (
+                ContainerStatus::Stopped,
+                RuntimeError::NoSuchContainer {
+                    message: "x".into(),
+                },
+                ContainerErrorKind::NoSuchContainer,
+            ),
+            (
+                ContainerStatus::Pulled,
+                api("denied"),
+                ContainerErrorKind::CannotPull,
+            ),
+            (
+                ContainerStatus::Running,
+                api("read: EOF"),
+                ContainerErrorKind::StartEof,
+            ),
+            (
+                ContainerStatus::Created,
+                api("read: EOF"),
+                ContainerErrorKind::Other,
+            ),
+            (
+                ContainerStatus::Created,
+                RuntimeError::Unreachable {
+                    message: "gone".into(),
+                },
+                ContainerErrorKind::Unreachable,
+            ),
+        ];
+        for (target, error, kind) in table {
+            assert_eq!(
+                classify_error(target, &error).kind,
+                kind,
+                "{target} {error}"
+            );
+        }
+    }
+}

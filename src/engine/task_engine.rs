@@ -1,0 +1,461 @@
+//! `TaskEngine`: accepts tasks and stops, numbers them, and runs one managed-task thread per
+//! task; owns the Docker-id → task index, the sequential wait group, the event log and the Docker
+//! events thread; serves a read-only snapshot of every task.
+//!
+//! Commands (submit, stop) are serialised by one lock so sequence numbers follow acceptance order,
+//! and a stop is registered in the wait group before the lock is released: a start accepted
+//! after it always sees it (ENGINE-SEMANTICS §9). Nothing here writes a task's statuses; only the
+//! task's own thread does, and it publishes a snapshot after each change.
+
+use crate::engine::container_spec::{assign_docker_names, create_request, new_task_id, random_hex};
+use crate::engine::docker_events::{
+    event_filter, run_events_thread, DockerIndex, EventsThreadControl, Reconnect,
+};
+use crate::engine::handle::{EngineError, EngineHandle};
+use crate::engine::managed_task::{
+    now_millis, run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes,
+    TaskRoute, DOCKER_EVENT_INBOX_CAPACITY,
+};
+use crate::engine::transition::RuleConfig;
+use crate::engine::wait_group::SequentialWaitGroup;
+use crate::engine::workers::{StopRetry, WorkerContext};
+use crate::report::{Event, EventLog, DEFAULT_EVENT_CAPACITY};
+use crate::runtime::ContainerRuntime;
+use crate::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Engine settings; defaults per ENGINE-SEMANTICS §13.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// `ECS_CLUSTER`: used in ARNs, labels and the event subscription.
+    pub cluster: String,
+    /// `ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION`: from known STOPPED to container removal.
+    pub cleanup_wait: Duration,
+    /// `ECS_CONTAINER_STOP_TIMEOUT`: SIGTERM → SIGKILL grace when a container sets none.
+    pub stop_timeout: Duration,
+    /// How often a steady task re-inspects its containers (catches missed events).
+    pub steady_check_interval: Duration,
+    /// How often a task blocked on a dependency re-inspects (and re-checks start timeouts).
+    pub dependency_poll_interval: Duration,
+    /// How often cleanup re-checks that STOPPED was reported.
+    pub sent_poll_interval: Duration,
+    /// `ECS_IMAGE_PULL_BEHAVIOR`.
+    pub pull_behavior: PullBehavior,
+    /// `ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT`.
+    pub pull_dependent_containers_upfront: bool,
+    /// `ECS_DISABLE_PRIVILEGED`: reject tasks with a privileged container.
+    pub disable_privileged: bool,
+    /// Events kept in memory for subscribers.
+    pub event_capacity: usize,
+    /// Retries of a failed stop call.
+    pub stop_retry: StopRetry,
+    /// Back-off when the Docker event stream breaks.
+    pub events_reconnect: Reconnect,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            cluster: "default".to_string(),
+            cleanup_wait: Duration::from_secs(3 * 3600),
+            stop_timeout: Duration::from_secs(30),
+            steady_check_interval: Duration::from_secs(5 * 60),
+            dependency_poll_interval: Duration::from_secs(5),
+            sent_poll_interval: Duration::from_secs(30),
+            pull_behavior: PullBehavior::Default,
+            pull_dependent_containers_upfront: false,
+            disable_privileged: false,
+            event_capacity: DEFAULT_EVENT_CAPACITY,
+            stop_retry: StopRetry::default(),
+            events_reconnect: Reconnect {
+                initial: Duration::from_secs(1),
+                maximum: Duration::from_secs(30),
+            },
+        }
+    }
+}
+
+/// A running managed task, as the engine holds it.
+struct TaskHandle {
+    desired: Sender<DesiredCommand>,
+    /// Sending (or dropping) ends the task's loop.
+    shutdown: Sender<()>,
+    /// Whether a stop number was registered for this task (only the first stop is).
+    stop_registered: bool,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Commands {
+    last_sequence: u64,
+    shutting_down: bool,
+    tasks: HashMap<String, TaskHandle>,
+}
+
+/// What the engine shares with its managed tasks and their workers.
+pub(crate) struct EngineShared {
+    pub(crate) config: EngineConfig,
+    pub(crate) reporter: Arc<EventLog>,
+    pub(crate) wait_group: Arc<SequentialWaitGroup>,
+    pub(crate) docker_index: Arc<DockerIndex>,
+    pub(crate) worker_context: WorkerContext,
+    /// The latest published state of every task; only each task's own thread writes its entry.
+    snapshots: Mutex<BTreeMap<String, Task>>,
+    /// Signalled whenever a snapshot is published or removed.
+    snapshot_changed: Condvar,
+    commands: Mutex<Commands>,
+}
+
+impl EngineShared {
+    fn commands(&self) -> MutexGuard<'_, Commands> {
+        self.commands
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn snapshots(&self) -> MutexGuard<'_, BTreeMap<String, Task>> {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    pub(crate) fn publish_snapshot(&self, task: &Task) {
+        self.snapshots().insert(task.id.clone(), task.clone());
+        self.snapshot_changed.notify_all();
+    }
+
+    /// Called by a task's own thread once it is cleaned up. Under the command lock, so no stop
+    /// can slip in between: any registered stop still in its inbox is finished here.
+    pub(crate) fn forget(
+        &self,
+        task_id: &str,
+        tracked_docker_ids: &[String],
+        desired: &Receiver<DesiredCommand>,
+    ) {
+        let mut commands = self.commands();
+        commands.tasks.remove(task_id);
+        while let Ok(command) = desired.try_recv() {
+            if command.registered {
+                self.wait_group.done(command.sequence);
+            }
+        }
+        drop(commands);
+        let mut index = self
+            .docker_index
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner());
+        for docker_id in tracked_docker_ids {
+            index.remove(docker_id);
+        }
+        drop(index);
+        self.snapshots().remove(task_id);
+        self.snapshot_changed.notify_all();
+        log::info!("task {task_id}: cleaned up and forgotten");
+    }
+
+    fn settings(&self) -> ManagedTaskSettings {
+        ManagedTaskSettings {
+            cluster: self.config.cluster.clone(),
+            rules: RuleConfig {
+                pull_behavior: self.config.pull_behavior,
+                pull_dependent_containers_upfront: self.config.pull_dependent_containers_upfront,
+            },
+            stop_timeout: self.config.stop_timeout,
+            steady_check_interval: self.config.steady_check_interval,
+            cleanup_wait: self.config.cleanup_wait,
+            dependency_poll_interval: self.config.dependency_poll_interval,
+            sent_poll_interval: self.config.sent_poll_interval,
+        }
+    }
+}
+
+/// The task engine. Dropping it without [`TaskEngine::shutdown`] leaves its threads running.
+pub struct TaskEngine {
+    shared: Arc<EngineShared>,
+    events_control: Arc<EventsThreadControl>,
+    events_stop: Mutex<Option<Sender<()>>>,
+    events_thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl TaskEngine {
+    /// Starts the engine: subscribes to Docker events (before any task runs, so nothing is
+    /// missed; if Docker is unreachable the events thread keeps retrying) and starts the events
+    /// thread.
+    pub fn start(
+        runtime: Arc<dyn ContainerRuntime>,
+        config: EngineConfig,
+    ) -> std::io::Result<TaskEngine> {
+        let shared = Arc::new(EngineShared {
+            reporter: Arc::new(EventLog::new(config.event_capacity)),
+            wait_group: Arc::new(SequentialWaitGroup::new()),
+            docker_index: Arc::new(RwLock::new(HashMap::new())),
+            worker_context: WorkerContext {
+                runtime: Arc::clone(&runtime),
+                pull_behavior: config.pull_behavior,
+                pulled_images: Arc::new(Mutex::new(HashSet::new())),
+                stop_retry: config.stop_retry,
+            },
+            snapshots: Mutex::new(BTreeMap::new()),
+            snapshot_changed: Condvar::new(),
+            commands: Mutex::new(Commands::default()),
+            config,
+        });
+        let first_stream = match runtime.events(&event_filter(&shared.config.cluster)) {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                log::warn!("cannot subscribe to Docker events yet ({error}); will retry");
+                None
+            }
+        };
+        let events_control = Arc::new(EventsThreadControl::default());
+        let (events_stop, events_stop_signal) = bounded(1);
+        let events_thread = {
+            let runtime = Arc::clone(&runtime);
+            let cluster = shared.config.cluster.clone();
+            let index = Arc::clone(&shared.docker_index);
+            let control = Arc::clone(&events_control);
+            let reconnect = shared.config.events_reconnect;
+            std::thread::Builder::new()
+                .name("docker-events".to_string())
+                .spawn(move || {
+                    run_events_thread(
+                        runtime,
+                        cluster,
+                        index,
+                        control,
+                        events_stop_signal,
+                        first_stream,
+                        reconnect,
+                    )
+                })?
+        };
+        Ok(TaskEngine {
+            shared,
+            events_control,
+            events_stop: Mutex::new(Some(events_stop)),
+            events_thread: Mutex::new(Some(events_thread)),
+        })
+    }
+
+    /// Ends every managed-task loop and the events thread and joins them. Containers keep
+    /// running; no command is accepted afterwards.
+    pub fn shutdown(&self) {
+        let handles: Vec<TaskHandle> = {
+            let mut commands = self.shared.commands();
+            commands.shutting_down = true;
+            commands.tasks.drain().map(|(_, handle)| handle).collect()
+        };
+        for handle in &handles {
+            let _ = handle.shutdown.send(());
+        }
+        for mut handle in handles {
+            if let Some(thread) = handle.thread.take() {
+                if thread.join().is_err() {
+                    log::error!("a managed-task thread panicked");
+                }
+            }
+        }
+        self.events_control.stop();
+        drop(
+            self.events_stop
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .take(),
+        );
+        let events_thread = self
+            .events_thread
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .take();
+        if let Some(thread) = events_thread {
+            if thread.join().is_err() {
+                log::error!("the Docker events thread panicked");
+            }
+        }
+    }
+
+    /// The wait group, for diagnostics and tests.
+    pub fn wait_group(&self) -> &SequentialWaitGroup {
+        &self.shared.wait_group
+    }
+
+    /// The event log.
+    pub fn event_log(&self) -> &EventLog {
+        &self.shared.reporter
+    }
+
+    /// A snapshot of one task.
+    pub fn task(&self, task_id: &str) -> Option<Task> {
+        self.shared.snapshots().get(task_id).cloned()
+    }
+
+    /// Waits until the snapshot of `task_id` (`None` once the task is forgotten) satisfies
+    /// `condition`, for at most `timeout`. Returns whether it did.
+    pub fn wait_for_task(
+        &self,
+        task_id: &str,
+        timeout: Duration,
+        mut condition: impl FnMut(Option<&Task>) -> bool,
+    ) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut snapshots = self.shared.snapshots();
+        loop {
+            if condition(snapshots.get(task_id)) {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            snapshots = self
+                .shared
+                .snapshot_changed
+                .wait_timeout(snapshots, deadline - now)
+                .map(|(guard, _)| guard)
+                .unwrap_or_else(|poison| poison.into_inner().0);
+        }
+    }
+
+    /// Number of managed-task threads still running.
+    pub fn running_task_count(&self) -> usize {
+        self.shared.commands().tasks.len()
+    }
+
+    fn reject_if_invalid(&self, task: &Task) -> Result<(), EngineError> {
+        if self.shared.config.disable_privileged {
+            if let Some(container) = task.containers.iter().find(|c| c.definition.privileged) {
+                return Err(EngineError::Rejected {
+                    reason: format!(
+                        "container {:?} is privileged, and privileged containers are disabled on this host (ECS_DISABLE_PRIVILEGED)",
+                        container.name()
+                    ),
+                });
+            }
+        }
+        for index in 0..task.containers.len() {
+            create_request(task, index, &self.shared.config.cluster)
+                .map_err(|reason| EngineError::Rejected { reason })?;
+        }
+        Ok(())
+    }
+}
+
+fn unavailable(what: &str, error: std::io::Error) -> EngineError {
+    EngineError::Unavailable {
+        reason: format!("{what}: {error}"),
+    }
+}
+
+impl EngineHandle for TaskEngine {
+    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+        let mut commands = self.shared.commands();
+        if commands.shutting_down {
+            return Err(EngineError::ShuttingDown);
+        }
+        let id = new_task_id().map_err(|error| unavailable("cannot make a task id", error))?;
+        let suffixes = (0..definition.containers.len())
+            .map(|_| random_hex(8))
+            .collect::<std::io::Result<Vec<String>>>()
+            .map_err(|error| unavailable("cannot make container names", error))?;
+        let sequence = commands.last_sequence + 1;
+        let mut task = Task::new(
+            id.clone(),
+            &self.shared.config.cluster,
+            definition,
+            sequence,
+            now_millis(),
+        );
+        let mut suffixes = suffixes.into_iter();
+        assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
+        self.reject_if_invalid(&task)?;
+
+        let (desired_sender, desired) = unbounded();
+        let (shutdown_sender, shutdown) = bounded(1);
+        let (docker_events_sender, docker_events) = bounded(DOCKER_EVENT_INBOX_CAPACITY);
+        let (resync_sender, resync) = bounded(1);
+        let inboxes = TaskInboxes {
+            shutdown,
+            desired,
+            docker_events,
+            resync,
+            route: TaskRoute {
+                docker_events: docker_events_sender,
+                resync: resync_sender,
+            },
+        };
+        let machine = ManagedTask::new(task.clone(), self.shared.settings(), None);
+        self.shared.publish_snapshot(&task);
+        let shared = Arc::clone(&self.shared);
+        let thread = std::thread::Builder::new()
+            .name(format!("task-{id}"))
+            .spawn(move || run_managed_task(machine, inboxes, shared))
+            .map_err(|error| {
+                self.shared.snapshots().remove(&id);
+                unavailable("cannot start the task's thread", error)
+            })?;
+        commands.last_sequence = sequence;
+        commands.tasks.insert(
+            id.clone(),
+            TaskHandle {
+                desired: desired_sender,
+                shutdown: shutdown_sender,
+                stop_registered: false,
+                thread: Some(thread),
+            },
+        );
+        log::info!(
+            "task {id}: accepted {}:{} with sequence number {sequence}",
+            task.family,
+            task.revision
+        );
+        Ok(task)
+    }
+
+    fn stop(&self, task_id: &str) -> Result<(), EngineError> {
+        let mut commands = self.shared.commands();
+        if commands.shutting_down {
+            return Err(EngineError::ShuttingDown);
+        }
+        let sequence = commands.last_sequence + 1;
+        let handle = commands
+            .tasks
+            .get_mut(task_id)
+            .ok_or_else(|| EngineError::NotFound {
+                task: task_id.to_string(),
+            })?;
+        let registered = !handle.stop_registered;
+        if registered {
+            // Registered here, on the accepting thread, before the next command is accepted.
+            self.shared.wait_group.add(sequence, 1);
+            handle.stop_registered = true;
+        }
+        let command = DesiredCommand {
+            status: TaskStatus::Stopped,
+            sequence,
+            registered,
+        };
+        if handle.desired.send(command).is_err() && registered {
+            // The task's loop is gone (it cannot be: forget() removes the handle first).
+            self.shared.wait_group.done(sequence);
+        }
+        commands.last_sequence = sequence;
+        log::info!("task {task_id}: stop accepted with sequence number {sequence}");
+        Ok(())
+    }
+
+    fn tasks(&self) -> Vec<Task> {
+        self.shared.snapshots().values().cloned().collect()
+    }
+
+    fn events_since(&self, after: u64, wait: Duration) -> Vec<Event> {
+        self.shared.reporter.events_since(after, wait)
+    }
+
+    fn cluster(&self) -> String {
+        self.shared.config.cluster.clone()
+    }
+}

@@ -1,0 +1,237 @@
+//! Transition workers: each Docker call a managed task asks for runs here, on a short-lived
+//! thread of its own, and comes back to the task as an [`Input`].
+//!
+//! A task's loop never blocks on Docker, so it keeps answering stops and events while a pull
+//! takes minutes. What is decided here is only what needs Docker's answer: whether a pull is
+//! needed under the pull behaviour, retrying a failed stop, adopting a container whose name is
+//! already taken by an earlier create of the same task.
+
+use crate::engine::managed_task::{DockerCall, Input, TransitionOutput};
+use crate::runtime::{ContainerRuntime, RuntimeError};
+use crate::task::{ContainerStatus, PullBehavior};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How a failed stop is retried before the task hears of it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StopRetry {
+    pub attempts: u32,
+    pub initial_backoff: Duration,
+    pub maximum_backoff: Duration,
+}
+
+impl Default for StopRetry {
+    fn default() -> StopRetry {
+        StopRetry {
+            attempts: 5,
+            initial_backoff: Duration::from_secs(1),
+            maximum_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the workers share with the engine.
+#[derive(Clone)]
+pub struct WorkerContext {
+    pub runtime: Arc<dyn ContainerRuntime>,
+    pub pull_behavior: PullBehavior,
+    /// Images this agent pulled successfully (for `once`); in memory for now.
+    pub pulled_images: Arc<Mutex<HashSet<String>>>,
+    pub stop_retry: StopRetry,
+}
+
+/// §13: whether to pull under `behavior`. `present_locally` is only asked for `prefer-cached`.
+pub fn should_pull(
+    behavior: PullBehavior,
+    pulled_by_this_agent: bool,
+    present_locally: impl FnOnce() -> bool,
+) -> bool {
+    match behavior {
+        PullBehavior::Default | PullBehavior::Always => true,
+        PullBehavior::Once => !pulled_by_this_agent,
+        PullBehavior::PreferCached => !present_locally(),
+    }
+}
+
+fn transition(
+    container: String,
+    target: ContainerStatus,
+    result: Result<TransitionOutput, RuntimeError>,
+) -> Option<Input> {
+    Some(Input::Transition {
+        container,
+        target,
+        result,
+    })
+}
+
+/// Runs one call and returns the input to post to the task (`None`: nothing to post).
+pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Input> {
+    let runtime = &context.runtime;
+    match call {
+        DockerCall::Pull { container, image } => {
+            let pulled_before = context
+                .pulled_images
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .contains(&image);
+            let pull = should_pull(context.pull_behavior, pulled_before, || {
+                runtime.inspect_image(&image).is_ok()
+            });
+            let result = if pull {
+                runtime.pull_image(&image, None).map(|()| {
+                    context
+                        .pulled_images
+                        .lock()
+                        .unwrap_or_else(|poison| poison.into_inner())
+                        .insert(image.clone());
+                    TransitionOutput::default()
+                })
+            } else {
+                Ok(TransitionOutput::default())
+            };
+            transition(container, ContainerStatus::Pulled, result)
+        }
+        DockerCall::Create { container, spec } => {
+            let result = match runtime.create_container(&spec) {
+                Ok(docker_id) => Ok(docker_id),
+                // The name is fixed before create: a conflict means an earlier create of this
+                // very container got through (its answer was lost). Adopt it.
+                Err(RuntimeError::Conflict { message }) => runtime
+                    .inspect_container(&spec.name)
+                    .map(|info| info.id)
+                    .map_err(|_| RuntimeError::Conflict { message }),
+                Err(error) => Err(error),
+            };
+            transition(
+                container,
+                ContainerStatus::Created,
+                result.map(|docker_id| TransitionOutput {
+                    docker_id: Some(docker_id),
+                    info: None,
+                }),
+            )
+        }
+        DockerCall::Start {
+            container,
+            docker_id,
+        } => {
+            let result = runtime
+                .start_container(&docker_id)
+                .map(|()| TransitionOutput {
+                    docker_id: None,
+                    // Ports and start time; the start itself succeeded even if this fails.
+                    info: runtime.inspect_container(&docker_id).ok(),
+                });
+            transition(container, ContainerStatus::Running, result)
+        }
+        DockerCall::Stop {
+            container,
+            docker_id,
+            grace,
+            background,
+        } => {
+            let result = stop_with_retries(context, &docker_id, grace).map(|()| TransitionOutput {
+                docker_id: None,
+                info: runtime.inspect_container(&docker_id).ok(),
+            });
+            if background {
+                if let Err(error) = result {
+                    log::warn!("background stop of container {container} failed: {error}");
+                }
+                return None;
+            }
+            transition(container, ContainerStatus::Stopped, result)
+        }
+        DockerCall::Inspect {
+            container,
+            docker_id,
+        } => Some(Input::Inspected {
+            container,
+            result: runtime.inspect_container(&docker_id),
+        }),
+        DockerCall::Remove {
+            docker_ids,
+            volumes,
+        } => {
+            for docker_id in docker_ids {
+                match runtime.remove_container(&docker_id, true) {
+                    Ok(()) | Err(RuntimeError::NoSuchContainer { .. }) => {}
+                    Err(error) => log::warn!("cannot remove container {docker_id}: {error}"),
+                }
+            }
+            for volume in volumes {
+                if let Err(error) = runtime.remove_volume(&volume) {
+                    log::warn!("cannot remove volume {volume}: {error}");
+                }
+            }
+            Some(Input::Removed)
+        }
+    }
+}
+
+/// Stops a container, retrying with back-off unless it does not exist. After the retries,
+/// Docker is pinged: if it answers, the container is treated as stopped so that a wedged stop
+/// cannot pin the task; if not, the last error is returned (the daemon is down).
+fn stop_with_retries(
+    context: &WorkerContext,
+    docker_id: &str,
+    grace: Duration,
+) -> Result<(), RuntimeError> {
+    let retry = context.stop_retry;
+    let mut backoff = retry.initial_backoff;
+    let mut last_error = None;
+    for attempt in 0..retry.attempts.max(1) {
+        if attempt > 0 {
+            std::thread::sleep(backoff);
+            backoff = backoff.mul_f64(1.3).min(retry.maximum_backoff);
+        }
+        match context.runtime.stop_container(docker_id, grace) {
+            Ok(()) => return Ok(()),
+            Err(error @ RuntimeError::NoSuchContainer { .. }) => return Err(error),
+            Err(error) => {
+                log::info!(
+                    "stop of container {docker_id} failed (attempt {}): {error}",
+                    attempt + 1
+                );
+                last_error = Some(error);
+            }
+        }
+    }
+    match context.runtime.ping() {
+        Ok(()) => {
+            log::warn!("container {docker_id} did not confirm its stop; Docker answers, so treating it as stopped");
+            Ok(())
+        }
+        Err(_) => Err(last_error.unwrap_or(RuntimeError::Unreachable {
+            message: "Docker did not answer".to_string(),
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_decision_per_behaviour() {
+        // (behaviour, pulled by this agent, present locally, pull?)
+        let table = [
+            (PullBehavior::Default, false, false, true),
+            (PullBehavior::Default, true, true, true),
+            (PullBehavior::Always, true, true, true),
+            (PullBehavior::Once, false, true, true),
+            (PullBehavior::Once, true, false, false),
+            (PullBehavior::PreferCached, false, true, false),
+            (PullBehavior::PreferCached, true, false, true),
+        ];
+        for (behavior, pulled, present, expected) in table {
+            assert_eq!(
+                should_pull(behavior, pulled, || present),
+                expected,
+                "{behavior:?} pulled={pulled} present={present}"
+            );
+        }
+    }
+}

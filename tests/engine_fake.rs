@@ -1,0 +1,885 @@
+//! The task engine against the scripted fake runtime: one test per behaviour of
+//! ENGINE-SEMANTICS §2–§10. Deterministic: no sleeps; every wait is for the event, call or
+//! snapshot that proves the behaviour, with a deadline.
+
+#[path = "support/definitions.rs"]
+mod definitions;
+#[path = "support/fake_runtime.rs"]
+mod fake_runtime;
+
+use deckhand::engine::docker_events::Reconnect;
+use deckhand::engine::workers::StopRetry;
+use deckhand::engine::{EngineConfig, EngineError, EngineHandle, TaskEngine};
+use deckhand::report::Event;
+use deckhand::runtime::RuntimeError;
+use deckhand::task::{
+    ContainerStatus, DependencyCondition, PullBehavior, TaskDefinition, TaskStatus,
+};
+use definitions::{container, depends_on, non_essential, task, with_health_check};
+use fake_runtime::{FakeRuntime, FakeStatus, Op, Script};
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+const APP_IMAGE: &str = "test/app:1";
+const DB_IMAGE: &str = "test/db:1";
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn fast_config() -> EngineConfig {
+    EngineConfig {
+        cluster: "test-cluster".to_string(),
+        cleanup_wait: Duration::from_secs(3600),
+        stop_timeout: Duration::from_secs(2),
+        steady_check_interval: Duration::from_secs(3600),
+        dependency_poll_interval: Duration::from_millis(20),
+        sent_poll_interval: Duration::from_millis(20),
+        stop_retry: StopRetry {
+            attempts: 3,
+            initial_backoff: Duration::from_millis(5),
+            maximum_backoff: Duration::from_millis(20),
+        },
+        events_reconnect: Reconnect {
+            initial: Duration::from_millis(10),
+            maximum: Duration::from_millis(50),
+        },
+        ..EngineConfig::default()
+    }
+}
+
+struct Harness {
+    fake: Arc<FakeRuntime>,
+    engine: TaskEngine,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness::with_config(fast_config())
+    }
+
+    fn with_config(config: EngineConfig) -> Harness {
+        let fake = FakeRuntime::new();
+        fake.add_image(APP_IMAGE);
+        fake.add_image(DB_IMAGE);
+        let engine = TaskEngine::start(fake.clone(), config).expect("the engine starts");
+        Harness { fake, engine }
+    }
+
+    fn submit(&self, definition: TaskDefinition) -> String {
+        self.engine.submit(definition).expect("task accepted").id
+    }
+
+    /// Every event of `task_id` so far.
+    fn events_of(&self, task_id: &str) -> Vec<Event> {
+        self.engine
+            .events_since(0, Duration::ZERO)
+            .into_iter()
+            .filter(|event| event.task == task_id)
+            .collect()
+    }
+
+    /// Waits for an event of `task_id` for `container` (None = the task) with `status`.
+    fn wait_event(&self, task_id: &str, container: Option<&str>, status: &str) -> Event {
+        let deadline = Instant::now() + DEADLINE;
+        let mut after = 0;
+        loop {
+            for event in self.engine.events_since(after, Duration::ZERO) {
+                after = event.seq;
+                if event.task == task_id
+                    && event.container.as_deref() == container
+                    && event.status == status
+                {
+                    return event;
+                }
+            }
+            let now = Instant::now();
+            assert!(
+                now < deadline,
+                "no {status} event for {task_id}/{container:?} within {DEADLINE:?}; events: {:#?}",
+                self.events_of(task_id)
+            );
+            self.engine.events_since(after, deadline - now);
+        }
+    }
+
+    fn wait_task(
+        &self,
+        task_id: &str,
+        what: &str,
+        condition: impl FnMut(Option<&deckhand::task::Task>) -> bool,
+    ) {
+        assert!(
+            self.engine.wait_for_task(task_id, DEADLINE, condition),
+            "task {task_id}: {what} did not happen within {DEADLINE:?}; snapshot: {:#?}",
+            self.engine.task(task_id)
+        );
+    }
+
+    fn wait_calls(&self, op: Op, subject: &str, count: usize) {
+        self.fake
+            .wait_for_calls(op, subject, count, DEADLINE)
+            .unwrap_or_else(|message| panic!("{message}"));
+    }
+
+    /// Position of the first call of `op` on `subject`.
+    fn call_order(&self, op: Op, subject: &str) -> u64 {
+        self.fake
+            .calls()
+            .iter()
+            .find(|call| call.op == op && call.subject == subject)
+            .unwrap_or_else(|| panic!("no {op:?} call on {subject}"))
+            .order
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.engine.shutdown();
+    }
+}
+
+fn one_container_task(family: &str) -> TaskDefinition {
+    task(family, vec![container("app", APP_IMAGE)])
+}
+
+fn statuses(events: &[Event]) -> Vec<(Option<String>, String)> {
+    events
+        .iter()
+        .map(|event| (event.container.clone(), event.status.clone()))
+        .collect()
+}
+
+fn entry(container: Option<&str>, status: &str) -> (Option<String>, String) {
+    (container.map(str::to_string), status.to_string())
+}
+
+#[test]
+fn happy_path_calls_and_events_in_order() {
+    let harness = Harness::new();
+    let definition = task(
+        "web",
+        vec![
+            container("db", DB_IMAGE),
+            depends_on(
+                container("app", APP_IMAGE),
+                "db",
+                DependencyCondition::Start,
+            ),
+        ],
+    );
+    let accepted = harness.engine.submit(definition).expect("accepted");
+    assert_eq!(accepted.id.len(), 32);
+    assert!(accepted
+        .arn
+        .ends_with(&format!("task/test-cluster/{}", accepted.id)));
+    let id = accepted.id;
+    harness.wait_event(&id, None, "RUNNING");
+
+    let calls: Vec<(Op, String)> = harness
+        .fake
+        .calls()
+        .into_iter()
+        .filter(|call| matches!(call.op, Op::Pull | Op::Create | Op::Start))
+        .map(|call| (call.op, call.subject))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            (Op::Pull, DB_IMAGE.to_string()),
+            (Op::Create, "db".to_string()),
+            (Op::Start, "db".to_string()),
+            (Op::Pull, APP_IMAGE.to_string()),
+            (Op::Create, "app".to_string()),
+            (Op::Start, "app".to_string()),
+        ]
+    );
+    let create = harness.fake.calls_of(Op::Create)[1]
+        .spec
+        .clone()
+        .expect("spec");
+    assert!(
+        create.name.starts_with("deckhand-web-1-app-"),
+        "{}",
+        create.name
+    );
+    assert_eq!(create.labels["com.amazonaws.ecs.cluster"], "test-cluster");
+    assert_eq!(create.labels["com.amazonaws.ecs.container-name"], "app");
+    assert_eq!(
+        create.labels["com.amazonaws.ecs.task-definition-family"],
+        "web"
+    );
+    assert_eq!(
+        create.labels["com.amazonaws.ecs.task-definition-version"],
+        "1"
+    );
+    assert!(create.labels["com.amazonaws.ecs.task-arn"].ends_with(&id));
+
+    harness.engine.stop(&id).expect("stop accepted");
+    harness.wait_event(&id, None, "STOPPED");
+    let stops: Vec<String> = harness
+        .fake
+        .calls_of(Op::Stop)
+        .into_iter()
+        .map(|call| call.subject)
+        .collect();
+    assert_eq!(
+        stops,
+        vec!["app".to_string(), "db".to_string()],
+        "reverse order"
+    );
+    assert_eq!(
+        statuses(&harness.events_of(&id)),
+        vec![
+            entry(Some("db"), "RUNNING"),
+            entry(Some("app"), "RUNNING"),
+            entry(None, "RUNNING"),
+            entry(Some("app"), "STOPPED"),
+            entry(Some("db"), "STOPPED"),
+            entry(None, "STOPPED"),
+        ]
+    );
+    let events = harness.events_of(&id);
+    assert_eq!(events[3].exit_code, Some(143));
+    assert_eq!(events[5].reason.as_deref(), Some("Task stopped by request"));
+    // Gap-free global numbering.
+    let all = harness.engine.events_since(0, Duration::ZERO);
+    for (position, event) in all.iter().enumerate() {
+        assert_eq!(event.seq, position as u64 + 1);
+    }
+    // The reporter's receipt reaches the task after the event is recorded.
+    harness.wait_task(&id, "sent STOPPED", |task| {
+        task.is_some_and(|t| t.sent_status == TaskStatus::Stopped)
+    });
+    let snapshot = harness.engine.task(&id).expect("still held until cleanup");
+    assert_eq!(snapshot.known_status, TaskStatus::Stopped);
+    assert!(snapshot.containers.iter().all(|c| c.docker_id.is_some()));
+}
+
+#[test]
+fn pull_failure_under_each_pull_behaviour() {
+    // (behaviour, image cached, expect pull call, task reaches)
+    let table = [
+        (PullBehavior::Default, true, true, "RUNNING"),
+        (PullBehavior::Always, true, true, "STOPPED"),
+        (PullBehavior::Once, true, true, "STOPPED"),
+        (PullBehavior::PreferCached, true, false, "RUNNING"),
+        (PullBehavior::PreferCached, false, true, "STOPPED"),
+        (PullBehavior::Default, false, true, "STOPPED"),
+    ];
+    for (behavior, cached, pulls, outcome) in table {
+        let harness = Harness::with_config(EngineConfig {
+            pull_behavior: behavior,
+            ..fast_config()
+        });
+        let image = "test/pull-fails:1";
+        if cached {
+            harness.fake.add_image(image);
+        }
+        harness.fake.fail_next(
+            Op::Pull,
+            image,
+            RuntimeError::CannotPull {
+                message: "registry unreachable".to_string(),
+            },
+        );
+        let id = harness.submit(task("pull", vec![container("app", image)]));
+        let event = harness.wait_event(&id, None, outcome);
+        let label = format!("{behavior:?} cached={cached}");
+        assert_eq!(
+            harness.fake.count(Op::Pull, image),
+            usize::from(pulls),
+            "{label}"
+        );
+        if outcome == "STOPPED" {
+            let app = harness.wait_event(&id, Some("app"), "STOPPED");
+            assert!(
+                app.reason.is_some(),
+                "{label}: the container's STOPPED names the error"
+            );
+            assert!(
+                event.reason.is_some(),
+                "{label}: the task's STOPPED has a reason"
+            );
+            assert_eq!(harness.fake.count(Op::Start, "app"), 0, "{label}");
+        }
+        if matches!(behavior, PullBehavior::Always | PullBehavior::Once) {
+            assert_eq!(
+                harness.fake.count(Op::Create, "app"),
+                0,
+                "{label}: never created"
+            );
+        }
+    }
+}
+
+#[test]
+fn once_pulls_an_image_only_the_first_time() {
+    let harness = Harness::with_config(EngineConfig {
+        pull_behavior: PullBehavior::Once,
+        ..fast_config()
+    });
+    let first = harness.submit(one_container_task("first"));
+    harness.wait_event(&first, None, "RUNNING");
+    let second = harness.submit(one_container_task("second"));
+    harness.wait_event(&second, None, "RUNNING");
+    assert_eq!(harness.fake.count(Op::Pull, APP_IMAGE), 1);
+}
+
+#[test]
+fn create_error_stops_the_task_without_a_start() {
+    let harness = Harness::new();
+    harness.fake.fail_next(
+        Op::Create,
+        "app",
+        RuntimeError::Api {
+            status: 500,
+            message: "invalid mount config".to_string(),
+        },
+    );
+    let id = harness.submit(one_container_task("create-fails"));
+    let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert!(stopped
+        .reason
+        .as_deref()
+        .unwrap_or("")
+        .contains("invalid mount config"));
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(harness.fake.count(Op::Start, "app"), 0);
+    assert_eq!(harness.fake.count(Op::Stop, "app"), 0, "nothing to stop");
+    assert!(harness
+        .events_of(&id)
+        .iter()
+        .all(|event| event.status != "RUNNING"));
+}
+
+#[test]
+fn start_timeout_forces_a_stop() {
+    let harness = Harness::new();
+    harness.fake.script(
+        Op::Start,
+        "app",
+        Script::EffectThenFail(RuntimeError::Timeout {
+            operation: "start".to_string(),
+            after: Duration::from_secs(180),
+        }),
+    );
+    // No `start` event reaches the engine: all it knows is that the start timed out.
+    harness.fake.set_drop_events(true);
+    let id = harness.submit(one_container_task("start-times-out"));
+    harness.wait_event(&id, None, "STOPPED");
+    assert!(
+        harness
+            .events_of(&id)
+            .iter()
+            .all(|event| event.status != "RUNNING"),
+        "a start that timed out is not reported as running"
+    );
+    // The start did happen in Docker; the engine must not strand the running container.
+    harness.wait_calls(Op::Stop, "app", 1);
+    harness
+        .fake
+        .wait_for(DEADLINE, |fake| {
+            fake.container("app").map(|c| c.status) == Some(FakeStatus::Exited)
+        })
+        .expect("the container that did start is stopped");
+}
+
+#[test]
+fn stop_timeout_is_retried() {
+    let harness = Harness::new();
+    let id = harness.submit(one_container_task("stop-times-out"));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.fail_next(
+        Op::Stop,
+        "app",
+        RuntimeError::Timeout {
+            operation: "stop".to_string(),
+            after: Duration::from_secs(32),
+        },
+    );
+    harness.engine.stop(&id).expect("stop accepted");
+    let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(stopped.exit_code, Some(143));
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(
+        harness.fake.count(Op::Stop, "app"),
+        2,
+        "one timeout, one retry"
+    );
+    assert_eq!(
+        harness.fake.container("app").map(|c| c.status),
+        Some(FakeStatus::Exited)
+    );
+}
+
+#[test]
+fn stop_of_a_vanished_container_counts_as_stopped() {
+    let harness = Harness::new();
+    let id = harness.submit(one_container_task("vanished"));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.fail_next(
+        Op::Stop,
+        "app",
+        RuntimeError::NoSuchContainer {
+            message: "No such container".to_string(),
+        },
+    );
+    harness.engine.stop(&id).expect("stop accepted");
+    let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert!(stopped
+        .reason
+        .as_deref()
+        .unwrap_or("")
+        .contains("no such container"));
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(
+        harness.fake.count(Op::Stop, "app"),
+        1,
+        "no retry for a missing container"
+    );
+}
+
+#[test]
+fn stopped_container_seen_running_is_restopped_exactly_once() {
+    let harness = Harness::new();
+    let id = harness.submit(task(
+        "restop",
+        vec![
+            container("app", APP_IMAGE),
+            non_essential(container("side", DB_IMAGE)),
+        ],
+    ));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.exit("side", 0);
+    harness.wait_event(&id, Some("side"), "STOPPED");
+
+    harness.fake.restart_behind_the_engines_back("side");
+    harness.wait_calls(Op::Stop, "side", 1);
+    // A second outside restart is left alone: the engine never fights it.
+    harness.fake.restart_behind_the_engines_back("side");
+    // The app's exit is routed after the restart event, so once the task saw it, it has
+    // handled the restart too.
+    harness.fake.exit("app", 0);
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(harness.fake.count(Op::Stop, "side"), 1);
+    let side_events: Vec<String> = harness
+        .events_of(&id)
+        .into_iter()
+        .filter(|event| event.container.as_deref() == Some("side"))
+        .map(|event| event.status)
+        .collect();
+    assert_eq!(
+        side_events,
+        vec!["RUNNING", "STOPPED"],
+        "no event for the outside restarts"
+    );
+}
+
+#[test]
+fn essential_exit_stops_the_task_and_non_essential_exit_does_not() {
+    let harness = Harness::new();
+    let id = harness.submit(task(
+        "essential",
+        vec![
+            container("app", APP_IMAGE),
+            non_essential(container("side", DB_IMAGE)),
+        ],
+    ));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.exit("side", 3);
+    let side = harness.wait_event(&id, Some("side"), "STOPPED");
+    assert_eq!(side.exit_code, Some(3));
+    harness.fake.exit("app", 7);
+    let task_stopped = harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(
+        statuses(&harness.events_of(&id))[3..],
+        [
+            entry(Some("side"), "STOPPED"),
+            entry(Some("app"), "STOPPED"),
+            entry(None, "STOPPED"),
+        ],
+        "the task ran on after the non-essential exit"
+    );
+    let app = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(app.exit_code, Some(7));
+    assert!(task_stopped
+        .reason
+        .as_deref()
+        .unwrap_or("")
+        .contains("Essential container"));
+    let snapshot = harness.engine.task(&id).expect("held until cleanup");
+    assert!(snapshot.execution_stopped_at.is_some());
+}
+
+#[test]
+fn success_dependency_exiting_non_zero_stops_dependents_with_143() {
+    let harness = Harness::new();
+    let id = harness.submit(task(
+        "init-fails",
+        vec![
+            non_essential(container("init", DB_IMAGE)),
+            depends_on(
+                container("app", APP_IMAGE),
+                "init",
+                DependencyCondition::Success,
+            ),
+        ],
+    ));
+    harness.wait_event(&id, Some("init"), "RUNNING");
+    harness.fake.exit("init", 1);
+    let app = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(app.exit_code, Some(143));
+    assert!(
+        app.reason.as_deref().unwrap_or("").contains("init"),
+        "{app:?}"
+    );
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(harness.fake.count(Op::Create, "app"), 0, "never created");
+    assert_eq!(
+        harness.fake.count(Op::Pull, APP_IMAGE),
+        0,
+        "pull is gated too"
+    );
+}
+
+#[test]
+fn healthy_dependency_gates_the_dependent() {
+    let harness = Harness::new();
+    let id = harness.submit(task(
+        "healthy",
+        vec![
+            with_health_check(container("db", DB_IMAGE), "true"),
+            depends_on(
+                container("app", APP_IMAGE),
+                "db",
+                DependencyCondition::Healthy,
+            ),
+        ],
+    ));
+    harness.wait_event(&id, Some("db"), "RUNNING");
+    harness.fake.set_health("db", "unhealthy");
+    harness.wait_task(&id, "db reported unhealthy", |task| {
+        task.and_then(|t| t.container("db")).map(|c| c.health)
+            == Some(deckhand::task::HealthStatus::Unhealthy)
+    });
+    assert_eq!(
+        harness.fake.count(Op::Create, "app"),
+        0,
+        "gated while db is not healthy"
+    );
+    harness.fake.set_health("db", "healthy");
+    harness.wait_event(&id, None, "RUNNING");
+    assert!(harness.call_order(Op::Create, "app") > harness.call_order(Op::Start, "db"));
+}
+
+#[test]
+fn dependency_start_timeout_stops_the_dependent() {
+    let harness = Harness::new();
+    let mut database = with_health_check(container("db", DB_IMAGE), "false");
+    database.start_timeout_secs = Some(1);
+    let id = harness.submit(task(
+        "start-timeout",
+        vec![
+            database,
+            depends_on(
+                container("app", APP_IMAGE),
+                "db",
+                DependencyCondition::Healthy,
+            ),
+        ],
+    ));
+    let db_running = harness.wait_event(&id, Some("db"), "RUNNING");
+    let app = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(app.exit_code, Some(143));
+    assert!(
+        app.reason.as_deref().unwrap_or("").contains("startTimeout"),
+        "{app:?}"
+    );
+    assert!(
+        app.time >= db_running.time + 1000,
+        "not before the start timeout elapsed"
+    );
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(harness.fake.count(Op::Create, "app"), 0);
+}
+
+#[test]
+fn shutdown_of_a_task_runs_in_reverse_dependency_order() {
+    let harness = Harness::new();
+    let id = harness.submit(task(
+        "chain",
+        vec![
+            container("a", DB_IMAGE),
+            depends_on(container("b", DB_IMAGE), "a", DependencyCondition::Start),
+            depends_on(container("c", APP_IMAGE), "b", DependencyCondition::Start),
+        ],
+    ));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.engine.stop(&id).expect("stop accepted");
+    harness.wait_event(&id, None, "STOPPED");
+    let a = harness.fake.container("a").expect("a");
+    let b = harness.fake.container("b").expect("b");
+    let c = harness.fake.container("c").expect("c");
+    assert!(a.started_tick < b.started_tick && b.started_tick < c.started_tick);
+    assert!(c.finished_tick < b.finished_tick && b.finished_tick < a.finished_tick);
+    assert!(harness.call_order(Op::Stop, "b") > harness.call_order(Op::Stop, "c"));
+    assert!(harness.call_order(Op::Stop, "a") > harness.call_order(Op::Stop, "b"));
+}
+
+#[test]
+fn stop_while_a_pull_is_blocked() {
+    let harness = Harness::new();
+    let gate = harness.fake.hold_next(Op::Pull, APP_IMAGE);
+    let id = harness.submit(one_container_task("pull-blocked"));
+    harness.wait_calls(Op::Pull, APP_IMAGE, 1);
+    harness
+        .engine
+        .stop(&id)
+        .expect("stop accepted while the pull hangs");
+    harness.wait_task(&id, "desired STOPPED while the pull hangs", |task| {
+        task.is_some_and(|t| t.desired_status == TaskStatus::Stopped)
+    });
+    assert!(
+        harness.events_of(&id).is_empty(),
+        "nothing is reported while the pull is in flight"
+    );
+    gate.release();
+    let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(stopped.exit_code, None, "it never ran");
+    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(
+        harness.fake.count(Op::Create, "app"),
+        0,
+        "never created after the stop"
+    );
+}
+
+#[test]
+fn stop_while_waiting_on_the_wait_group_ends_the_wait() {
+    let harness = Harness::new();
+    let first = harness.submit(task("first", vec![container("a", DB_IMAGE)]));
+    harness.wait_event(&first, None, "RUNNING");
+    let gate = harness.fake.hold_next(Op::Stop, "a");
+    harness.engine.stop(&first).expect("stop accepted");
+    harness.wait_calls(Op::Stop, "a", 1);
+
+    let second = harness.submit(task("second", vec![container("b", APP_IMAGE)]));
+    harness
+        .engine
+        .stop(&second)
+        .expect("stop of a waiting task accepted");
+    // The second task answers its stop although the first one's stop is still outstanding.
+    harness.wait_event(&second, None, "STOPPED");
+    assert_eq!(
+        harness.fake.count(Op::Pull, APP_IMAGE),
+        0,
+        "it never started"
+    );
+    assert!(harness
+        .events_of(&first)
+        .iter()
+        .all(|e| e.status != "STOPPED"));
+    gate.release();
+    harness.wait_event(&first, None, "STOPPED");
+    harness
+        .engine
+        .wait_group()
+        .ready(u64::MAX)
+        .recv_timeout(DEADLINE)
+        .expect("every stop number is finished");
+}
+
+#[test]
+fn a_task_started_after_a_stop_is_created_after_the_stopped_containers_stop() {
+    let harness = Harness::new();
+    let old = harness.submit(task("old", vec![container("old", DB_IMAGE)]));
+    harness.wait_event(&old, None, "RUNNING");
+    let gate = harness.fake.hold_next(Op::Stop, "old");
+    harness.engine.stop(&old).expect("stop accepted");
+    let new = harness.submit(task("new", vec![container("new", APP_IMAGE)]));
+    harness.wait_calls(Op::Stop, "old", 1);
+    assert_eq!(
+        harness.fake.count(Op::Create, "new"),
+        0,
+        "waits for the earlier stop"
+    );
+    gate.release();
+    harness.wait_event(&new, None, "RUNNING");
+    let old_container = harness.fake.container("old").expect("old");
+    let new_container = harness.fake.container("new").expect("new");
+    assert!(
+        new_container.created_tick > old_container.finished_tick,
+        "created at tick {} before the old container finished at tick {}",
+        new_container.created_tick,
+        old_container.finished_tick
+    );
+}
+
+#[test]
+fn cleanup_after_the_wait_duration_once_stopped_is_reported() {
+    let cleanup_wait = Duration::from_millis(300);
+    let harness = Harness::with_config(EngineConfig {
+        cleanup_wait,
+        ..fast_config()
+    });
+    let id = harness.submit(one_container_task("cleanup"));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.engine.stop(&id).expect("stop accepted");
+    let stopped = harness.wait_event(&id, None, "STOPPED");
+    harness.wait_calls(Op::Remove, "app", 1);
+    let removal = harness.fake.calls_of(Op::Remove)[0].clone();
+    let removed_at = removal
+        .at
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as u64;
+    assert!(
+        removed_at >= stopped.time + cleanup_wait.as_millis() as u64,
+        "removed {} ms after STOPPED was reported",
+        removed_at.saturating_sub(stopped.time)
+    );
+    harness.wait_task(&id, "the task is forgotten", |task| task.is_none());
+    assert!(harness.engine.tasks().is_empty());
+    assert_eq!(harness.engine.running_task_count(), 0);
+    assert!(
+        harness.fake.container("app").is_none(),
+        "the container was removed"
+    );
+    assert_eq!(
+        harness.engine.stop(&id),
+        Err(EngineError::NotFound { task: id.clone() })
+    );
+}
+
+#[test]
+fn two_hundred_tasks_at_once_without_deadlock() {
+    let harness = Harness::new();
+    let ids: Vec<String> = (0..200)
+        .map(|number| {
+            harness.submit(task(
+                &format!("many{number}"),
+                vec![
+                    container("app", APP_IMAGE),
+                    non_essential(container("side", DB_IMAGE)),
+                ],
+            ))
+        })
+        .collect();
+    for id in &ids {
+        harness.wait_event(id, None, "RUNNING");
+    }
+    for id in &ids {
+        harness.engine.stop(id).expect("stop accepted");
+    }
+    for id in &ids {
+        harness.wait_event(id, None, "STOPPED");
+    }
+    assert_eq!(harness.fake.calls_of(Op::Start).len(), 400);
+    assert_eq!(harness.fake.calls_of(Op::Stop).len(), 400);
+    harness
+        .engine
+        .wait_group()
+        .ready(u64::MAX)
+        .recv_timeout(DEADLINE)
+        .expect("every stop number is finished");
+}
+
+#[test]
+fn a_missed_die_is_caught_by_the_steady_state_recheck() {
+    let harness = Harness::with_config(EngineConfig {
+        steady_check_interval: Duration::from_millis(50),
+        ..fast_config()
+    });
+    let id = harness.submit(one_container_task("missed-die"));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.set_drop_events(true);
+    harness.fake.exit("app", 5);
+    let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(stopped.exit_code, Some(5));
+    harness.wait_event(&id, None, "STOPPED");
+}
+
+#[test]
+fn a_broken_event_stream_is_reconnected_and_containers_reinspected() {
+    let harness = Harness::new();
+    let id = harness.submit(one_container_task("reconnect"));
+    harness.wait_event(&id, None, "RUNNING");
+    let inspections_before = harness.fake.count(Op::Inspect, "app");
+    harness.fake.break_event_streams();
+    harness.wait_calls(Op::Events, "", 2);
+    harness.wait_calls(Op::Inspect, "app", inspections_before + 1);
+    harness.fake.exit("app", 9);
+    let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
+    assert_eq!(stopped.exit_code, Some(9));
+}
+
+#[test]
+fn privileged_tasks_are_rejected_when_privileged_is_disabled() {
+    let harness = Harness::with_config(EngineConfig {
+        disable_privileged: true,
+        ..fast_config()
+    });
+    let mut privileged = container("app", APP_IMAGE);
+    privileged.privileged = true;
+    let result = harness.engine.submit(task("privileged", vec![privileged]));
+    match result {
+        Err(EngineError::Rejected { reason }) => assert!(reason.contains("privileged"), "{reason}"),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert!(harness.engine.tasks().is_empty());
+    assert!(harness.fake.calls_of(Op::Pull).is_empty());
+}
+
+#[test]
+fn shutdown_joins_every_thread_and_leaves_containers_running() {
+    let harness = Harness::new();
+    let id = harness.submit(one_container_task("shutdown"));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.engine.shutdown();
+    assert_eq!(harness.engine.running_task_count(), 0);
+    assert_eq!(
+        harness.fake.container("app").map(|c| c.status),
+        Some(FakeStatus::Running)
+    );
+    assert!(harness.fake.calls_of(Op::Stop).is_empty());
+    assert_eq!(
+        harness
+            .engine
+            .submit(one_container_task("late"))
+            .map(|t| t.id),
+        Err(EngineError::ShuttingDown)
+    );
+    // The task threads are gone: none is named after the task any more.
+    let task_threads = std::fs::read_dir("/proc/self/task")
+        .expect("procfs")
+        .filter_map(Result::ok)
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("comm")).ok())
+        .filter(|name| name.trim() == format!("task-{}", &id[..10]))
+        .count();
+    assert_eq!(task_threads, 0);
+}
+
+#[test]
+fn container_statuses_only_rise_in_snapshots() {
+    let harness = Harness::new();
+    let id = harness.submit(task(
+        "rising",
+        vec![container("db", DB_IMAGE), container("app", APP_IMAGE)],
+    ));
+    let mut last = [ContainerStatus::None; 2];
+    let mut violations = Vec::new();
+    harness.wait_task(&id, "RUNNING", |task| {
+        if let Some(task) = task {
+            for (index, container) in task.containers.iter().enumerate() {
+                if container.known_status < last[index] {
+                    violations.push((
+                        container.name().to_string(),
+                        last[index],
+                        container.known_status,
+                    ));
+                }
+                last[index] = container.known_status;
+            }
+        }
+        task.is_some_and(|t| t.known_status == TaskStatus::Running)
+    });
+    assert!(violations.is_empty(), "{violations:?}");
+}

@@ -1,0 +1,83 @@
+//! Task definitions for engine tests, built directly as model values so the engine tests do not
+//! depend on the JSON parser.
+
+#![allow(dead_code)]
+
+use deckhand::task::{
+    ContainerDefinition, Dependency, DependencyCondition, HealthCheck, NetworkMode, TaskDefinition,
+};
+use std::collections::BTreeMap;
+
+/// An essential container running `image` with no command.
+pub fn container(name: &str, image: &str) -> ContainerDefinition {
+    ContainerDefinition {
+        name: name.to_string(),
+        image: image.to_string(),
+        essential: true,
+        command: None,
+        entry_point: None,
+        environment: Vec::new(),
+        depends_on: Vec::new(),
+        links: Vec::new(),
+        volumes_from: Vec::new(),
+        mount_points: Vec::new(),
+        port_mappings: Vec::new(),
+        health_check: None,
+        stop_timeout_secs: None,
+        start_timeout_secs: None,
+        memory_mib: None,
+        memory_reservation_mib: None,
+        cpu: None,
+        privileged: false,
+        user: None,
+        working_directory: None,
+        docker_labels: BTreeMap::new(),
+        log_configuration: None,
+        restart_policy: None,
+    }
+}
+
+pub fn non_essential(mut definition: ContainerDefinition) -> ContainerDefinition {
+    definition.essential = false;
+    definition
+}
+
+pub fn depends_on(
+    mut definition: ContainerDefinition,
+    on: &str,
+    condition: DependencyCondition,
+) -> ContainerDefinition {
+    definition.depends_on.push(Dependency {
+        container_name: on.to_string(),
+        condition,
+    });
+    definition
+}
+
+pub fn with_command(mut definition: ContainerDefinition, command: &[&str]) -> ContainerDefinition {
+    definition.command = Some(command.iter().map(|part| part.to_string()).collect());
+    definition
+}
+
+pub fn with_health_check(mut definition: ContainerDefinition, shell: &str) -> ContainerDefinition {
+    definition.health_check = Some(HealthCheck {
+        command: vec!["CMD-SHELL".to_string(), shell.to_string()],
+        interval_secs: 1,
+        timeout_secs: 1,
+        retries: 3,
+        start_period_secs: 0,
+    });
+    definition
+}
+
+pub fn task(family: &str, containers: Vec<ContainerDefinition>) -> TaskDefinition {
+    TaskDefinition {
+        family: family.to_string(),
+        revision: 1,
+        network_mode: NetworkMode::Bridge,
+        cpu: None,
+        memory_mib: None,
+        volumes: Vec::new(),
+        containers,
+    }
+}
