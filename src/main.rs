@@ -6,36 +6,6 @@ use deckhand::cli::client::ApiClient;
 use deckhand::cli::commands::{self, CliFailure, EXIT_USAGE};
 use std::process::ExitCode;
 
-/// `deckhand run` (placeholder until the agent is wired): connects to Docker, honouring
-/// `DOCKER_HOST`, and reports the engine version and the API version negotiated.
-fn run_placeholder() -> ExitCode {
-    use deckhand::docker::DockerClient;
-    use deckhand::runtime::Timeouts;
-    let client = match DockerClient::from_env(Timeouts::default()) {
-        Ok(client) => client,
-        Err(error) => {
-            eprintln!("deckhand: {error}");
-            return ExitCode::from(1);
-        }
-    };
-    match client.version() {
-        Ok(version) => {
-            println!(
-                "Docker Engine {} at {}, API {} (negotiated; daemon supports up to {})",
-                version.version,
-                client.host().source,
-                client.api_version(),
-                version.api_version
-            );
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("deckhand: {error}");
-            ExitCode::from(1)
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let invocation = match parse_args(&args) {
@@ -68,7 +38,7 @@ fn main() -> ExitCode {
                 "no command {verb:?}; run `deckhand --help` for the list"
             )])),
         },
-        Command::Run { .. } => return run_placeholder(),
+        Command::Run { config } => return deckhand::agent::run(config.as_deref()),
         Command::Validate { file } => {
             return deckhand::cli::validate::run(std::slice::from_ref(file));
         }

@@ -56,7 +56,7 @@ fn docker_client_or_skip_obeys_deckhand_require_docker() {
 }
 
 #[test]
-fn deckhand_run_reports_versions_or_explains_an_unreachable_docker() {
+fn deckhand_run_explains_an_unreachable_docker() {
     let deckhand = env!("CARGO_BIN_EXE_deckhand");
     let unreachable = Command::new(deckhand)
         .arg("run")
@@ -70,26 +70,8 @@ fn deckhand_run_reports_versions_or_explains_an_unreachable_docker() {
         "{message}"
     );
 
-    let Some(client) = docker_support::docker_client_or_skip(
-        "deckhand_run_reports_versions_or_explains_an_unreachable_docker",
-    ) else {
-        return;
-    };
-    let reachable = Command::new(deckhand)
-        .arg("run")
-        .output()
-        .expect("running deckhand");
-    let printed = String::from_utf8_lossy(&reachable.stdout);
-    assert_eq!(reachable.status.code(), Some(0), "{printed}");
-    let engine = deckhand::docker::DockerClient::version(&client).expect("version");
-    assert!(
-        printed.contains(&format!("Docker Engine {}", engine.version)),
-        "{printed}"
-    );
-    assert!(
-        printed.contains(&format!("API {} (negotiated", client.api_version())),
-        "{printed}"
-    );
+    // With Docker reachable, `deckhand run` is the agent and keeps running: the versions it
+    // logs at start are checked by tests/agent_cli.rs.
 }
 
 #[test]
