@@ -8,6 +8,12 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `validate` checks its own arguments (and prints its own usage); help still goes below.
+    if args.first().is_some_and(|verb| verb == "validate")
+        && !args.iter().any(|arg| arg == "-h" || arg == "--help")
+    {
+        return deckhand::cli::validate::run(&args[1..]);
+    }
     let invocation = match parse_args(&args) {
         Ok(invocation) => invocation,
         Err(error) => {
