@@ -101,8 +101,14 @@ fn deckhand_run_explains_a_socket_it_may_not_use() {
     } else {
         Command::new(deckhand)
     };
+    // `deckhand run` reads its configuration first: give it an empty file `nobody` may read,
+    // so that the Docker socket is what it trips over.
+    let config_path = directory.path.join("deckhand.conf");
+    std::fs::write(&config_path, "").expect("write the config file");
     let output = command
         .arg("run")
+        .arg("--config")
+        .arg(&config_path)
         .env("DOCKER_HOST", format!("unix://{}", socket_path.display()))
         .output()
         .expect("running deckhand (setpriv comes with util-linux)");
