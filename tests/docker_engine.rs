@@ -44,7 +44,15 @@ fn lifecycle_create_start_inspect_stop_remove() {
     let Some((client, containers)) = setup("lifecycle_create_start_inspect_stop_remove") else {
         return;
     };
-    let mut spec = shell_container(&containers, "life", SLEEP_UNTIL_TERM);
+    // The shell marks a bind-mounted file once its TERM trap is set, so the stop below cannot
+    // race the trap (a PID 1 shell without it ignores SIGTERM and is killed with 137).
+    let ready_dir = TempDir::new("deckhand-ready");
+    let mut spec = shell_container(
+        &containers,
+        "life",
+        "trap 'exit 143' TERM; touch /ready/up; sleep 300 & wait",
+    );
+    spec.binds = vec![format!("{}:/ready", ready_dir.path.display())];
     spec.env = vec!["GREETING=hello".into()];
     spec.working_dir = Some("/tmp".into());
     spec.memory = Some(64 << 20);
@@ -102,6 +110,14 @@ fn lifecycle_create_start_inspect_stop_remove() {
     assert_eq!(listed[0].name, spec.name);
     assert_eq!(listed[0].state, "running");
 
+    let ready_deadline = std::time::Instant::now() + EVENT_DEADLINE;
+    while !ready_dir.path.join("up").exists() {
+        assert!(
+            std::time::Instant::now() < ready_deadline,
+            "the container never set its TERM trap"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     client
         .stop_container(&id, Duration::from_secs(10))
         .expect("stop");

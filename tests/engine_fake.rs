@@ -4,6 +4,8 @@
 
 #[path = "support/definitions.rs"]
 mod definitions;
+#[path = "support/engine_events.rs"]
+mod engine_events;
 #[path = "support/fake_runtime.rs"]
 mod fake_runtime;
 
@@ -18,7 +20,7 @@ use deckhand::task::{
 use definitions::{container, depends_on, non_essential, task, with_health_check};
 use fake_runtime::{FakeRuntime, FakeStatus, Op, Script};
 use std::sync::Arc;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 const APP_IMAGE: &str = "test/app:1";
 const DB_IMAGE: &str = "test/db:1";
@@ -67,37 +69,12 @@ impl Harness {
         self.engine.submit(definition).expect("task accepted").id
     }
 
-    /// Every event of `task_id` so far.
     fn events_of(&self, task_id: &str) -> Vec<Event> {
-        self.engine
-            .events_since(0, Duration::ZERO)
-            .into_iter()
-            .filter(|event| event.task == task_id)
-            .collect()
+        engine_events::events_of(&self.engine, task_id)
     }
 
-    /// Waits for an event of `task_id` for `container` (None = the task) with `status`.
     fn wait_event(&self, task_id: &str, container: Option<&str>, status: &str) -> Event {
-        let deadline = Instant::now() + DEADLINE;
-        let mut after = 0;
-        loop {
-            for event in self.engine.events_since(after, Duration::ZERO) {
-                after = event.seq;
-                if event.task == task_id
-                    && event.container.as_deref() == container
-                    && event.status == status
-                {
-                    return event;
-                }
-            }
-            let now = Instant::now();
-            assert!(
-                now < deadline,
-                "no {status} event for {task_id}/{container:?} within {DEADLINE:?}; events: {:#?}",
-                self.events_of(task_id)
-            );
-            self.engine.events_since(after, deadline - now);
-        }
+        engine_events::wait_event(&self.engine, task_id, container, status, DEADLINE)
     }
 
     fn wait_task(

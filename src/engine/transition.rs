@@ -504,6 +504,33 @@ pub fn stop_grace(container: &Container, default: Duration) -> Duration {
     }
 }
 
+/// Exit code recorded for a container stopped because a dependency can never be met (§4):
+/// Docker's code for SIGTERM, as if it had been stopped.
+pub const DEPENDENCY_TERMINAL_EXIT_CODE: i64 = 143;
+
+/// The error carried by the synthetic STOPPED change of a container whose dependency can never
+/// be met (§4); via §6's STOPPED row it makes the container known and desired STOPPED.
+pub fn dependency_terminal_error(container_name: &str, reason: &str) -> ContainerError {
+    ContainerError {
+        kind: ContainerErrorKind::DependencyTerminal,
+        message: format!("cannot start container {container_name:?}: {reason}"),
+    }
+}
+
+/// §1: raise every container's desired status to the task's (it never lowers one). Returns true
+/// when any container changed.
+pub fn raise_container_desired_statuses(task: &mut Task) -> bool {
+    let target = task.desired_status.container_status();
+    let mut changed = false;
+    for container in &mut task.containers {
+        if container.desired_status < target {
+            container.desired_status = target;
+            changed = true;
+        }
+    }
+    changed
+}
+
 /// Steady: known RUNNING and desired ≤ RUNNING (§2 step 4).
 pub fn is_steady(task: &Task) -> bool {
     task.known_status == TaskStatus::Running && task.desired_status <= TaskStatus::Running
@@ -1134,6 +1161,28 @@ mod tests {
             let container = Container::new(definition);
             assert_eq!(stop_grace(&container, default), Duration::from_secs(expected), "{stop_timeout:?}");
         }
+    }
+
+    #[test]
+    fn desired_section1_task_desired_only_raises_container_desired() {
+        let mut task = task(vec![definition("a"), definition("b")]);
+        set(&mut task, "a", Running, Running);
+        set(&mut task, "b", Stopped, Stopped);
+        task.desired_status = TaskStatus::Running;
+        assert!(!raise_container_desired_statuses(&mut task), "b stays STOPPED, a is already RUNNING");
+        assert_eq!(task.containers[1].desired_status, Stopped);
+        task.desired_status = TaskStatus::Stopped;
+        assert!(raise_container_desired_statuses(&mut task));
+        assert_eq!(task.containers[0].desired_status, Stopped);
+    }
+
+    #[test]
+    fn dependency_terminal_error_goes_through_the_stopped_row() {
+        let error = dependency_terminal_error("app", "container \"db\" will never start");
+        assert_eq!(error.message, "cannot start container \"app\": container \"db\" will never start");
+        let outcome = error_outcome(Stopped, &error, PullBehavior::Default);
+        assert!(outcome.set_known_to_target && outcome.container_desired_stopped && outcome.emit_events);
+        assert_eq!(DEPENDENCY_TERMINAL_EXIT_CODE, 143);
     }
 
     #[test]

@@ -344,12 +344,23 @@ fn is_empty_value(value: &Value) -> bool {
     }
 }
 
+/// `path.key`; a key that is empty or holds characters other than letters, digits, `_`, `-` and
+/// `.` is quoted (`path["my key"]`) so the path stays unambiguous and never empty.
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    match (path.is_empty(), plain) {
+        (true, true) => key.to_string(),
+        (false, true) => format!("{path}.{key}"),
+        (true, false) => format!("${}", indexed_key(key)),
+        (false, false) => format!("{path}{}", indexed_key(key)),
     }
+}
+
+fn indexed_key(key: &str) -> String {
+    format!("[{}]", Value::String(key.to_string()))
 }
 
 fn indexed(path: &str, index: usize) -> String {
@@ -373,6 +384,10 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 fn suggestion(key: &str, spec: &KeySpec) -> Option<&'static str> {
+    // No key deckhand knows is this long; skip the quadratic distance for huge garbage keys.
+    if key.len() > 64 {
+        return None;
+    }
     spec.supported
         .iter()
         .chain(spec.ignored)

@@ -576,3 +576,113 @@ fn fuzz_corpus_replays_without_panics() {
     }
     assert!(replayed >= 10, "the corpus at {} has only {replayed} inputs", directory.display());
 }
+
+/// A small deterministic PRNG (xorshift64*), so the mutation test is reproducible.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, bound: usize) -> usize {
+        (self.next() % bound.max(1) as u64) as usize
+    }
+}
+
+/// Tokens that steer mutations towards interesting JSON rather than random bytes.
+const MUTATION_TOKENS: &[&str] = &[
+    "null", "true", "false", "0", "-1", "65536", "1e999", "4294967296", "\"\"", "[]", "{}", ",", ":",
+    "\"a:b:c\"", "\"HEALTHY\"", "\"awsvpc\"", "\"host\"", "\"none\"", "\"0.5 vCPU\"", "\"1 GB\"",
+    "\"containerDefinitions\"", "\"dependsOn\"", "\"links\"", "\"volumesFrom\"", "\"portMappings\"",
+    "\"healthCheck\"", "\"restartPolicy\"", "\"taskDefinition\"", "\"secrets\"", "\"\\u0000\"", "\"é\"",
+];
+
+/// Seeded mutation of the saved corpus: every mutant parses without a panic and, when valid,
+/// yields a start order naming each container once. Runs in CI, where cargo-fuzz does not.
+#[test]
+fn seeded_mutations_of_the_corpus_never_panic() {
+    let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/parse");
+    let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&directory)
+        .unwrap_or_else(|e| panic!("{}: {e}", directory.display()))
+        .map(|entry| std::fs::read(entry.expect("directory entry").path()).expect("read seed"))
+        .filter(|seed| seed.len() <= 16 * 1024)
+        .collect();
+    seeds.sort();
+    assert!(!seeds.is_empty());
+    let inputs = std::env::var("DECKHAND_MUTATION_INPUTS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let mut random = Xorshift(0x5EED_DEC0_0000_0001);
+    let (mut accepted, mut rejected) = (0u64, 0u64);
+    for _ in 0..inputs {
+        let mut input = seeds[random.below(seeds.len())].clone();
+        for _ in 0..=random.below(4) {
+            let at = random.below(input.len() + 1);
+            match random.below(6) {
+                0 if !input.is_empty() => {
+                    let at = at.min(input.len() - 1);
+                    input[at] ^= 1 << random.below(8);
+                }
+                1 if at < input.len() => {
+                    let end = (at + 1 + random.below(16)).min(input.len());
+                    input.drain(at..end);
+                }
+                2 => {
+                    let token = MUTATION_TOKENS[random.below(MUTATION_TOKENS.len())];
+                    input.splice(at..at, token.bytes());
+                }
+                3 if at < input.len() => {
+                    // Replace a value-sized run with a token.
+                    let end = (at + 1 + random.below(12)).min(input.len());
+                    let token = MUTATION_TOKENS[random.below(MUTATION_TOKENS.len())];
+                    input.splice(at..end, token.bytes());
+                }
+                4 => {
+                    // Splice in a slice of another seed.
+                    let other = &seeds[random.below(seeds.len())];
+                    let from = random.below(other.len());
+                    let to = (from + random.below(64)).min(other.len());
+                    input.splice(at..at, other[from..to].iter().copied());
+                }
+                _ => {
+                    let byte = b"{}[]\",:0a \\"[random.below(11)];
+                    input.insert(at, byte);
+                }
+            }
+        }
+        match parse_task_definition(&input) {
+            Ok(parsed) => {
+                let order = start_order(&parsed.definition);
+                let unique: BTreeSet<&String> = order.iter().collect();
+                assert_eq!(unique.len(), parsed.definition.containers.len(), "{}", String::from_utf8_lossy(&input));
+                accepted += 1;
+            }
+            Err(errors) => {
+                assert!(!errors.is_empty() && errors.iter().all(|e| !e.path.is_empty()));
+                rejected += 1;
+            }
+        }
+    }
+    assert_eq!(accepted + rejected, inputs as u64);
+    // Mutants must exercise both outcomes, or the mutator is broken.
+    assert!(accepted > 0 && rejected > 0, "accepted {accepted}, rejected {rejected}");
+    eprintln!("seeded mutation: {inputs} inputs, {accepted} accepted, {rejected} rejected, no panic");
+}
+
+#[test]
+fn odd_keys_are_quoted_in_paths() {
+    let errors = errors_of(&mutated(|d| {
+        d[""] = json!(1);
+        d["containerDefinitions"][0]["my key"] = json!(1);
+        d["containerDefinitions"][0]["dockerLabels"] = json!({"a b": 1});
+    }));
+    for expected in [
+        "$[\"\"]: unknown key",
+        "containerDefinitions[0][\"my key\"]: unknown key",
+        "containerDefinitions[0].dockerLabels[\"a b\"]: expected a string, found a number",
+    ] {
+        assert!(errors.contains(&expected.to_string()), "missing {expected:?} in {errors:?}");
+    }
+}
