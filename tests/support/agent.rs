@@ -250,13 +250,14 @@ impl Agent {
         self.child.as_ref().expect("running").id()
     }
 
+    /// Sends a signal with the shell's built-in `kill` (no extra package needed).
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!("kill -{signal} {}", self.pid()))
             .status()
-            .expect("kill");
-        assert!(status.success());
+            .expect("sh");
+        assert!(status.success(), "kill -{signal} failed");
     }
 
     /// Waits for the agent to exit; returns its status and how long it took.
@@ -271,9 +272,9 @@ impl Agent {
         match receiver.recv_timeout(timeout) {
             Ok(status) => (status.expect("wait"), started.elapsed()),
             Err(_) => {
-                let _ = Command::new("kill")
-                    .arg("-KILL")
-                    .arg(pid.to_string())
+                let _ = Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("kill -KILL {pid}"))
                     .status();
                 panic!("the agent did not exit within {timeout:?}")
             }
