@@ -439,3 +439,16 @@ fn garbage_and_half_requests_do_not_stop_the_server() {
     assert_eq!(api.request("GET", "/v1/metadata", None).status, 200);
     assert!(api.engine.calls().is_empty());
 }
+
+#[test]
+fn shutdown_does_not_hang_when_the_socket_file_was_removed() {
+    let mut api = TestApi::start(false);
+    std::fs::remove_file(&api.socket).expect("remove the socket file");
+    let started = Instant::now();
+    api.servers.shutdown();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

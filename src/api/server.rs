@@ -362,17 +362,33 @@ impl HttpServer {
             return;
         }
         // Wake the accept thread, blocked in accept(), with a connection of our own.
-        let _ = match &self.address {
+        let woken = match &self.address {
             ListenAddress::Unix(path) => UnixStream::connect(path).map(|_| ()),
             ListenAddress::Tcp(address) => {
                 TcpStream::connect_timeout(address, Duration::from_secs(1)).map(|_| ())
             }
         };
-        if let Some(accept_thread) = self.accept_thread.take() {
-            let _ = accept_thread.join();
-        }
-        for worker in self.workers.drain(..) {
-            let _ = worker.join();
+        match woken {
+            Ok(()) => {
+                if let Some(accept_thread) = self.accept_thread.take() {
+                    let _ = accept_thread.join();
+                }
+                for worker in self.workers.drain(..) {
+                    let _ = worker.join();
+                }
+            }
+            Err(error) => {
+                // Someone removed the socket file (or the port is unreachable): the accept
+                // thread cannot be woken, so it and the workers are left to end with the
+                // process rather than hang the shutdown.
+                log::warn!(
+                    "{}: cannot wake the accept thread on {} ({error}); not waiting for it",
+                    self.name,
+                    self.address
+                );
+                self.accept_thread.take();
+                self.workers.clear();
+            }
         }
         if let (ListenAddress::Unix(path), Some(identity)) = (&self.address, self.socket_identity) {
             let ours = std::fs::symlink_metadata(path)
