@@ -46,19 +46,6 @@ fn init_logging(config: &Config) {
     let _ = builder.try_init();
 }
 
-fn engine_config(config: &Config) -> EngineConfig {
-    EngineConfig {
-        cluster: config.cluster.clone(),
-        cleanup_wait: config.task_cleanup_wait,
-        stop_timeout: config.container_stop_timeout,
-        steady_check_interval: config.steady_state_check_interval,
-        pull_behavior: config.image_pull_behavior,
-        pull_dependent_containers_upfront: config.pull_dependent_containers_upfront,
-        disable_privileged: config.privileged_disabled,
-        ..EngineConfig::default()
-    }
-}
-
 fn docker_timeouts(config: &Config) -> Timeouts {
     Timeouts {
         pull_total: config.image_pull_timeout,
@@ -152,7 +139,7 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     }
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
 
-    let engine = match TaskEngine::start(runtime, engine_config(&config)) {
+    let engine = match TaskEngine::start(runtime, EngineConfig::from_agent_config(&config)) {
         Ok(engine) => Arc::new(engine),
         Err(error) => {
             log::error!("cannot start the task engine: {error}");

@@ -860,3 +860,51 @@ fn container_statuses_only_rise_in_snapshots() {
     });
     assert!(violations.is_empty(), "{violations:?}");
 }
+
+#[test]
+fn reordered_events_leave_the_task_right() {
+    let harness = Harness::new();
+    // Every event of the starts and of the exit is held back, then delivered newest first.
+    harness.fake.buffer_events();
+    let id = harness.submit(task(
+        "reordered",
+        vec![
+            container("main", APP_IMAGE),
+            non_essential(container("job", DB_IMAGE)),
+        ],
+    ));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.exit("job", 4);
+    harness.fake.flush_events(true);
+    let stopped = harness.wait_event(&id, Some("job"), "STOPPED");
+    assert_eq!(stopped.exit_code, Some(4));
+    // A barrier: after a stream break the engine reconnects and has the task re-inspect its
+    // running containers, which it does only after the events already routed to it.
+    let main_inspections = harness.fake.count(Op::Inspect, "main");
+    harness.fake.break_event_streams();
+    harness.wait_calls(Op::Inspect, "main", main_inspections + 1);
+    // The late `start` of the job is older than its exit: not a restart, so no re-stop.
+    assert_eq!(harness.fake.count(Op::Stop, "job"), 0);
+    // The two containers start concurrently, so their RUNNING events come in either order.
+    let mut reported = statuses(&harness.events_of(&id));
+    reported[..2].sort();
+    assert_eq!(
+        reported,
+        vec![
+            entry(Some("job"), "RUNNING"),
+            entry(Some("main"), "RUNNING"),
+            entry(None, "RUNNING"),
+            entry(Some("job"), "STOPPED"),
+        ]
+    );
+    let snapshot = harness.engine.task(&id).expect("held");
+    assert_eq!(
+        snapshot.known_status,
+        TaskStatus::Running,
+        "the task runs on"
+    );
+    assert_eq!(
+        snapshot.container("job").map(|c| c.known_status),
+        Some(ContainerStatus::Stopped)
+    );
+}

@@ -13,7 +13,11 @@ fuzz_target!(|data: &[u8]| {
             let mut sorted = order.clone();
             sorted.sort();
             sorted.dedup();
-            assert_eq!(sorted.len(), order.len(), "start order names a container twice");
+            assert_eq!(
+                sorted.len(),
+                order.len(),
+                "start order names a container twice"
+            );
         }
         Err(errors) => {
             assert!(!errors.is_empty());

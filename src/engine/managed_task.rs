@@ -737,9 +737,6 @@ impl ManagedTask {
         }
         let mut health = None;
         if let Some(info) = &change.info {
-            if !info.id.is_empty() && container.docker_id.is_none() {
-                container.docker_id = Some(info.id.clone());
-            }
             if !info.image_id.is_empty() {
                 container.image_id = Some(info.image_id.clone());
             }
@@ -1448,6 +1445,173 @@ pub(crate) fn run_managed_task(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn one_container_task() -> Task {
+        let definition = crate::task::TaskDefinition {
+            family: "unit".into(),
+            revision: 1,
+            network_mode: crate::task::NetworkMode::Bridge,
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![crate::task::ContainerDefinition {
+                name: "app".into(),
+                image: "unit/app:1".into(),
+                essential: true,
+                command: None,
+                entry_point: None,
+                environment: Vec::new(),
+                depends_on: Vec::new(),
+                links: Vec::new(),
+                volumes_from: Vec::new(),
+                mount_points: Vec::new(),
+                port_mappings: Vec::new(),
+                health_check: None,
+                stop_timeout_secs: None,
+                start_timeout_secs: None,
+                memory_mib: None,
+                memory_reservation_mib: None,
+                cpu: None,
+                privileged: false,
+                user: None,
+                working_directory: None,
+                docker_labels: Default::default(),
+                log_configuration: None,
+                restart_policy: None,
+            }],
+        };
+        let mut task = Task::new("a".repeat(32), "unit", definition, 0, 0);
+        crate::engine::container_spec::assign_docker_names(&mut task, || "0001".into());
+        task
+    }
+
+    fn settings(cleanup_wait: Duration) -> ManagedTaskSettings {
+        ManagedTaskSettings {
+            cluster: "unit".into(),
+            rules: RuleConfig::default(),
+            stop_timeout: Duration::from_secs(30),
+            steady_check_interval: Duration::from_secs(300),
+            cleanup_wait,
+            dependency_poll_interval: Duration::from_secs(5),
+            sent_poll_interval: Duration::from_secs(30),
+        }
+    }
+
+    fn transition(target: ContainerStatus, docker_id: Option<&str>) -> Input {
+        Input::Transition {
+            container: "app".into(),
+            target,
+            result: Ok(TransitionOutput {
+                docker_id: docker_id.map(str::to_string),
+                info: None,
+            }),
+        }
+    }
+
+    fn removes(effects: &[Effect]) -> bool {
+        effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Remove { .. })))
+    }
+
+    #[test]
+    fn cleanup_waits_for_the_deadline_and_for_stopped_to_be_reported() {
+        let mut machine = ManagedTask::new(
+            one_container_task(),
+            settings(Duration::from_secs(60)),
+            None,
+        );
+        let mut now = 1_000;
+        machine.start(now);
+        machine.handle(transition(ContainerStatus::Pulled, None), now);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), now);
+        machine.handle(transition(ContainerStatus::Running, None), now);
+        assert_eq!(machine.task().known_status, TaskStatus::Running);
+        machine.handle(
+            Input::Desired {
+                status: TaskStatus::Stopped,
+                sequence: 2,
+                registered: true,
+            },
+            now,
+        );
+        now += 10;
+        // The stop's answer: known STOPPED, the stop number is finished, events go out, and
+        // the cleanup clock starts. The reporter's receipts are withheld.
+        let effects = machine.handle(transition(ContainerStatus::Stopped, None), now);
+        assert!(effects.contains(&Effect::WaitGroupDone { sequence: 2 }));
+        assert!(effects.contains(&Effect::ArmTimer {
+            timer: TimerKind::Cleanup,
+            at: now + 60_000,
+        }));
+        let task_stopped_emitted = effects.iter().any(|effect| {
+            matches!(
+                effect,
+                Effect::Emit {
+                    reported: Reported::Task {
+                        status: TaskStatus::Stopped
+                    },
+                    ..
+                }
+            )
+        });
+        assert!(task_stopped_emitted);
+        assert_eq!(machine.phase(), Phase::AwaitingCleanup);
+
+        // Too early: the timer re-arms for the deadline.
+        let early = machine.handle(Input::TimerFired(TimerKind::Cleanup), now + 30_000);
+        assert!(!removes(&early));
+        // Deadline passed, but STOPPED is not reported yet: poll again later, remove nothing.
+        let unreported = machine.handle(Input::TimerFired(TimerKind::Cleanup), now + 60_000);
+        assert!(!removes(&unreported));
+        assert!(unreported.contains(&Effect::ArmTimer {
+            timer: TimerKind::Cleanup,
+            at: now + 60_000 + 30_000,
+        }));
+        // The receipt arrives: now the containers go, then the task is done.
+        let reported = machine.handle(
+            Input::Reported(Reported::Task {
+                status: TaskStatus::Stopped,
+            }),
+            now + 61_000,
+        );
+        assert!(reported.contains(&Effect::Docker(DockerCall::Remove {
+            docker_ids: vec!["id-1".to_string()],
+            volumes: Vec::new(),
+        })));
+        assert_eq!(
+            machine.handle(Input::Removed, now + 62_000),
+            vec![Effect::Done]
+        );
+        assert_eq!(machine.phase(), Phase::Done);
+        assert!(machine.handle(Input::Resync, now + 63_000).is_empty());
+    }
+
+    #[test]
+    fn a_stop_while_waiting_for_earlier_stops_ends_the_wait() {
+        let mut task = one_container_task();
+        task.start_sequence = 7;
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        let effects = machine.start(1_000);
+        assert!(effects.contains(&Effect::WaitForStops { sequence: 7 }));
+        assert!(!effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(_))));
+        let effects = machine.handle(
+            Input::Desired {
+                status: TaskStatus::Stopped,
+                sequence: 8,
+                registered: true,
+            },
+            1_001,
+        );
+        assert!(effects.contains(&Effect::StopWaitingForStops));
+        assert!(effects.contains(&Effect::WaitGroupDone { sequence: 8 }));
+        assert!(!effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))));
+        assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    }
 
     #[test]
     fn docker_times_parse_to_epoch_millis() {

@@ -6,6 +6,8 @@ pub mod container_spec;
 pub mod docker_events;
 pub mod handle;
 pub mod managed_task;
+#[cfg(test)]
+mod simulation;
 pub mod task_engine;
 pub mod transition;
 pub mod wait_group;

@@ -79,6 +79,22 @@ impl Default for EngineConfig {
     }
 }
 
+impl EngineConfig {
+    /// The engine's part of the agent configuration; the rest keeps its defaults.
+    pub fn from_agent_config(config: &crate::config::Config) -> EngineConfig {
+        EngineConfig {
+            cluster: config.cluster.clone(),
+            cleanup_wait: config.task_cleanup_wait,
+            stop_timeout: config.container_stop_timeout,
+            steady_check_interval: config.steady_state_check_interval,
+            pull_behavior: config.image_pull_behavior,
+            pull_dependent_containers_upfront: config.pull_dependent_containers_upfront,
+            disable_privileged: config.privileged_disabled,
+            ..EngineConfig::default()
+        }
+    }
+}
+
 /// A running managed task, as the engine holds it.
 struct TaskHandle {
     desired: Sender<DesiredCommand>,
@@ -457,5 +473,45 @@ impl EngineHandle for TaskEngine {
 
     fn cluster(&self) -> String {
         self.shared.config.cluster.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Scope};
+    use std::path::Path;
+
+    #[test]
+    fn engine_settings_come_from_the_agent_configuration() {
+        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\n";
+        let config = Config::from_sources(
+            Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
+            &|_| None,
+            Scope::System,
+        )
+        .expect("a valid configuration");
+        let engine = EngineConfig::from_agent_config(&config);
+        assert_eq!(engine.cluster, "edge");
+        assert_eq!(engine.cleanup_wait, Duration::from_secs(600));
+        assert_eq!(engine.stop_timeout, Duration::from_secs(7));
+        assert_eq!(engine.pull_behavior, PullBehavior::Once);
+        assert!(engine.pull_dependent_containers_upfront);
+        assert!(engine.disable_privileged);
+        assert_eq!(
+            engine.steady_check_interval,
+            config.steady_state_check_interval
+        );
+    }
+
+    #[test]
+    fn defaults_follow_the_ecs_defaults() {
+        let config = EngineConfig::default();
+        assert_eq!(config.cluster, "default");
+        assert_eq!(config.cleanup_wait, Duration::from_secs(3 * 3600));
+        assert_eq!(config.stop_timeout, Duration::from_secs(30));
+        assert_eq!(config.steady_check_interval, Duration::from_secs(300));
+        assert_eq!(config.pull_behavior, PullBehavior::Default);
+        assert_eq!(config.event_capacity, 10_000);
     }
 }

@@ -286,6 +286,15 @@ pub fn start_order(definition: &TaskDefinition) -> Vec<String> {
         .collect()
 }
 
+/// Containers in a valid shutdown order (dependents first), by name: the reverse of
+/// [`start_order`]. The engine enforces it per container through §4's shutdown-order rule; this
+/// is the same order as a list, for display and for stopping without the engine.
+pub fn shutdown_order(definition: &TaskDefinition) -> Vec<String> {
+    let mut order = start_order(definition);
+    order.reverse();
+    order
+}
+
 /// Kahn's algorithm over every dependency edge, picking the earliest ready container each round.
 /// Returns (ordered indexes, indexes left over because of cycles).
 fn topological_order(containers: &[ContainerDefinition]) -> (Vec<usize>, Vec<usize>) {

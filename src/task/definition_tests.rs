@@ -537,6 +537,7 @@ fn start_order_puts_dependencies_first_and_is_stable() {
     });
     let parsed = parse_value(&definition).expect("valid");
     assert_eq!(start_order(&parsed.definition), vec!["sidecar", "data", "db", "init", "app"]);
+    assert_eq!(shutdown_order(&parsed.definition), vec!["app", "init", "db", "data", "sidecar"]);
 }
 
 #[test]
@@ -545,6 +546,27 @@ fn start_order_of_a_cyclic_definition_lists_every_container() {
     let mut parsed = parse_value(&base()).expect("valid").definition;
     parsed.containers[1].links.push("web".into());
     assert_eq!(start_order(&parsed), vec!["web", "db"]);
+}
+
+#[test]
+fn every_example_in_the_repository_validates() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = Vec::new();
+    for directory in ["examples", "packaging/examples"] {
+        let Ok(entries) = std::fs::read_dir(root.join(directory)) else { continue };
+        for entry in entries {
+            let path = entry.expect("directory entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let input = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            if let Err(errors) = parse_task_definition(&input) {
+                panic!("{}: {:?}", path.display(), errors.iter().map(ToString::to_string).collect::<Vec<_>>());
+            }
+            checked.push(path);
+        }
+    }
+    assert!(checked.len() >= 2, "examples not found: {checked:?}");
 }
 
 #[test]

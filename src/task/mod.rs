@@ -5,6 +5,8 @@ pub mod definition;
 pub mod model;
 pub mod status;
 
-pub use definition::{parse_task_definition, start_order, ParsedDefinition, ValidationError};
+pub use definition::{
+    parse_task_definition, shutdown_order, start_order, ParsedDefinition, ValidationError,
+};
 pub use model::*;
 pub use status::{ContainerStatus, TaskStatus};
