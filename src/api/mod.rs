@@ -35,6 +35,7 @@ impl ApiServers {
         let local = HttpServer::serve_unix(
             "api",
             socket,
+            server::WORKER_THREADS,
             Arc::new(move |request: &http::HttpRequest| local_api.handle(request)),
         )?;
         let introspection = match introspection {
@@ -43,6 +44,7 @@ impl ApiServers {
                 Some(HttpServer::serve_tcp(
                     "introspection",
                     address,
+                    server::INTROSPECTION_WORKER_THREADS,
                     Arc::new(move |request: &http::HttpRequest| introspection_api.handle(request)),
                 )?)
             }

@@ -1,6 +1,6 @@
 //! The HTTP server under the local API and the ECS introspection endpoint: one accept thread per
-//! listener and a small, fixed pool of worker threads, each serving one connection (one request)
-//! at a time with the framing of [`super::http`].
+//! listener and a small, fixed pool of worker threads (8 for the local API, 2 for introspection),
+//! each serving one connection (one request) at a time with the framing of [`super::http`].
 //!
 //! Why not a general-purpose server crate: the API must refuse a 2 MiB body without reading it,
 //! must not allocate what a client announces, and must not grow a thread per connection. A fixed
@@ -27,8 +27,10 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Worker threads per listener.
+/// Worker threads of the local API (long polls may hold all but two of them).
 pub const WORKER_THREADS: usize = 8;
+/// Worker threads of the read-only introspection endpoint (no long polls there).
+pub const INTROSPECTION_WORKER_THREADS: usize = 2;
 /// Connections accepted but not yet picked up by a worker; beyond this, new ones are closed.
 const QUEUE_CAPACITY: usize = 64;
 /// A client must send its whole request within this time.
@@ -291,25 +293,33 @@ fn bind_tcp(address: SocketAddr) -> Result<Listener, ListenError> {
 }
 
 impl HttpServer {
-    /// Serves `handler` on a Unix socket at `path`.
+    /// Serves `handler` on a Unix socket at `path` with `workers` threads.
     pub fn serve_unix(
         name: &str,
         path: &Path,
+        workers: usize,
         handler: Handler,
     ) -> Result<HttpServer, ListenError> {
-        HttpServer::serve(name, bind_unix(path)?, handler)
+        HttpServer::serve(name, bind_unix(path)?, workers, handler)
     }
 
-    /// Serves `handler` on a TCP address (port 0 picks a free port; see [`HttpServer::address`]).
+    /// Serves `handler` on a TCP address (port 0 picks a free port; see [`HttpServer::address`])
+    /// with `workers` threads.
     pub fn serve_tcp(
         name: &str,
         address: SocketAddr,
+        workers: usize,
         handler: Handler,
     ) -> Result<HttpServer, ListenError> {
-        HttpServer::serve(name, bind_tcp(address)?, handler)
+        HttpServer::serve(name, bind_tcp(address)?, workers, handler)
     }
 
-    fn serve(name: &str, listener: Listener, handler: Handler) -> Result<HttpServer, ListenError> {
+    fn serve(
+        name: &str,
+        listener: Listener,
+        worker_count: usize,
+        handler: Handler,
+    ) -> Result<HttpServer, ListenError> {
         let (address, socket_identity) = match &listener {
             Listener::Unix { path, identity, .. } => {
                 (ListenAddress::Unix(path.clone()), Some(*identity))
@@ -318,8 +328,8 @@ impl HttpServer {
         };
         let stopping = Arc::new(AtomicBool::new(false));
         let (sender, receiver) = bounded::<Connection>(QUEUE_CAPACITY);
-        let mut workers = Vec::with_capacity(WORKER_THREADS);
-        for index in 0..WORKER_THREADS {
+        let mut workers = Vec::with_capacity(worker_count);
+        for index in 0..worker_count.max(1) {
             let receiver = receiver.clone();
             let handler = handler.clone();
             let worker = thread::Builder::new()
