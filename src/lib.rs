@@ -1,8 +1,11 @@
 //! deckhand: a small, synchronous host agent that runs Amazon ECS task definitions on one host
 //! through the Docker Engine and keeps them at the status their owner asked for.
 
+pub mod agent;
+pub mod api;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod docker;
 pub mod engine;
 pub mod report;

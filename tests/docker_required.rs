@@ -56,7 +56,7 @@ fn docker_client_or_skip_obeys_deckhand_require_docker() {
 }
 
 #[test]
-fn deckhand_run_reports_versions_or_explains_an_unreachable_docker() {
+fn deckhand_run_explains_an_unreachable_docker() {
     let deckhand = env!("CARGO_BIN_EXE_deckhand");
     let unreachable = Command::new(deckhand)
         .arg("run")
@@ -70,26 +70,8 @@ fn deckhand_run_reports_versions_or_explains_an_unreachable_docker() {
         "{message}"
     );
 
-    let Some(client) = docker_support::docker_client_or_skip(
-        "deckhand_run_reports_versions_or_explains_an_unreachable_docker",
-    ) else {
-        return;
-    };
-    let reachable = Command::new(deckhand)
-        .arg("run")
-        .output()
-        .expect("running deckhand");
-    let printed = String::from_utf8_lossy(&reachable.stdout);
-    assert_eq!(reachable.status.code(), Some(0), "{printed}");
-    let engine = deckhand::docker::DockerClient::version(&client).expect("version");
-    assert!(
-        printed.contains(&format!("Docker Engine {}", engine.version)),
-        "{printed}"
-    );
-    assert!(
-        printed.contains(&format!("API {} (negotiated", client.api_version())),
-        "{printed}"
-    );
+    // With Docker reachable, `deckhand run` is the agent and keeps running: the versions it
+    // logs at start are checked by tests/agent_cli.rs.
 }
 
 #[test]
@@ -119,8 +101,14 @@ fn deckhand_run_explains_a_socket_it_may_not_use() {
     } else {
         Command::new(deckhand)
     };
+    // `deckhand run` reads its configuration first: give it an empty file `nobody` may read,
+    // so that the Docker socket is what it trips over.
+    let config_path = directory.path.join("deckhand.conf");
+    std::fs::write(&config_path, "").expect("write the config file");
     let output = command
         .arg("run")
+        .arg("--config")
+        .arg(&config_path)
         .env("DOCKER_HOST", format!("unix://{}", socket_path.display()))
         .output()
         .expect("running deckhand (setpriv comes with util-linux)");

@@ -1,4 +1,7 @@
-//! The `deckhand` client commands. `validate` works offline; the commands that talk to the
-//! local API live beside it.
+//! The `deckhand` command line: argument parsing, the client commands that talk to the local API
+//! (`submit`, `stop`, `ps`, `inspect`, `events`), and offline `validate`.
 
+pub mod args;
+pub mod client;
+pub mod commands;
 pub mod validate;

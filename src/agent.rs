@@ -1,0 +1,231 @@
+//! `deckhand run`: wires the agent together and takes it down in order.
+//!
+//! Start: configuration (exit 78 on error) → logging (`ECS_LOGLEVEL`, `RUST_LOG` wins) → Docker
+//! client → engine → local API + ECS introspection + `tasks.d` watcher → `READY=1` to systemd
+//! (and watchdog pings at half of `WATCHDOG_USEC` when the unit sets one).
+//!
+//! Signals: SIGTERM or SIGINT stops accepting commands (the API goes first), ends the `tasks.d`
+//! watcher and every managed-task loop, and exits 0 — leaving every container running; the next
+//! start re-adopts them. A second SIGTERM/SIGINT, or a shutdown that takes longer than
+//! [`SHUTDOWN_DEADLINE`], exits at once (still 0: nothing is lost, containers keep running).
+//! SIGHUP rescans `tasks.d`.
+
+use crate::api::ApiServers;
+use crate::config::{Config, EXIT_CONFIG};
+use crate::control::tasks_d::{TasksDirWatcher, DEFAULT_RESCAN_INTERVAL};
+use crate::docker::{DockerClient, DockerHost};
+use crate::engine::{EngineConfig, EngineHandle, TaskEngine};
+use crate::runtime::{ContainerRuntime, Timeouts};
+use crossbeam_channel::{never, select, tick, unbounded, Receiver};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A shutdown that takes longer than this is cut short.
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_millis(4500);
+/// Exit code of a runtime failure (Docker unreachable, socket in use).
+const EXIT_RUNTIME: u8 = 1;
+
+/// What the signal thread tells the main loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SignalEvent {
+    Terminate(i32),
+    Rescan,
+}
+
+fn init_logging(config: &Config) {
+    let mut builder = env_logger::Builder::new();
+    builder.filter_level(config.log_level);
+    if let Ok(filters) = std::env::var("RUST_LOG") {
+        builder.parse_filters(&filters);
+    }
+    builder.format_timestamp_millis();
+    let _ = builder.try_init();
+}
+
+fn docker_timeouts(config: &Config) -> Timeouts {
+    Timeouts {
+        pull_total: config.image_pull_timeout,
+        create: config.container_create_timeout,
+        start: config.container_start_timeout,
+        ..Timeouts::default()
+    }
+}
+
+/// Forwards SIGTERM/SIGINT/SIGHUP to a channel from a thread of its own. A second terminating
+/// signal exits the process at once.
+fn start_signal_thread() -> std::io::Result<Receiver<SignalEvent>> {
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    let (sender, receiver) = unbounded();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut terminating = false;
+            for signal in signals.forever() {
+                let event = match signal {
+                    SIGHUP => SignalEvent::Rescan,
+                    other => {
+                        if terminating {
+                            log::warn!("second termination signal: exiting now");
+                            std::process::exit(0);
+                        }
+                        terminating = true;
+                        SignalEvent::Terminate(other)
+                    }
+                };
+                if sender.send(event).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(receiver)
+}
+
+fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(error) = sd_notify::notify(false, states) {
+        log::debug!("cannot notify systemd: {error}");
+    }
+}
+
+/// Runs the agent until SIGTERM/SIGINT; returns the process exit code.
+pub fn run(config_path: Option<&Path>) -> ExitCode {
+    let config = match Config::from_process_env(config_path) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("deckhand: configuration error: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    init_logging(&config);
+    for warning in &config.warnings {
+        log::warn!("configuration: {warning}");
+    }
+    // Signals are caught from here on, so a SIGTERM during start-up is not fatal mid-way.
+    let signals = match start_signal_thread() {
+        Ok(signals) => signals,
+        Err(error) => {
+            log::error!("cannot install signal handlers: {error}");
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+
+    let host = match DockerHost::parse(&config.docker_host) {
+        Ok(host) => host,
+        Err(error) => {
+            eprintln!("deckhand: configuration error: DOCKER_HOST: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let client = match DockerClient::connect(host, docker_timeouts(&config)) {
+        Ok(client) => client,
+        Err(error) => {
+            log::error!("{error}");
+            eprintln!("deckhand: {error}");
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    match client.version() {
+        Ok(version) => log::info!(
+            "Docker Engine {} at {}, API {} (negotiated; daemon supports up to {})",
+            version.version,
+            client.host().source,
+            client.api_version(),
+            version.api_version
+        ),
+        Err(error) => log::warn!("cannot read the Docker Engine version: {error}"),
+    }
+    let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
+
+    let engine = match TaskEngine::start(runtime, EngineConfig::from_agent_config(&config)) {
+        Ok(engine) => Arc::new(engine),
+        Err(error) => {
+            log::error!("cannot start the task engine: {error}");
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    let handle: Arc<dyn EngineHandle> = engine.clone();
+
+    let mut api = match ApiServers::start(
+        handle.clone(),
+        &config.api_socket,
+        config.introspection_addr,
+    ) {
+        Ok(api) => api,
+        Err(error) => {
+            log::error!("{error}");
+            eprintln!("deckhand: {error}");
+            engine.shutdown();
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    let mut watcher = match TasksDirWatcher::start(
+        handle,
+        config.tasks_dir.clone(),
+        Some(config.data_dir.join("tasks-d.json")),
+        DEFAULT_RESCAN_INTERVAL,
+    ) {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            log::error!("cannot start the tasks.d watcher: {error}");
+            api.shutdown();
+            engine.shutdown();
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+
+    let mut watchdog_usec = 0u64;
+    let watchdog = if sd_notify::watchdog_enabled(false, &mut watchdog_usec) && watchdog_usec > 0 {
+        tick(Duration::from_micros(watchdog_usec / 2))
+    } else {
+        never()
+    };
+    notify_systemd(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status("serving"),
+    ]);
+    log::info!(
+        "deckhand {} ready: cluster {}, API {}, tasks from {}",
+        crate::VERSION,
+        config.cluster,
+        config.api_socket.display(),
+        config.tasks_dir.display()
+    );
+
+    loop {
+        select! {
+            recv(signals) -> event => match event {
+                Ok(SignalEvent::Rescan) => {
+                    log::info!("SIGHUP: rescanning {}", config.tasks_dir.display());
+                    watcher.rescan();
+                }
+                Ok(SignalEvent::Terminate(signal)) => {
+                    log::info!("signal {signal}: shutting down; containers keep running");
+                    break;
+                }
+                Err(_) => break,
+            },
+            recv(watchdog) -> _ => notify_systemd(&[sd_notify::NotifyState::Watchdog]),
+        }
+    }
+
+    notify_systemd(&[sd_notify::NotifyState::Stopping]);
+    // If anything below hangs, leave anyway: containers keep running either way.
+    let _ = std::thread::Builder::new()
+        .name("shutdown-deadline".into())
+        .spawn(|| {
+            std::thread::sleep(SHUTDOWN_DEADLINE);
+            log::warn!(
+                "shutdown took longer than {}s: exiting now",
+                SHUTDOWN_DEADLINE.as_secs_f64()
+            );
+            std::process::exit(0);
+        });
+    api.shutdown();
+    watcher.shutdown();
+    engine.shutdown();
+    log::info!("deckhand stopped");
+    ExitCode::SUCCESS
+}

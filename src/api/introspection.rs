@@ -1,0 +1,80 @@
+//! The ECS introspection endpoint (TCP, read-only, default `127.0.0.1:51678`), answering the same
+//! JSON as the ECS container agent so that tools written for ECS hosts can read a deckhand host:
+//!
+//! - `GET /v1/metadata` → `{"Cluster","ContainerInstanceArn","Version"}`;
+//! - `GET /v1/tasks` → `{"Tasks":[…]}`;
+//! - `GET /v1/tasks?taskarn=ARN` or `?dockerid=ID` (full, or a short id of ≤ 12 characters) → one
+//!   task object, 404 when none matches, 400 for an ambiguous short id or for both filters.
+
+use super::http::{HttpRequest, HttpResponse};
+use super::local::metadata_json;
+use super::views::{find_task_by_docker_id, introspection_task, LookupError};
+use crate::engine::EngineHandle;
+use serde_json::json;
+use std::sync::Arc;
+
+pub struct IntrospectionApi {
+    engine: Arc<dyn EngineHandle>,
+}
+
+impl IntrospectionApi {
+    pub fn new(engine: Arc<dyn EngineHandle>) -> IntrospectionApi {
+        IntrospectionApi { engine }
+    }
+
+    pub fn handle(&self, request: &HttpRequest) -> HttpResponse {
+        let segments = request.path_segments();
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let known = matches!(segments.as_slice(), ["v1", "metadata"] | ["v1", "tasks"]);
+        if known && request.method != "GET" {
+            return HttpResponse::error(
+                405,
+                format!(
+                    "method {} is not allowed on {} (the introspection endpoint is read-only)",
+                    request.method, request.path
+                ),
+            )
+            .with_header("Allow", "GET");
+        }
+        match segments.as_slice() {
+            ["v1", "metadata"] => HttpResponse::json(200, &metadata_json(&self.engine.cluster())),
+            ["v1", "tasks"] => self.tasks(request),
+            _ => HttpResponse::error(404, format!("no such endpoint: {}", request.path)),
+        }
+    }
+
+    fn tasks(&self, request: &HttpRequest) -> HttpResponse {
+        let mut task_arn: Option<String> = None;
+        let mut docker_id: Option<String> = None;
+        for (key, value) in request.query_pairs() {
+            match key.as_str() {
+                "taskarn" => task_arn = Some(value),
+                "dockerid" => docker_id = Some(value),
+                _ => {}
+            }
+        }
+        let mut tasks = self.engine.tasks();
+        tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        match (task_arn, docker_id) {
+            (Some(_), Some(_)) => {
+                HttpResponse::error(400, "give either taskarn or dockerid, not both")
+            }
+            (Some(arn), None) => match tasks.iter().find(|task| task.arn == arn) {
+                Some(task) => HttpResponse::json(200, &introspection_task(task)),
+                None => HttpResponse::error(404, format!("no task with ARN {arn}")),
+            },
+            (None, Some(id)) => match find_task_by_docker_id(&tasks, &id) {
+                Ok(task) => HttpResponse::json(200, &introspection_task(task)),
+                Err(error @ LookupError::NotFound { .. }) => HttpResponse::error(
+                    404,
+                    format!("no task has a container with Docker id {id} ({error})"),
+                ),
+                Err(error) => HttpResponse::error(400, error.to_string()),
+            },
+            (None, None) => {
+                let views: Vec<serde_json::Value> = tasks.iter().map(introspection_task).collect();
+                HttpResponse::json(200, &json!({ "Tasks": views }))
+            }
+        }
+    }
+}

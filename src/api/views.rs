@@ -1,0 +1,777 @@
+//! JSON views of tasks, as users and existing ECS tooling read them, and the rules for finding a
+//! task from what a user typed. Pure functions over `Task` snapshots: no I/O, table-tested.
+//!
+//! - [`task_metadata`]: the `deckhand inspect` / `GET /v1/tasks/{id}` object, in the shape of the
+//!   ECS task metadata v4 response, with deckhand's own statuses (`NONE` … `STOPPED`).
+//! - [`introspection_task`]: the ECS agent introspection `/v1/tasks` object, with statuses as ECS
+//!   shows them (`PENDING`, `RUNNING`, `STOPPED`).
+//! - [`find_task`], [`find_task_by_docker_id`]: id / unique prefix / ARN, and full or short
+//!   Docker id lookups, with ambiguity reported rather than guessed.
+
+use crate::task::{Container, HealthStatus, Millis, Task};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Length of a short Docker id, as `docker ps` shows it.
+pub const SHORT_DOCKER_ID_LENGTH: usize = 12;
+
+/// `1_700_000_000_123` → `2023-11-14T22:13:20.123Z` (RFC 3339, UTC, millisecond precision).
+pub fn rfc3339_from_millis(millis: Millis) -> String {
+    let seconds = millis / 1000;
+    let milliseconds = millis % 1000;
+    let days = (seconds / 86_400) as i64;
+    let second_of_day = seconds % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milliseconds:03}Z",
+        second_of_day / 3600,
+        (second_of_day / 60) % 60,
+        second_of_day % 60
+    )
+}
+
+/// Parses the RFC 3339 UTC form [`rfc3339_from_millis`] writes (`YYYY-MM-DDTHH:MM:SS[.fff]Z`);
+/// `None` for anything else.
+pub fn millis_from_rfc3339(text: &str) -> Option<Millis> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let mut date_parts = date.splitn(3, '-');
+    let year: i64 = date_parts.next()?.parse().ok()?;
+    let month: u32 = date_parts.next()?.parse().ok()?;
+    let day: u32 = date_parts.next()?.parse().ok()?;
+    let (clock, fraction) = match time.split_once('.') {
+        Some((clock, fraction)) => (clock, Some(fraction)),
+        None => (time, None),
+    };
+    let mut clock_parts = clock.splitn(3, ':');
+    let hour: u64 = clock_parts.next()?.parse().ok()?;
+    let minute: u64 = clock_parts.next()?.parse().ok()?;
+    let second: u64 = clock_parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let millis: u64 = match fraction {
+        None => 0,
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            let padded = format!("{:0<3}", &digits[..digits.len().min(3)]);
+            padded.parse().ok()?
+        }
+        Some(_) => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
+    Some(seconds * 1000 + millis)
+}
+
+/// (year, month, day) → days since 1970-01-01 (the inverse of [`civil_from_days`]).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year.rem_euclid(400);
+    let month = i64::from(month);
+    let day_of_year =
+        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's `civil_from_days` algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The labels deckhand puts on a container: the user's `dockerLabels`, overridden by the five
+/// `com.amazonaws.ecs.*` labels.
+pub fn container_labels(
+    task: &Task,
+    container: &Container,
+    cluster: &str,
+) -> BTreeMap<String, String> {
+    let mut labels = container.definition.docker_labels.clone();
+    labels.insert("com.amazonaws.ecs.task-arn".into(), task.arn.clone());
+    labels.insert(
+        "com.amazonaws.ecs.container-name".into(),
+        container.name().to_string(),
+    );
+    labels.insert(
+        "com.amazonaws.ecs.task-definition-family".into(),
+        task.family.clone(),
+    );
+    labels.insert(
+        "com.amazonaws.ecs.task-definition-version".into(),
+        task.revision.to_string(),
+    );
+    labels.insert("com.amazonaws.ecs.cluster".into(), cluster.to_string());
+    labels
+}
+
+fn insert_time(object: &mut Map<String, Value>, key: &str, time: Option<Millis>) {
+    if let Some(time) = time {
+        object.insert(key.into(), Value::String(rfc3339_from_millis(time)));
+    }
+}
+
+fn ports_json(container: &Container) -> Value {
+    Value::Array(
+        container
+            .ports
+            .iter()
+            .map(|port| {
+                json!({
+                    "ContainerPort": port.container_port,
+                    "Protocol": port.protocol,
+                    "HostPort": port.host_port,
+                    "HostIp": port.host_ip,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn health_name(health: HealthStatus) -> &'static str {
+    match health {
+        HealthStatus::Unknown => "UNKNOWN",
+        HealthStatus::Healthy => "HEALTHY",
+        HealthStatus::Unhealthy => "UNHEALTHY",
+    }
+}
+
+/// The task id from an ARN (`…:task/<cluster>/<id>` → `<id>`).
+pub fn task_id_from_arn(arn: &str) -> Option<&str> {
+    let (_, resource) = arn.split_once(":task/")?;
+    resource.rsplit('/').next().filter(|id| !id.is_empty())
+}
+
+fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Value {
+    let mut object = Map::new();
+    object.insert("Name".into(), json!(container.name()));
+    if let Some(docker_id) = &container.docker_id {
+        object.insert("DockerId".into(), json!(docker_id));
+    }
+    if let Some(docker_name) = &container.docker_name {
+        object.insert("DockerName".into(), json!(docker_name));
+    }
+    object.insert("Image".into(), json!(container.definition.image));
+    if let Some(image_id) = &container.image_id {
+        object.insert("ImageID".into(), json!(image_id));
+    }
+    object.insert(
+        "Labels".into(),
+        json!(container_labels(task, container, cluster)),
+    );
+    object.insert(
+        "DesiredStatus".into(),
+        json!(container.desired_status.as_str()),
+    );
+    object.insert("KnownStatus".into(), json!(container.known_status.as_str()));
+    if let Some(exit_code) = container.exit_code {
+        object.insert("ExitCode".into(), json!(exit_code));
+    }
+    if let Some(error) = &container.applying_error {
+        object.insert("Reason".into(), json!(error.message));
+    }
+    let mut limits = Map::new();
+    limits.insert("CPU".into(), json!(container.definition.cpu.unwrap_or(0)));
+    if let Some(memory) = container.definition.memory_mib {
+        limits.insert("Memory".into(), json!(memory));
+    }
+    object.insert("Limits".into(), Value::Object(limits));
+    insert_time(&mut object, "CreatedAt", container.created_at);
+    insert_time(&mut object, "StartedAt", container.started_at);
+    insert_time(&mut object, "FinishedAt", container.finished_at);
+    object.insert("Type".into(), json!("NORMAL"));
+    if container.definition.health_check.is_some() {
+        let mut health = Map::new();
+        health.insert("status".into(), json!(health_name(container.health)));
+        insert_time(&mut health, "statusSince", container.health_since);
+        if let Some(output) = &container.health_output {
+            health.insert("output".into(), json!(output));
+        }
+        object.insert("Health".into(), Value::Object(health));
+    }
+    object.insert("Ports".into(), ports_json(container));
+    object.insert(
+        "Networks".into(),
+        json!([{ "NetworkMode": task.network_mode.as_str() }]),
+    );
+    if container
+        .definition
+        .restart_policy
+        .as_ref()
+        .is_some_and(|policy| policy.enabled)
+    {
+        object.insert("RestartCount".into(), json!(container.restart_count));
+    }
+    Value::Object(object)
+}
+
+/// The `deckhand inspect` object: the ECS task metadata v4 shape with deckhand's statuses.
+/// deckhand adds `CreatedAt` (when the task was accepted) and `StoppedReason`.
+pub fn task_metadata(task: &Task, cluster: &str) -> Value {
+    let mut object = Map::new();
+    object.insert("Cluster".into(), json!(cluster));
+    object.insert("TaskARN".into(), json!(task.arn));
+    object.insert("Family".into(), json!(task.family));
+    object.insert("Revision".into(), json!(task.revision.to_string()));
+    object.insert("DesiredStatus".into(), json!(task.desired_status.as_str()));
+    object.insert("KnownStatus".into(), json!(task.known_status.as_str()));
+    let mut limits = Map::new();
+    if let Some(cpu) = task.cpu {
+        // Task metadata shows CPU in vCPUs; the definition holds CPU units (1024 per vCPU).
+        limits.insert("CPU".into(), json!(cpu as f64 / 1024.0));
+    }
+    if let Some(memory) = task.memory_mib {
+        limits.insert("Memory".into(), json!(memory));
+    }
+    if !limits.is_empty() {
+        object.insert("Limits".into(), Value::Object(limits));
+    }
+    insert_time(&mut object, "PullStartedAt", task.pull_started_at);
+    insert_time(&mut object, "PullStoppedAt", task.pull_stopped_at);
+    insert_time(&mut object, "ExecutionStoppedAt", task.execution_stopped_at);
+    insert_time(&mut object, "CreatedAt", Some(task.created_at));
+    if let Some(reason) = &task.stopped_reason {
+        object.insert("StoppedReason".into(), json!(reason));
+    }
+    object.insert(
+        "Containers".into(),
+        Value::Array(
+            task.containers
+                .iter()
+                .map(|container| metadata_container(task, container, cluster))
+                .collect(),
+        ),
+    );
+    Value::Object(object)
+}
+
+fn introspection_container(task: &Task, container: &Container, docker_id: &str) -> Value {
+    let mut object = Map::new();
+    object.insert("DockerId".into(), json!(docker_id));
+    object.insert(
+        "DockerName".into(),
+        json!(container.docker_name.clone().unwrap_or_default()),
+    );
+    object.insert("Name".into(), json!(container.name()));
+    object.insert("Image".into(), json!(container.definition.image));
+    if let Some(image_id) = &container.image_id {
+        object.insert("ImageID".into(), json!(image_id));
+    }
+    insert_time(&mut object, "CreatedAt", container.created_at);
+    insert_time(&mut object, "StartedAt", container.started_at);
+    if !container.ports.is_empty() {
+        object.insert("Ports".into(), ports_json(container));
+    }
+    object.insert(
+        "Networks".into(),
+        json!([{ "NetworkMode": task.network_mode.as_str(), "IPv4Addresses": [] }]),
+    );
+    let volumes: Vec<Value> = container
+        .definition
+        .mount_points
+        .iter()
+        .map(|mount| {
+            let source = task
+                .volumes
+                .iter()
+                .find(|volume| volume.name == mount.source_volume)
+                .and_then(|volume| volume.host_source_path.clone())
+                .unwrap_or_else(|| mount.source_volume.clone());
+            json!({
+                "DockerName": mount.source_volume,
+                "Source": source,
+                "Destination": mount.container_path,
+            })
+        })
+        .collect();
+    if !volumes.is_empty() {
+        object.insert("Volumes".into(), Value::Array(volumes));
+    }
+    if container
+        .definition
+        .restart_policy
+        .as_ref()
+        .is_some_and(|policy| policy.enabled)
+    {
+        object.insert("RestartCount".into(), json!(container.restart_count));
+    }
+    Value::Object(object)
+}
+
+/// One task of the ECS introspection `/v1/tasks` response. `DesiredStatus` is omitted when it
+/// is behind the known status (a task that stopped on its own), as ECS does; only containers
+/// that exist in Docker are listed.
+pub fn introspection_task(task: &Task) -> Value {
+    let mut object = Map::new();
+    object.insert("Arn".into(), json!(task.arn));
+    if task.desired_status >= task.known_status {
+        object.insert(
+            "DesiredStatus".into(),
+            json!(task.desired_status.ecs_external()),
+        );
+    }
+    object.insert(
+        "KnownStatus".into(),
+        json!(task.known_status.ecs_external()),
+    );
+    object.insert("Family".into(), json!(task.family));
+    object.insert("Version".into(), json!(task.revision.to_string()));
+    object.insert(
+        "Containers".into(),
+        Value::Array(
+            task.containers
+                .iter()
+                .filter_map(|container| {
+                    let docker_id = container.docker_id.as_deref()?;
+                    Some(introspection_container(task, container, docker_id))
+                })
+                .collect(),
+        ),
+    );
+    Value::Object(object)
+}
+
+/// Why a lookup found no single task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupError {
+    Empty,
+    NotFound {
+        query: String,
+    },
+    /// Several tasks match; their ids (or ARNs for Docker-id lookups), sorted.
+    Ambiguous {
+        query: String,
+        candidates: Vec<String>,
+    },
+}
+
+impl fmt::Display for LookupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LookupError::Empty => f.write_str("empty task id"),
+            LookupError::NotFound { query } => write!(f, "no task {query}"),
+            LookupError::Ambiguous { query, candidates } => write!(
+                f,
+                "{query} is ambiguous: it matches {}",
+                candidates.join(", ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LookupError {}
+
+/// Finds a task by full id, unique id prefix, or ARN.
+pub fn find_task<'a>(tasks: &'a [Task], query: &str) -> Result<&'a Task, LookupError> {
+    let query = query.trim();
+    if query.is_empty() {
+        return Err(LookupError::Empty);
+    }
+    if query.starts_with("arn:") {
+        return tasks
+            .iter()
+            .find(|task| task.arn == query)
+            .ok_or_else(|| LookupError::NotFound {
+                query: query.to_string(),
+            });
+    }
+    let lower = query.to_ascii_lowercase();
+    if let Some(task) = tasks.iter().find(|task| task.id == lower) {
+        return Ok(task);
+    }
+    let matches: Vec<&Task> = tasks
+        .iter()
+        .filter(|task| task.id.starts_with(&lower))
+        .collect();
+    match matches.as_slice() {
+        [] => Err(LookupError::NotFound {
+            query: query.to_string(),
+        }),
+        [task] => Ok(task),
+        many => {
+            let mut candidates: Vec<String> = many.iter().map(|task| task.id.clone()).collect();
+            candidates.sort();
+            Err(LookupError::Ambiguous {
+                query: query.to_string(),
+                candidates,
+            })
+        }
+    }
+}
+
+/// Finds the task owning a container by Docker id: a full id (longer than 12 characters) must
+/// match exactly; a short id (12 characters or fewer) matches as a prefix and must be unique.
+pub fn find_task_by_docker_id<'a>(
+    tasks: &'a [Task],
+    docker_id: &str,
+) -> Result<&'a Task, LookupError> {
+    let docker_id = docker_id.trim();
+    if docker_id.is_empty() {
+        return Err(LookupError::Empty);
+    }
+    let short = docker_id.len() <= SHORT_DOCKER_ID_LENGTH;
+    let mut owners: Vec<&Task> = Vec::new();
+    for task in tasks {
+        let owns = task.containers.iter().any(|container| {
+            container.docker_id.as_deref().is_some_and(|id| {
+                if short {
+                    id.starts_with(docker_id)
+                } else {
+                    id == docker_id
+                }
+            })
+        });
+        if owns {
+            owners.push(task);
+        }
+    }
+    // Two containers of one task cannot make a short id ambiguous between tasks, but two
+    // containers anywhere can: ECS refuses a short id that names more than one container.
+    let container_matches = tasks
+        .iter()
+        .flat_map(|task| task.containers.iter())
+        .filter(|container| {
+            container.docker_id.as_deref().is_some_and(|id| {
+                if short {
+                    id.starts_with(docker_id)
+                } else {
+                    id == docker_id
+                }
+            })
+        })
+        .count();
+    match owners.as_slice() {
+        [] => Err(LookupError::NotFound {
+            query: docker_id.to_string(),
+        }),
+        [task] if container_matches == 1 => Ok(task),
+        _ => {
+            let mut candidates: Vec<String> = owners.iter().map(|task| task.arn.clone()).collect();
+            candidates.sort();
+            candidates.dedup();
+            Err(LookupError::Ambiguous {
+                query: docker_id.to_string(),
+                candidates,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::PortBinding;
+    use crate::task::{
+        ContainerDefinition, ContainerStatus, HealthCheck, NetworkMode, TaskDefinition, TaskStatus,
+    };
+
+    fn container_definition(name: &str) -> ContainerDefinition {
+        ContainerDefinition {
+            name: name.into(),
+            image: "busybox:latest".into(),
+            essential: true,
+            command: None,
+            entry_point: None,
+            environment: Vec::new(),
+            depends_on: Vec::new(),
+            links: Vec::new(),
+            volumes_from: Vec::new(),
+            mount_points: Vec::new(),
+            port_mappings: Vec::new(),
+            health_check: None,
+            stop_timeout_secs: None,
+            start_timeout_secs: None,
+            memory_mib: None,
+            memory_reservation_mib: None,
+            cpu: None,
+            privileged: false,
+            user: None,
+            working_directory: None,
+            docker_labels: BTreeMap::new(),
+            log_configuration: None,
+            restart_policy: None,
+        }
+    }
+
+    fn task(id: &str, containers: &[(&str, Option<&str>)]) -> Task {
+        let definition = TaskDefinition {
+            family: "web".into(),
+            revision: 3,
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: containers
+                .iter()
+                .map(|(name, _)| container_definition(name))
+                .collect(),
+        };
+        let mut task = Task::new(id.into(), "edge", definition, 1, 1_700_000_000_000);
+        for (container, (_, docker_id)) in task.containers.iter_mut().zip(containers) {
+            container.docker_id = docker_id.map(str::to_string);
+        }
+        task
+    }
+
+    #[test]
+    fn rfc3339_known_instants() {
+        let table = [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (1_700_000_000_123, "2023-11-14T22:13:20.123Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (4_107_542_399_999, "2100-02-28T23:59:59.999Z"),
+            (1_798_761_600_000, "2027-01-01T00:00:00.000Z"),
+        ];
+        for (millis, expected) in table {
+            assert_eq!(rfc3339_from_millis(millis), expected, "{millis}");
+            assert_eq!(millis_from_rfc3339(expected), Some(millis), "{expected}");
+        }
+        assert_eq!(
+            millis_from_rfc3339("2023-11-14T22:13:20Z"),
+            Some(1_700_000_000_000)
+        );
+        assert_eq!(
+            millis_from_rfc3339("2023-11-14T22:13:20.123456789Z"),
+            Some(1_700_000_000_123)
+        );
+        for bad in [
+            "",
+            "2023-11-14",
+            "2023-13-01T00:00:00Z",
+            "2023-11-14T22:13:20+01:00",
+            "x",
+        ] {
+            assert_eq!(millis_from_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn find_task_by_id_prefix_and_arn() {
+        let tasks = vec![
+            task("aaaa1111000000000000000000000000", &[]),
+            task("aaaa2222000000000000000000000000", &[]),
+            task("bbbb0000000000000000000000000000", &[]),
+        ];
+        let arn = tasks[2].arn.clone();
+        let table: Vec<(&str, Result<&str, &str>)> = vec![
+            ("aaaa1111000000000000000000000000", Ok("aaaa1111")),
+            ("aaaa1", Ok("aaaa1111")),
+            ("AAAA2", Ok("aaaa2222")),
+            ("b", Ok("bbbb0000")),
+            (&arn, Ok("bbbb0000")),
+            ("aaaa", Err("ambiguous")),
+            ("c", Err("no task")),
+            (
+                "arn:aws:ecs:local:000000000000:task/edge/bbbb",
+                Err("no task"),
+            ),
+            ("  ", Err("empty")),
+        ];
+        for (query, expected) in table {
+            match (find_task(&tasks, query), expected) {
+                (Ok(found), Ok(prefix)) => assert!(found.id.starts_with(prefix), "{query}"),
+                (Err(error), Err(text)) => {
+                    assert!(error.to_string().contains(text), "{query}: {error}")
+                }
+                (other, expected) => panic!("{query}: got {other:?}, expected {expected:?}"),
+            }
+        }
+        let ambiguous = find_task(&tasks, "aaaa").unwrap_err();
+        assert_eq!(
+            ambiguous,
+            LookupError::Ambiguous {
+                query: "aaaa".into(),
+                candidates: vec![
+                    "aaaa1111000000000000000000000000".into(),
+                    "aaaa2222000000000000000000000000".into()
+                ]
+            }
+        );
+    }
+
+    #[test]
+    fn find_task_by_full_and_short_docker_id() {
+        let full_a = "abcdef0123456789aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        let full_b = "abcdef0123456789bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+        let full_c = "cccccc0123456789cccccccccccccccccccccccccccccccccccccccccccccccc";
+        let tasks = vec![
+            task(
+                "11110000000000000000000000000000",
+                &[("web", Some(full_a)), ("side", None)],
+            ),
+            task("22220000000000000000000000000000", &[("web", Some(full_b))]),
+            task("33330000000000000000000000000000", &[("web", Some(full_c))]),
+        ];
+        let table: Vec<(&str, Result<&str, &str>)> = vec![
+            (full_a, Ok("1111")),
+            (full_b, Ok("2222")),
+            ("cccccc012345", Ok("3333")),
+            ("ccc", Ok("3333")),
+            ("abcdef012345", Err("ambiguous")),
+            // A 13-character id is a full id: no prefix matching.
+            ("cccccc0123456", Err("no task")),
+            ("ffff", Err("no task")),
+        ];
+        for (query, expected) in table {
+            match (find_task_by_docker_id(&tasks, query), expected) {
+                (Ok(found), Ok(prefix)) => assert!(found.id.starts_with(prefix), "{query}"),
+                (Err(error), Err(text)) => {
+                    assert!(error.to_string().contains(text), "{query}: {error}")
+                }
+                (other, expected) => panic!("{query}: got {other:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn metadata_view_has_the_v4_fields_and_the_ecs_labels() {
+        let mut task = task(
+            "11110000000000000000000000000000",
+            &[("web", Some("d0cker"))],
+        );
+        task.known_status = TaskStatus::Running;
+        task.pull_started_at = Some(1_700_000_000_000);
+        let container = &mut task.containers[0];
+        container.known_status = ContainerStatus::Running;
+        container.desired_status = ContainerStatus::Running;
+        container.docker_name = Some("deckhand-web-3-web-ab12".into());
+        container.started_at = Some(1_700_000_001_000);
+        container.exit_code = None;
+        container
+            .definition
+            .docker_labels
+            .insert("team".into(), "edge".into());
+        container
+            .definition
+            .docker_labels
+            .insert("com.amazonaws.ecs.cluster".into(), "spoofed".into());
+        container.definition.health_check = Some(HealthCheck {
+            command: vec!["CMD".into(), "true".into()],
+            interval_secs: 30,
+            timeout_secs: 5,
+            retries: 3,
+            start_period_secs: 0,
+        });
+        container.health = HealthStatus::Healthy;
+        container.ports.push(PortBinding {
+            container_port: 8080,
+            protocol: "tcp".into(),
+            host_port: 18080,
+            host_ip: "0.0.0.0".into(),
+        });
+        let view = task_metadata(&task, "edge");
+        assert_eq!(view["TaskARN"], task.arn);
+        assert_eq!(view["Family"], "web");
+        assert_eq!(view["Revision"], "3");
+        assert_eq!(view["KnownStatus"], "RUNNING");
+        assert_eq!(view["DesiredStatus"], "RUNNING");
+        assert_eq!(view["PullStartedAt"], "2023-11-14T22:13:20.000Z");
+        assert!(view.get("ExecutionStoppedAt").is_none());
+        let container = &view["Containers"][0];
+        assert_eq!(container["Name"], "web");
+        assert_eq!(container["DockerId"], "d0cker");
+        assert_eq!(container["DockerName"], "deckhand-web-3-web-ab12");
+        assert_eq!(container["KnownStatus"], "RUNNING");
+        assert_eq!(container["StartedAt"], "2023-11-14T22:13:21.000Z");
+        assert_eq!(container["Health"]["status"], "HEALTHY");
+        assert_eq!(container["Ports"][0]["HostPort"], 18080);
+        let labels = &container["Labels"];
+        assert_eq!(labels["team"], "edge");
+        assert_eq!(
+            labels["com.amazonaws.ecs.cluster"], "edge",
+            "ECS labels win"
+        );
+        assert_eq!(labels["com.amazonaws.ecs.task-arn"], task.arn);
+        assert_eq!(labels["com.amazonaws.ecs.container-name"], "web");
+        assert_eq!(labels["com.amazonaws.ecs.task-definition-family"], "web");
+        assert_eq!(labels["com.amazonaws.ecs.task-definition-version"], "3");
+        assert!(container.get("ExitCode").is_none());
+    }
+
+    #[test]
+    fn introspection_statuses_and_desired_behind_known() {
+        let table = [
+            // (desired, known, shown desired, shown known)
+            (
+                TaskStatus::Running,
+                TaskStatus::None,
+                Some("RUNNING"),
+                "PENDING",
+            ),
+            (
+                TaskStatus::Running,
+                TaskStatus::Created,
+                Some("RUNNING"),
+                "PENDING",
+            ),
+            (
+                TaskStatus::Running,
+                TaskStatus::Running,
+                Some("RUNNING"),
+                "RUNNING",
+            ),
+            (
+                TaskStatus::Stopped,
+                TaskStatus::Running,
+                Some("STOPPED"),
+                "RUNNING",
+            ),
+            (TaskStatus::Running, TaskStatus::Stopped, None, "STOPPED"),
+            (
+                TaskStatus::Stopped,
+                TaskStatus::Stopped,
+                Some("STOPPED"),
+                "STOPPED",
+            ),
+        ];
+        for (desired, known, shown_desired, shown_known) in table {
+            let mut task = task(
+                "11110000000000000000000000000000",
+                &[("web", Some("abc")), ("late", None)],
+            );
+            task.desired_status = desired;
+            task.known_status = known;
+            let view = introspection_task(&task);
+            assert_eq!(
+                view.get("DesiredStatus").and_then(Value::as_str),
+                shown_desired,
+                "{desired}/{known}"
+            );
+            assert_eq!(view["KnownStatus"], shown_known);
+            assert_eq!(view["Version"], "3");
+            // Only containers that exist in Docker are listed.
+            assert_eq!(view["Containers"].as_array().map(Vec::len), Some(1));
+            assert_eq!(view["Containers"][0]["DockerId"], "abc");
+        }
+    }
+
+    #[test]
+    fn task_id_from_arn_takes_the_last_segment() {
+        assert_eq!(
+            task_id_from_arn("arn:aws:ecs:local:000000000000:task/edge/abc"),
+            Some("abc")
+        );
+        assert_eq!(task_id_from_arn("abc"), None);
+    }
+}

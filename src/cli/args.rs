@@ -1,0 +1,513 @@
+//! Command-line parsing, by hand (no argument crate): the verbs, their flags, and the help texts.
+//! Pure: takes the arguments, returns what to do or a usage error (exit code 2).
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// What the user asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Run the agent in the foreground.
+    Run {
+        config: Option<PathBuf>,
+    },
+    /// Submit a task definition (`-` = stdin).
+    Submit {
+        file: String,
+    },
+    Stop {
+        task: String,
+        wait: bool,
+    },
+    Ps {
+        all: bool,
+        json: bool,
+    },
+    Inspect {
+        task: String,
+    },
+    Events {
+        follow: bool,
+        since: u64,
+    },
+    /// Validate a task definition offline (`-` = stdin).
+    Validate {
+        file: String,
+    },
+    Version,
+    /// General help, or one verb's.
+    Help {
+        verb: Option<String>,
+    },
+}
+
+/// A parsed command line: the command plus the global `--socket`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub socket: Option<PathBuf>,
+    pub command: Command,
+}
+
+/// A command line that cannot be understood; the message says what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+pub const VERBS: [&str; 8] = [
+    "run", "submit", "stop", "ps", "inspect", "events", "validate", "help",
+];
+
+pub const USAGE: &str = "\
+deckhand — runs Amazon ECS task definitions on this host through Docker
+
+Usage: deckhand [--socket PATH] <command> [arguments]
+
+Commands:
+  run [--config PATH]        run the agent in the foreground
+  submit FILE                start the task in FILE (- = stdin); prints its id
+  stop TASK [--wait]         stop a task; --wait returns once it is STOPPED
+  ps [--all] [--json]        list running tasks (--all: stopped ones too)
+  inspect TASK               show a task as JSON (ECS task metadata v4 shape)
+  events [--follow] [--since N]
+                             print state changes, one JSON object per line
+  validate FILE              check a task definition offline (- = stdin)
+  help [COMMAND]             show help for a command
+
+TASK is a task id, a unique prefix of it, or its ARN.
+--socket PATH (or DECKHAND_API_SOCKET) chooses the agent's API socket; the default is
+/run/deckhand/api.sock for root and $XDG_RUNTIME_DIR/deckhand/api.sock for other users.
+
+Exit codes: 0 ok, 1 runtime failure (e.g. the agent is unreachable), 2 usage or invalid
+input, 78 configuration error.
+Options: -h, --help  this text;  -V, --version  print the version";
+
+/// The help text of one verb.
+pub fn verb_help(verb: &str) -> Option<&'static str> {
+    Some(match verb {
+        "run" => {
+            "\
+Usage: deckhand run [--config PATH]
+
+Runs the agent in the foreground (logs on stderr). It reads /etc/deckhand/deckhand.conf (or
+PATH; per-user paths when not root), then the environment, serves the local API on its socket
+and the ECS introspection endpoint, and starts the tasks in DECKHAND_TASKS_DIR. SIGTERM or
+SIGINT ends it within seconds and leaves the containers running; SIGHUP rescans tasks.d.
+Exit code 78: the configuration is invalid (the message names the key)."
+        }
+        "submit" => {
+            "\
+Usage: deckhand submit FILE
+
+Validates the ECS task definition in FILE (- reads stdin), submits it to the agent and prints
+the new task's id. An invalid definition prints every error on stderr, creates nothing and
+exits 2."
+        }
+        "stop" => {
+            "\
+Usage: deckhand stop TASK [--wait]
+
+Asks the agent to stop TASK (id, unique id prefix or ARN); exits 0 once accepted. With --wait
+it returns only when the task is STOPPED. The containers stop in reverse dependency order."
+        }
+        "ps" => {
+            "\
+Usage: deckhand ps [--all] [--json]
+
+Lists the tasks that are not stopped: TASK ID, FAMILY:REVISION, DESIRED, KNOWN, CONTAINERS
+(running/total), AGE. --all also lists stopped tasks the agent still holds; --json prints
+the inspect objects as a JSON array."
+        }
+        "inspect" => {
+            "\
+Usage: deckhand inspect TASK
+
+Prints TASK as one JSON object in the shape of the ECS task metadata v4 response, with
+deckhand's statuses (NONE, PULLED, CREATED, RUNNING, STOPPED) and RFC 3339 UTC times."
+        }
+        "events" => {
+            "\
+Usage: deckhand events [--follow] [--since N]
+
+Prints the container and task state changes the agent recorded after event number N
+(default 0: all it still holds), one JSON object per line:
+{\"seq\", \"time\", \"task\", \"container\", \"status\", \"exitCode\", \"reason\"}
+with \"time\" in RFC 3339 UTC; \"container\" is absent for task events. --follow keeps
+printing new events until interrupted."
+        }
+        "validate" => {
+            "\
+Usage: deckhand validate FILE
+
+Checks the ECS task definition in FILE (- reads stdin) without an agent: exit 0 with a
+summary, or exit 2 with every error and its JSON path."
+        }
+        "help" => {
+            "\
+Usage: deckhand help [COMMAND]
+
+Shows the general help, or the help of COMMAND."
+        }
+        _ => return None,
+    })
+}
+
+fn usage(message: impl Into<String>) -> UsageError {
+    UsageError(message.into())
+}
+
+/// Takes the value of a flag given as `--flag VALUE` or `--flag=VALUE`.
+fn flag_value(
+    flag: &str,
+    inline: Option<&str>,
+    rest: &mut std::slice::Iter<'_, String>,
+) -> Result<String, UsageError> {
+    match inline {
+        Some(value) if !value.is_empty() => Ok(value.to_string()),
+        Some(_) => Err(usage(format!("{flag} needs a value"))),
+        None => rest
+            .next()
+            .cloned()
+            .ok_or_else(|| usage(format!("{flag} needs a value"))),
+    }
+}
+
+/// Parses the arguments after the program name.
+pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
+    let mut socket: Option<PathBuf> = None;
+    let mut verb: Option<String> = None;
+    let mut positionals: Vec<String> = Vec::new();
+    let mut flags: Vec<(String, Option<String>)> = Vec::new();
+    let mut help = false;
+    let mut version = false;
+    let mut only_positionals = false;
+    let mut rest = args.iter();
+    while let Some(argument) = rest.next() {
+        if only_positionals || argument == "-" || !argument.starts_with('-') {
+            if verb.is_none() {
+                verb = Some(argument.clone());
+            } else {
+                positionals.push(argument.clone());
+            }
+            continue;
+        }
+        let (name, inline) = match argument.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => (name, Some(value)),
+            _ => (argument.as_str(), None),
+        };
+        match name {
+            "--" => only_positionals = true,
+            "-h" | "--help" => help = true,
+            "-V" | "--version" => version = true,
+            "--socket" => socket = Some(PathBuf::from(flag_value(name, inline, &mut rest)?)),
+            "--config" | "--since" => {
+                let value = flag_value(name, inline, &mut rest)?;
+                flags.push((name.to_string(), Some(value)));
+            }
+            "--wait" | "--all" | "-a" | "--json" | "--follow" | "-f" => {
+                if inline.is_some() {
+                    return Err(usage(format!("{name} takes no value")));
+                }
+                flags.push((name.to_string(), None));
+            }
+            _ => return Err(usage(format!("unknown option {argument}"))),
+        }
+    }
+    if help {
+        let verb = verb
+            .filter(|verb| verb != "help")
+            .or(positionals.first().cloned());
+        return Ok(Invocation {
+            socket,
+            command: Command::Help { verb },
+        });
+    }
+    let Some(verb) = verb else {
+        if version {
+            return Ok(Invocation {
+                socket,
+                command: Command::Version,
+            });
+        }
+        return Err(usage("no command given"));
+    };
+    if version {
+        return Err(usage("--version takes no command"));
+    }
+    let allowed: &[&str] = match verb.as_str() {
+        "run" => &["--config"],
+        "stop" => &["--wait"],
+        "ps" => &["--all", "-a", "--json"],
+        "events" => &["--follow", "-f", "--since"],
+        _ => &[],
+    };
+    if let Some((flag, _)) = flags
+        .iter()
+        .find(|(flag, _)| !allowed.contains(&flag.as_str()))
+    {
+        return Err(usage(format!("{verb} does not take {flag}")));
+    }
+    let has = |names: &[&str]| flags.iter().any(|(flag, _)| names.contains(&flag.as_str()));
+    let value_of = |name: &str| {
+        flags
+            .iter()
+            .find(|(flag, _)| flag == name)
+            .and_then(|(_, value)| value.clone())
+    };
+    let exactly_one = |what: &str| -> Result<String, UsageError> {
+        match positionals.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(usage(format!("{verb} needs {what}"))),
+            [_, extra, ..] => Err(usage(format!("{verb}: unexpected argument {extra}"))),
+        }
+    };
+    let none = || -> Result<(), UsageError> {
+        match positionals.first() {
+            None => Ok(()),
+            Some(extra) => Err(usage(format!("{verb}: unexpected argument {extra}"))),
+        }
+    };
+    let command = match verb.as_str() {
+        "run" => {
+            none()?;
+            Command::Run {
+                config: value_of("--config").map(PathBuf::from),
+            }
+        }
+        "submit" => Command::Submit {
+            file: exactly_one("a FILE (- for stdin)")?,
+        },
+        "validate" => Command::Validate {
+            file: exactly_one("a FILE (- for stdin)")?,
+        },
+        "stop" => Command::Stop {
+            task: exactly_one("a TASK (id, unique prefix or ARN)")?,
+            wait: has(&["--wait"]),
+        },
+        "inspect" => Command::Inspect {
+            task: exactly_one("a TASK (id, unique prefix or ARN)")?,
+        },
+        "ps" => {
+            none()?;
+            Command::Ps {
+                all: has(&["--all", "-a"]),
+                json: has(&["--json"]),
+            }
+        }
+        "events" => {
+            none()?;
+            let since = match value_of("--since") {
+                None => 0,
+                Some(text) => text.parse::<u64>().map_err(|_| {
+                    usage(format!(
+                        "--since needs an event number (0 or more), not {text:?}"
+                    ))
+                })?,
+            };
+            Command::Events {
+                follow: has(&["--follow", "-f"]),
+                since,
+            }
+        }
+        "help" => {
+            if positionals.len() > 1 {
+                return Err(usage("help takes at most one command"));
+            }
+            Command::Help {
+                verb: positionals.first().cloned(),
+            }
+        }
+        other => {
+            return Err(usage(format!(
+                "unknown command {other:?} (commands: {})",
+                VERBS.join(", ")
+            )))
+        }
+    };
+    Ok(Invocation { socket, command })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<Invocation, UsageError> {
+        let args: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        parse_args(&args)
+    }
+
+    fn command(line: &str) -> Command {
+        parse(line)
+            .unwrap_or_else(|error| panic!("{line}: {error}"))
+            .command
+    }
+
+    #[test]
+    fn every_verb_and_flag() {
+        let table = [
+            ("run", Command::Run { config: None }),
+            (
+                "run --config /etc/x.conf",
+                Command::Run {
+                    config: Some("/etc/x.conf".into()),
+                },
+            ),
+            (
+                "run --config=/etc/x.conf",
+                Command::Run {
+                    config: Some("/etc/x.conf".into()),
+                },
+            ),
+            (
+                "submit web.json",
+                Command::Submit {
+                    file: "web.json".into(),
+                },
+            ),
+            ("submit -", Command::Submit { file: "-".into() }),
+            ("validate -", Command::Validate { file: "-".into() }),
+            (
+                "stop abc",
+                Command::Stop {
+                    task: "abc".into(),
+                    wait: false,
+                },
+            ),
+            (
+                "stop --wait abc",
+                Command::Stop {
+                    task: "abc".into(),
+                    wait: true,
+                },
+            ),
+            (
+                "ps",
+                Command::Ps {
+                    all: false,
+                    json: false,
+                },
+            ),
+            (
+                "ps --all --json",
+                Command::Ps {
+                    all: true,
+                    json: true,
+                },
+            ),
+            (
+                "ps -a",
+                Command::Ps {
+                    all: true,
+                    json: false,
+                },
+            ),
+            ("inspect abc", Command::Inspect { task: "abc".into() }),
+            (
+                "events",
+                Command::Events {
+                    follow: false,
+                    since: 0,
+                },
+            ),
+            (
+                "events --follow --since 42",
+                Command::Events {
+                    follow: true,
+                    since: 42,
+                },
+            ),
+            (
+                "events -f --since=7",
+                Command::Events {
+                    follow: true,
+                    since: 7,
+                },
+            ),
+            ("--version", Command::Version),
+            ("-V", Command::Version),
+            ("--help", Command::Help { verb: None }),
+            ("help", Command::Help { verb: None }),
+            (
+                "help stop",
+                Command::Help {
+                    verb: Some("stop".into()),
+                },
+            ),
+            (
+                "stop --help",
+                Command::Help {
+                    verb: Some("stop".into()),
+                },
+            ),
+            ("-- submit -", Command::Submit { file: "-".into() }),
+        ];
+        for (line, expected) in table {
+            assert_eq!(command(line), expected, "{line}");
+        }
+    }
+
+    #[test]
+    fn socket_is_global_and_may_come_anywhere() {
+        for line in [
+            "--socket /tmp/a.sock ps",
+            "ps --socket /tmp/a.sock",
+            "ps --socket=/tmp/a.sock",
+        ] {
+            let invocation = parse(line).expect(line);
+            assert_eq!(
+                invocation.socket,
+                Some(PathBuf::from("/tmp/a.sock")),
+                "{line}"
+            );
+            assert_eq!(
+                invocation.command,
+                Command::Ps {
+                    all: false,
+                    json: false
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn usage_errors_say_what_is_wrong() {
+        let table = [
+            ("", "no command"),
+            ("frobnicate", "unknown command \"frobnicate\""),
+            ("submit", "submit needs a FILE"),
+            ("submit a.json b.json", "unexpected argument b.json"),
+            ("stop", "stop needs a TASK"),
+            ("ps --wait", "ps does not take --wait"),
+            ("ps extra", "unexpected argument extra"),
+            ("events --since", "--since needs a value"),
+            ("events --since x", "--since needs an event number"),
+            ("ps --bogus", "unknown option --bogus"),
+            ("stop --wait=yes abc", "--wait takes no value"),
+            ("ps --version", "--version takes no command"),
+            ("--socket", "--socket needs a value"),
+        ];
+        for (line, expected) in table {
+            let error = parse(line).expect_err(line);
+            assert!(error.0.contains(expected), "{line}: {error}");
+        }
+    }
+
+    #[test]
+    fn every_verb_has_help() {
+        for verb in VERBS {
+            let help = verb_help(verb).unwrap_or_else(|| panic!("no help for {verb}"));
+            assert!(
+                help.starts_with(&format!("Usage: deckhand {verb}")),
+                "{verb}"
+            );
+            assert!(USAGE.contains(verb), "{verb} missing from the usage text");
+        }
+        assert_eq!(verb_help("nope"), None);
+    }
+}

@@ -1,0 +1,563 @@
+//! The client commands — `submit`, `stop`, `ps`, `inspect`, `events` — and how a failure maps
+//! onto an exit code: 1 runtime failure (agent unreachable, agent error), 2 usage or invalid input
+//! (including an unknown or ambiguous task), 78 configuration error.
+//!
+//! The rendering (the `ps` table, an event line) is pure and unit-tested; the commands only
+//! move bytes between the user and the local API.
+
+use super::client::{ApiClient, ApiResponse, ClientError};
+use crate::api::http::{percent_encode, MAX_REQUEST_BODY_BYTES};
+use crate::api::views::{millis_from_rfc3339, rfc3339_from_millis, task_id_from_arn};
+use crate::report::Event;
+use crate::task::{parse_task_definition, Millis};
+use serde::Serialize;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Exit code of a runtime failure.
+pub const EXIT_RUNTIME: u8 = 1;
+/// Exit code of a usage error or invalid input.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code of a configuration error (EX_CONFIG).
+pub const EXIT_CONFIG: u8 = 78;
+
+/// Plain requests get this long to be answered.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one events long poll asks the agent to wait.
+const FOLLOW_WAIT_SECONDS: u64 = 30;
+
+/// Why a command failed; [`CliFailure::exit_code`] is what the process exits with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CliFailure {
+    /// Exit 1: the agent is unreachable, answered an error of its own, or output failed.
+    Runtime(String),
+    /// Exit 2: the command line or the input is wrong.
+    Invalid(Vec<String>),
+    /// Exit 2: the task definition is invalid; one `error: path: message` line per error,
+    /// printed as they are (the same lines as `deckhand validate`).
+    InvalidDefinition(Vec<String>),
+    /// Exit 78: the configuration cannot be loaded.
+    Config(String),
+}
+
+impl CliFailure {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliFailure::Runtime(_) => EXIT_RUNTIME,
+            CliFailure::Invalid(_) | CliFailure::InvalidDefinition(_) => EXIT_USAGE,
+            CliFailure::Config(_) => EXIT_CONFIG,
+        }
+    }
+
+    /// The lines to print on stderr.
+    pub fn messages(&self) -> Vec<String> {
+        match self {
+            CliFailure::Runtime(message) | CliFailure::Config(message) => vec![message.clone()],
+            CliFailure::Invalid(messages) | CliFailure::InvalidDefinition(messages) => {
+                messages.clone()
+            }
+        }
+    }
+
+    /// Whether the messages are printed without the `deckhand: ` prefix.
+    pub fn is_bare(&self) -> bool {
+        matches!(self, CliFailure::InvalidDefinition(_))
+    }
+
+    fn invalid(message: impl Into<String>) -> CliFailure {
+        CliFailure::Invalid(vec![message.into()])
+    }
+}
+
+impl From<ClientError> for CliFailure {
+    fn from(error: ClientError) -> CliFailure {
+        CliFailure::Runtime(error.to_string())
+    }
+}
+
+/// An error answer → failure: the agent refusing the user's input is exit 2, anything else 1.
+fn answer_failure(response: &ApiResponse) -> CliFailure {
+    let mut messages = vec![response.error_message()];
+    if let Some(errors) = response.body.get("errors").and_then(Value::as_array) {
+        // The summary line already joins them; list each one on its own line instead.
+        messages = errors
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+    }
+    if (400..500).contains(&response.status) {
+        CliFailure::Invalid(messages)
+    } else {
+        CliFailure::Runtime(messages.join("\n"))
+    }
+}
+
+/// The API socket: `--socket`, else `DECKHAND_API_SOCKET` or the default of the configuration
+/// (root: `/run/deckhand/api.sock`; others: `$XDG_RUNTIME_DIR/deckhand/api.sock`).
+pub fn resolve_socket(flag: Option<&Path>) -> Result<PathBuf, CliFailure> {
+    if let Some(path) = flag {
+        return Ok(path.to_path_buf());
+    }
+    crate::config::Config::from_process_env(None)
+        .map(|config| config.api_socket)
+        .map_err(|error| CliFailure::Config(format!("configuration error: {error}")))
+}
+
+fn now_millis() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+/// Reads a definition from FILE or stdin (`-`), refusing more than the API accepts.
+pub fn read_definition(file: &str) -> Result<Vec<u8>, CliFailure> {
+    let mut bytes = Vec::new();
+    let limit = MAX_REQUEST_BODY_BYTES as u64 + 1;
+    let result = if file == "-" {
+        std::io::stdin().lock().take(limit).read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(file).and_then(|opened| opened.take(limit).read_to_end(&mut bytes))
+    };
+    let name = if file == "-" { "standard input" } else { file };
+    // As `deckhand validate`: an unreadable file is a runtime failure (exit 1).
+    result.map_err(|error| CliFailure::Runtime(format!("cannot read {name}: {error}")))?;
+    if bytes.len() > MAX_REQUEST_BODY_BYTES {
+        return Err(CliFailure::invalid(format!(
+            "{name} is larger than the {MAX_REQUEST_BODY_BYTES} bytes a task definition may have"
+        )));
+    }
+    Ok(bytes)
+}
+
+fn write_out(out: &mut dyn Write, text: &str) -> Result<(), CliFailure> {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        // A closed pipe (`deckhand events -f | head`) just ends the output.
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(error) => Err(CliFailure::Runtime(format!("cannot write output: {error}"))),
+    }
+}
+
+/// `deckhand submit FILE`: validate locally, submit, print the new id.
+pub fn submit(client: &ApiClient, file: &str, out: &mut dyn Write) -> Result<(), CliFailure> {
+    let definition = read_definition(file)?;
+    match parse_task_definition(&definition) {
+        Ok(parsed) => {
+            for warning in parsed.warnings {
+                eprintln!("warning: {warning}");
+            }
+        }
+        Err(errors) => {
+            // The same lines as `deckhand validate`.
+            return Err(CliFailure::InvalidDefinition(
+                errors
+                    .iter()
+                    .map(|error| format!("error: {error}"))
+                    .collect(),
+            ));
+        }
+    }
+    let response = client.request("POST", "/v1/tasks", Some(&definition), REQUEST_TIMEOUT)?;
+    if response.status != 201 {
+        return Err(answer_failure(&response));
+    }
+    let id = response
+        .body
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            CliFailure::Runtime("the agent accepted the task but sent no id".to_string())
+        })?;
+    write_out(out, &format!("{id}\n"))
+}
+
+fn task_target(task: &str) -> String {
+    format!("/v1/tasks/{}", percent_encode(task))
+}
+
+/// A TASK argument must name something: an empty one would address the task list.
+fn check_task_argument(task: &str) -> Result<(), CliFailure> {
+    if task.trim().is_empty() {
+        return Err(CliFailure::invalid(
+            "TASK is empty: give a task id, a unique prefix of it, or its ARN",
+        ));
+    }
+    Ok(())
+}
+
+/// `deckhand stop TASK [--wait]`.
+pub fn stop(
+    client: &ApiClient,
+    task: &str,
+    wait: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliFailure> {
+    check_task_argument(task)?;
+    let response = client.request(
+        "POST",
+        &format!("{}/stop", task_target(task)),
+        Some(b""),
+        REQUEST_TIMEOUT,
+    )?;
+    if response.status != 202 {
+        return Err(answer_failure(&response));
+    }
+    let id = response
+        .body
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or(task)
+        .to_string();
+    if wait {
+        wait_until_stopped(client, &id)?;
+    }
+    write_out(out, &format!("{id}\n"))
+}
+
+/// Waits for the task to be STOPPED (or already cleaned up), sleeping in event long polls rather
+/// than in fixed intervals: each new event wakes the check.
+fn wait_until_stopped(client: &ApiClient, id: &str) -> Result<(), CliFailure> {
+    let mut cursor = 0u64;
+    loop {
+        let response = client.request("GET", &task_target(id), None, REQUEST_TIMEOUT)?;
+        match response.status {
+            404 => return Ok(()),
+            200 => {
+                if response.body.get("KnownStatus").and_then(Value::as_str) == Some("STOPPED") {
+                    return Ok(());
+                }
+            }
+            _ => return Err(answer_failure(&response)),
+        }
+        let events = fetch_events(client, cursor, 10)?;
+        if let Some(last) = events.last() {
+            cursor = last.seq;
+        }
+    }
+}
+
+fn fetch_events(
+    client: &ApiClient,
+    since: u64,
+    wait_seconds: u64,
+) -> Result<Vec<Event>, CliFailure> {
+    let response = client.request(
+        "GET",
+        &format!("/v1/events?since={since}&wait={wait_seconds}"),
+        None,
+        Duration::from_secs(wait_seconds) + REQUEST_TIMEOUT,
+    )?;
+    if response.status != 200 {
+        return Err(answer_failure(&response));
+    }
+    let events = response.body.get("events").cloned().unwrap_or(Value::Null);
+    serde_json::from_value(events)
+        .map_err(|error| CliFailure::Runtime(format!("the agent sent unreadable events: {error}")))
+}
+
+/// One event as `deckhand events` prints it: the event's fields in order, `time` in RFC 3339.
+#[derive(Serialize)]
+struct EventLine<'a> {
+    seq: u64,
+    time: String,
+    task: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    container: Option<&'a str>,
+    status: &'a str,
+    #[serde(rename = "exitCode", skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+pub fn event_line(event: &Event) -> String {
+    let line = EventLine {
+        seq: event.seq,
+        time: rfc3339_from_millis(event.time),
+        task: &event.task,
+        container: event.container.as_deref(),
+        status: &event.status,
+        exit_code: event.exit_code,
+        reason: event.reason.as_deref(),
+    };
+    serde_json::to_string(&line).unwrap_or_default()
+}
+
+/// `deckhand events [--follow] [--since N]`.
+pub fn events(
+    client: &ApiClient,
+    follow: bool,
+    since: u64,
+    out: &mut dyn Write,
+) -> Result<(), CliFailure> {
+    let mut cursor = since;
+    loop {
+        let wait = if follow { FOLLOW_WAIT_SECONDS } else { 0 };
+        let events = fetch_events(client, cursor, wait)?;
+        let mut text = String::new();
+        for event in &events {
+            text.push_str(&event_line(event));
+            text.push('\n');
+            cursor = cursor.max(event.seq);
+        }
+        write_out(out, &text)?;
+        if !follow {
+            return Ok(());
+        }
+    }
+}
+
+/// `deckhand inspect TASK`.
+pub fn inspect(client: &ApiClient, task: &str, out: &mut dyn Write) -> Result<(), CliFailure> {
+    check_task_argument(task)?;
+    let response = client.request("GET", &task_target(task), None, REQUEST_TIMEOUT)?;
+    if response.status != 200 {
+        return Err(answer_failure(&response));
+    }
+    let text = serde_json::to_string_pretty(&response.body).unwrap_or_default();
+    write_out(out, &format!("{text}\n"))
+}
+
+/// `5s`, `3m`, `2h`, `4d`: the age of something created at `created`.
+pub fn age(created: Millis, now: Millis) -> String {
+    let seconds = now.saturating_sub(created) / 1000;
+    match seconds {
+        0..=59 => format!("{seconds}s"),
+        60..=3599 => format!("{}m", seconds / 60),
+        3600..=86_399 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
+/// The `ps` table over inspect objects; stopped tasks only with `all`.
+pub fn ps_table(tasks: &[Value], all: bool, now: Millis) -> String {
+    let text = |task: &Value, key: &str| {
+        task.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut rows: Vec<[String; 6]> = vec![[
+        "TASK ID".into(),
+        "FAMILY:REVISION".into(),
+        "DESIRED".into(),
+        "KNOWN".into(),
+        "CONTAINERS".into(),
+        "AGE".into(),
+    ]];
+    for task in tasks {
+        let known = text(task, "KnownStatus");
+        if !all && known == "STOPPED" {
+            continue;
+        }
+        let arn = text(task, "TaskARN");
+        let id = task_id_from_arn(&arn).unwrap_or(&arn).to_string();
+        let containers = task
+            .get("Containers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let running = containers
+            .iter()
+            .filter(|container| {
+                container.get("KnownStatus").and_then(Value::as_str) == Some("RUNNING")
+            })
+            .count();
+        let age_text = task
+            .get("CreatedAt")
+            .and_then(Value::as_str)
+            .and_then(millis_from_rfc3339)
+            .map(|created| age(created, now))
+            .unwrap_or_else(|| "-".into());
+        rows.push([
+            id,
+            format!("{}:{}", text(task, "Family"), text(task, "Revision")),
+            text(task, "DesiredStatus"),
+            known,
+            format!("{running}/{}", containers.len()),
+            age_text,
+        ]);
+    }
+    let mut widths = [0usize; 6];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut table = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (index, cell) in row.iter().enumerate() {
+            if index + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}   ", width = widths[index]));
+            }
+        }
+        table.push_str(line.trim_end());
+        table.push('\n');
+    }
+    table
+}
+
+/// `deckhand ps [--all] [--json]`.
+pub fn ps(
+    client: &ApiClient,
+    all: bool,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliFailure> {
+    let response = client.request("GET", "/v1/tasks", None, REQUEST_TIMEOUT)?;
+    if response.status != 200 {
+        return Err(answer_failure(&response));
+    }
+    let tasks = response
+        .body
+        .get("Tasks")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if json {
+        let shown: Vec<&Value> = tasks
+            .iter()
+            .filter(|task| {
+                all || task.get("KnownStatus").and_then(Value::as_str) != Some("STOPPED")
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&shown).unwrap_or_default();
+        return write_out(out, &format!("{text}\n"));
+    }
+    write_out(out, &ps_table(&tasks, all, now_millis()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ages_in_the_largest_whole_unit() {
+        let table = [
+            (0, "0s"),
+            (59_999, "59s"),
+            (60_000, "1m"),
+            (3_599_000, "59m"),
+            (3_600_000, "1h"),
+            (86_400_000, "1d"),
+            (10 * 86_400_000, "10d"),
+        ];
+        for (elapsed, expected) in table {
+            assert_eq!(age(1_000_000, 1_000_000 + elapsed), expected, "{elapsed}");
+        }
+        assert_eq!(
+            age(2_000, 1_000),
+            "0s",
+            "a clock going back is not negative"
+        );
+    }
+
+    fn task(id: &str, known: &str, containers: &[&str]) -> Value {
+        json!({
+            "TaskARN": format!("arn:aws:ecs:local:000000000000:task/default/{id}"),
+            "Family": "web",
+            "Revision": "2",
+            "DesiredStatus": "RUNNING",
+            "KnownStatus": known,
+            "CreatedAt": "2023-11-14T22:13:20.000Z",
+            "Containers": containers.iter().map(|status| json!({"KnownStatus": status})).collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn ps_lists_running_tasks_and_all_with_all() {
+        let tasks = vec![
+            task("aaaa", "RUNNING", &["RUNNING", "STOPPED"]),
+            task("bbbb", "STOPPED", &["STOPPED"]),
+        ];
+        let now = 1_700_000_000_000 + 125_000;
+        let table = ps_table(&tasks, false, now);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 2, "{table}");
+        let header: Vec<&str> = lines[0]
+            .split("   ")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        assert_eq!(
+            header,
+            [
+                "TASK ID",
+                "FAMILY:REVISION",
+                "DESIRED",
+                "KNOWN",
+                "CONTAINERS",
+                "AGE"
+            ]
+        );
+        let row: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(row, ["aaaa", "web:2", "RUNNING", "RUNNING", "1/2", "2m"]);
+        let table = ps_table(&tasks, true, now);
+        assert_eq!(table.lines().count(), 3);
+        assert!(table
+            .lines()
+            .nth(2)
+            .is_some_and(|line| line.starts_with("bbbb")));
+    }
+
+    #[test]
+    fn event_lines_carry_rfc3339_time_and_omit_what_is_absent() {
+        let container_event = Event {
+            seq: 7,
+            time: 1_700_000_000_123,
+            task: "abc".into(),
+            container: Some("web".into()),
+            status: "STOPPED".into(),
+            exit_code: Some(137),
+            reason: Some("killed".into()),
+        };
+        assert_eq!(
+            event_line(&container_event),
+            r#"{"seq":7,"time":"2023-11-14T22:13:20.123Z","task":"abc","container":"web","status":"STOPPED","exitCode":137,"reason":"killed"}"#
+        );
+        let task_event = Event {
+            container: None,
+            exit_code: None,
+            reason: None,
+            status: "RUNNING".into(),
+            ..container_event
+        };
+        assert_eq!(
+            event_line(&task_event),
+            r#"{"seq":7,"time":"2023-11-14T22:13:20.123Z","task":"abc","status":"RUNNING"}"#
+        );
+    }
+
+    #[test]
+    fn refusals_are_exit_2_and_agent_errors_exit_1() {
+        let table = [
+            (
+                400,
+                json!({"error": "invalid", "errors": ["a: x", "b: y"]}),
+                2,
+                vec!["a: x", "b: y"],
+            ),
+            (404, json!({"error": "no task abc"}), 2, vec!["no task abc"]),
+            (
+                503,
+                json!({"error": "shutting down"}),
+                1,
+                vec!["shutting down"],
+            ),
+            (500, Value::Null, 1, vec!["the agent answered HTTP 500"]),
+        ];
+        for (status, body, code, messages) in table {
+            let failure = answer_failure(&ApiResponse { status, body });
+            assert_eq!(failure.exit_code(), code, "{status}");
+            assert_eq!(failure.messages(), messages, "{status}");
+        }
+    }
+}

@@ -1,0 +1,688 @@
+//! `tasks.d`: declarative tasks, the default control source of a host with no control plane.
+//! Each `*.json` file in the directory is a task that should run:
+//!
+//! - a new file starts its task;
+//! - a removed file stops its task;
+//! - a changed file (its content hash differs) stops the old task, then starts the new one;
+//! - an invalid file is logged with its name and every error, and changes nothing: the task it
+//!   would replace keeps running.
+//!
+//! Order matters for replacements that reuse a host port: every stop of a rescan is sent to the
+//! engine before any start, so each start's sequence number is higher than every stop's and the
+//! engine's wait group creates the new containers only after the old ones have stopped.
+//!
+//! The decision is the pure [`diff`]; [`TasksDirWatcher`] is a thin thread that rescans on demand
+//! (SIGHUP, wired by the agent), at a fixed interval, and ends on shutdown. Which task came from
+//! which file is kept in a small state file, so that an agent restart neither duplicates nor
+//! forgets tasks; an entry whose task the engine no longer holds is dropped at start, and its file
+//! then counts as new.
+//!
+//! Hidden files (`.name.json`, editors' lock files) and files that are not regular files are
+//! ignored. A missing directory changes nothing (it may be an unmounted volume); an existing,
+//! empty directory stops every task that came from it.
+
+use crate::api::http::MAX_REQUEST_BODY_BYTES;
+use crate::engine::{EngineError, EngineHandle};
+use crate::task::{parse_task_definition, TaskDefinition, TaskStatus};
+use crossbeam_channel::{bounded, select, tick, unbounded, Receiver, Sender};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+/// The rescan interval when nothing asks for one sooner.
+pub const DEFAULT_RESCAN_INTERVAL: Duration = Duration::from_secs(5);
+/// Version of the state file's format.
+const STATE_VERSION: u32 = 1;
+
+/// FNV-1a, 64 bits: a content hash that is stable across builds (it is persisted).
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// A file whose task deckhand started: its content hash and the task's id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackedFile {
+    pub hash: u64,
+    pub task_id: String,
+}
+
+/// What a scan found in one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScannedFile {
+    pub hash: u64,
+    /// Whether the file holds a valid task definition.
+    pub valid: bool,
+}
+
+/// What to do about one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// A new valid file: start its task.
+    Start { file: String },
+    /// The file is gone: stop its task.
+    Stop { file: String, task_id: String },
+    /// The file changed and is valid: stop the old task, then start the new one.
+    Replace { file: String, old_task_id: String },
+}
+
+/// Compares the files deckhand started tasks from with the files present now. Invalid files
+/// never cause an action: a new invalid file starts nothing, a changed invalid file leaves the
+/// old task running. Actions come sorted by file name, stops first.
+pub fn diff(
+    previous: &BTreeMap<String, TrackedFile>,
+    current: &BTreeMap<String, ScannedFile>,
+) -> Vec<Action> {
+    let mut stops = Vec::new();
+    let mut others = Vec::new();
+    for (file, tracked) in previous {
+        if !current.contains_key(file) {
+            stops.push(Action::Stop {
+                file: file.clone(),
+                task_id: tracked.task_id.clone(),
+            });
+        }
+    }
+    for (file, scanned) in current {
+        if !scanned.valid {
+            continue;
+        }
+        match previous.get(file) {
+            None => others.push(Action::Start { file: file.clone() }),
+            Some(tracked) if tracked.hash != scanned.hash => others.push(Action::Replace {
+                file: file.clone(),
+                old_task_id: tracked.task_id.clone(),
+            }),
+            Some(_) => {}
+        }
+    }
+    stops.extend(others);
+    stops
+}
+
+/// One file as read from the directory: its hash and its definition or every error.
+#[derive(Debug, Clone)]
+pub struct FileContent {
+    pub hash: u64,
+    pub definition: Result<TaskDefinition, Vec<String>>,
+}
+
+/// Reads every `*.json` regular, non-hidden file of `directory`. `Ok(None)`: the directory
+/// does not exist.
+pub fn read_directory(directory: &Path) -> io::Result<Option<BTreeMap<String, FileContent>>> {
+    let entries = match std::fs::read_dir(directory) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let mut files = BTreeMap::new();
+    for entry in entries {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        let path = entry.path();
+        // Follow symlinks: a link to a definition elsewhere is a task too.
+        match std::fs::metadata(&path) {
+            Ok(metadata) if metadata.is_file() => {}
+            _ => continue,
+        }
+        files.insert(name, read_file(&path));
+    }
+    Ok(Some(files))
+}
+
+fn read_file(path: &Path) -> FileContent {
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(path).and_then(|file| {
+        file.take(MAX_REQUEST_BODY_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+    });
+    let hash = content_hash(&bytes);
+    let definition = match read {
+        Err(error) => Err(vec![format!("cannot read the file: {error}")]),
+        Ok(_) if bytes.len() > MAX_REQUEST_BODY_BYTES => Err(vec![format!(
+            "larger than the {MAX_REQUEST_BODY_BYTES} bytes a task definition may have"
+        )]),
+        Ok(_) => parse_task_definition(&bytes)
+            .map(|parsed| parsed.definition)
+            .map_err(|errors| errors.iter().map(ToString::to_string).collect()),
+    };
+    FileContent { hash, definition }
+}
+
+#[derive(Serialize, Deserialize)]
+struct StateFile {
+    version: u32,
+    files: BTreeMap<String, TrackedFile>,
+}
+
+/// Loads the file → task map; a missing file is an empty map.
+pub fn load_state(path: &Path) -> Result<BTreeMap<String, TrackedFile>, String> {
+    let text = match std::fs::read(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
+    };
+    let state: StateFile = serde_json::from_slice(&text)
+        .map_err(|error| format!("{} is not a tasks.d state file: {error}", path.display()))?;
+    if state.version > STATE_VERSION {
+        return Err(format!(
+            "{} has format version {}, newer than this deckhand understands ({STATE_VERSION})",
+            path.display(),
+            state.version
+        ));
+    }
+    Ok(state.files)
+}
+
+/// Writes the map atomically: temp file, fsync, rename, fsync the directory.
+pub fn save_state(path: &Path, files: &BTreeMap<String, TrackedFile>) -> io::Result<()> {
+    let directory = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(directory)?;
+    let temporary = path.with_extension("json.tmp");
+    let state = StateFile {
+        version: STATE_VERSION,
+        files: files.clone(),
+    };
+    let bytes = serde_json::to_vec_pretty(&state).map_err(io::Error::other)?;
+    {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&temporary, path)?;
+    std::fs::File::open(directory)?.sync_all()
+}
+
+/// What one rescan did, by file name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanSummary {
+    pub started: Vec<String>,
+    pub stopped: Vec<String>,
+    pub replaced: Vec<String>,
+    /// Files with errors (logged once per content).
+    pub invalid: Vec<String>,
+    /// Files whose command the engine refused or could not take (retried at the next scan).
+    pub failed: Vec<String>,
+    /// The directory does not exist: nothing was changed.
+    pub directory_missing: bool,
+}
+
+/// The watcher's state between scans.
+struct Watcher {
+    engine: Arc<dyn EngineHandle>,
+    directory: PathBuf,
+    state_path: Option<PathBuf>,
+    tracked: BTreeMap<String, TrackedFile>,
+    /// (file, hash) of invalid files already logged, so each bad version is logged once.
+    reported_invalid: BTreeMap<String, u64>,
+    missing_directory_logged: bool,
+}
+
+impl Watcher {
+    fn persist(&self) {
+        if let Some(path) = &self.state_path {
+            if let Err(error) = save_state(path, &self.tracked) {
+                log::error!(
+                    "tasks.d: cannot save {}: {error}; after a restart its tasks may start twice",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    fn submit(&mut self, file: &str, content: &FileContent, summary: &mut ScanSummary) -> bool {
+        let Ok(definition) = &content.definition else {
+            return false;
+        };
+        match self.engine.submit(definition.clone()) {
+            Ok(task) => {
+                log::info!("tasks.d: {file}: started task {}", task.id);
+                self.tracked.insert(
+                    file.to_string(),
+                    TrackedFile {
+                        hash: content.hash,
+                        task_id: task.id,
+                    },
+                );
+                true
+            }
+            Err(error) => {
+                log::error!("tasks.d: {file}: cannot start its task: {error}");
+                summary.failed.push(file.to_string());
+                false
+            }
+        }
+    }
+
+    /// Stops a task; a task the engine no longer has counts as stopped.
+    fn stop(&mut self, file: &str, task_id: &str, summary: &mut ScanSummary) -> bool {
+        match self.engine.stop(task_id) {
+            Ok(()) | Err(EngineError::NotFound { .. }) => {
+                log::info!("tasks.d: {file}: stopping task {task_id}");
+                true
+            }
+            Err(error) => {
+                log::error!("tasks.d: {file}: cannot stop task {task_id}: {error}");
+                summary.failed.push(file.to_string());
+                false
+            }
+        }
+    }
+
+    fn scan(&mut self) -> ScanSummary {
+        let mut summary = ScanSummary::default();
+        let files = match read_directory(&self.directory) {
+            Ok(Some(files)) => {
+                self.missing_directory_logged = false;
+                files
+            }
+            Ok(None) => {
+                if !self.missing_directory_logged {
+                    log::warn!(
+                        "tasks.d: {} does not exist; its tasks are left as they are",
+                        self.directory.display()
+                    );
+                    self.missing_directory_logged = true;
+                }
+                summary.directory_missing = true;
+                return summary;
+            }
+            Err(error) => {
+                log::error!(
+                    "tasks.d: cannot read {}: {error}; its tasks are left as they are",
+                    self.directory.display()
+                );
+                summary.directory_missing = true;
+                return summary;
+            }
+        };
+        let current: BTreeMap<String, ScannedFile> = files
+            .iter()
+            .map(|(file, content)| {
+                (
+                    file.clone(),
+                    ScannedFile {
+                        hash: content.hash,
+                        valid: content.definition.is_ok(),
+                    },
+                )
+            })
+            .collect();
+        for (file, content) in &files {
+            if let Err(errors) = &content.definition {
+                summary.invalid.push(file.clone());
+                if self.reported_invalid.get(file) != Some(&content.hash) {
+                    let keeps = match self.tracked.get(file) {
+                        Some(tracked) => format!("; task {} keeps running", tracked.task_id),
+                        None => String::new(),
+                    };
+                    log::error!(
+                        "tasks.d: {file} is not a valid task definition{keeps}:\n  {}",
+                        errors.join("\n  ")
+                    );
+                    self.reported_invalid.insert(file.clone(), content.hash);
+                }
+            }
+        }
+        self.reported_invalid
+            .retain(|file, hash| files.get(file).is_some_and(|content| content.hash == *hash));
+
+        let actions = diff(&self.tracked, &current);
+        if actions.is_empty() {
+            return summary;
+        }
+        // Phase 1: every stop, so that each start below gets a later sequence number.
+        let mut replace_ready = Vec::new();
+        for action in &actions {
+            match action {
+                Action::Stop { file, task_id } => {
+                    if self.stop(file, task_id, &mut summary) {
+                        self.tracked.remove(file);
+                        summary.stopped.push(file.clone());
+                    }
+                }
+                Action::Replace { file, old_task_id } => {
+                    if self.stop(file, old_task_id, &mut summary) {
+                        self.tracked.remove(file);
+                        replace_ready.push(file.clone());
+                    }
+                }
+                Action::Start { .. } => {}
+            }
+        }
+        self.persist();
+        // Phase 2: every start.
+        for action in &actions {
+            let (file, replacing) = match action {
+                Action::Start { file } => (file, false),
+                Action::Replace { file, .. } if replace_ready.contains(file) => (file, true),
+                _ => continue,
+            };
+            if let Some(content) = files.get(file) {
+                if self.submit(file, content, &mut summary) {
+                    if replacing {
+                        summary.replaced.push(file.clone());
+                    } else {
+                        summary.started.push(file.clone());
+                    }
+                }
+            }
+        }
+        self.persist();
+        summary
+    }
+}
+
+enum Request {
+    Rescan(Option<Sender<ScanSummary>>),
+}
+
+/// The `tasks.d` thread. Dropping it without [`TasksDirWatcher::shutdown`] also ends the thread.
+pub struct TasksDirWatcher {
+    requests: Sender<Request>,
+    shutdown: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TasksDirWatcher {
+    /// Starts watching `directory`. `state_path` keeps which task came from which file (use a
+    /// file in the agent's data directory); entries whose task the engine does not hold are
+    /// dropped now. The first scan runs at once.
+    pub fn start(
+        engine: Arc<dyn EngineHandle>,
+        directory: PathBuf,
+        state_path: Option<PathBuf>,
+        interval: Duration,
+    ) -> io::Result<TasksDirWatcher> {
+        let mut tracked = match &state_path {
+            Some(path) => load_state(path).unwrap_or_else(|error| {
+                log::error!("tasks.d: {error}; starting from an empty map");
+                BTreeMap::new()
+            }),
+            None => BTreeMap::new(),
+        };
+        let held: BTreeMap<String, TaskStatus> = engine
+            .tasks()
+            .into_iter()
+            .map(|task| (task.id, task.desired_status))
+            .collect();
+        tracked.retain(|file, entry| {
+            let keep = held
+                .get(&entry.task_id)
+                .is_some_and(|desired| *desired != TaskStatus::Stopped);
+            if !keep {
+                log::info!(
+                    "tasks.d: {file}: task {} is no longer running; the file will start a new one",
+                    entry.task_id
+                );
+            }
+            keep
+        });
+        let mut watcher = Watcher {
+            engine,
+            directory,
+            state_path,
+            tracked,
+            reported_invalid: BTreeMap::new(),
+            missing_directory_logged: false,
+        };
+        let (requests, request_receiver) = unbounded::<Request>();
+        let (shutdown, shutdown_receiver) = bounded::<()>(1);
+        let thread = thread::Builder::new()
+            .name("tasks.d".into())
+            .spawn(move || {
+                watcher.persist();
+                watcher.scan();
+                run(
+                    &mut watcher,
+                    &request_receiver,
+                    &shutdown_receiver,
+                    interval,
+                );
+            })?;
+        Ok(TasksDirWatcher {
+            requests,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks for a rescan (SIGHUP) without waiting for it.
+    pub fn rescan(&self) {
+        let _ = self.requests.send(Request::Rescan(None));
+    }
+
+    /// A handle that asks for rescans from another thread (the signal thread).
+    pub fn rescan_trigger(&self) -> RescanTrigger {
+        RescanTrigger(self.requests.clone())
+    }
+
+    /// Rescans now and returns what the scan did, or `None` if it did not finish in `timeout`.
+    pub fn rescan_and_wait(&self, timeout: Duration) -> Option<ScanSummary> {
+        let (reply, summary) = bounded(1);
+        self.requests.send(Request::Rescan(Some(reply))).ok()?;
+        summary.recv_timeout(timeout).ok()
+    }
+
+    /// Ends the thread (after a scan in progress) and joins it. Tasks keep running.
+    pub fn shutdown(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for TasksDirWatcher {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Asks a [`TasksDirWatcher`] to rescan; cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct RescanTrigger(Sender<Request>);
+
+impl RescanTrigger {
+    pub fn rescan(&self) {
+        let _ = self.0.send(Request::Rescan(None));
+    }
+}
+
+fn run(
+    watcher: &mut Watcher,
+    requests: &Receiver<Request>,
+    shutdown: &Receiver<()>,
+    interval: Duration,
+) {
+    let ticker = tick(interval);
+    loop {
+        select! {
+            recv(shutdown) -> _ => return,
+            recv(requests) -> request => match request {
+                Ok(Request::Rescan(reply)) => {
+                    let summary = watcher.scan();
+                    if let Some(reply) = reply {
+                        let _ = reply.send(summary);
+                    }
+                }
+                Err(_) => return,
+            },
+            recv(ticker) -> _ => {
+                watcher.scan();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracked(entries: &[(&str, u64, &str)]) -> BTreeMap<String, TrackedFile> {
+        entries
+            .iter()
+            .map(|(file, hash, task_id)| {
+                (
+                    file.to_string(),
+                    TrackedFile {
+                        hash: *hash,
+                        task_id: task_id.to_string(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn scanned(entries: &[(&str, u64, bool)]) -> BTreeMap<String, ScannedFile> {
+        entries
+            .iter()
+            .map(|(file, hash, valid)| {
+                (
+                    file.to_string(),
+                    ScannedFile {
+                        hash: *hash,
+                        valid: *valid,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn start(file: &str) -> Action {
+        Action::Start { file: file.into() }
+    }
+    fn stop(file: &str, task_id: &str) -> Action {
+        Action::Stop {
+            file: file.into(),
+            task_id: task_id.into(),
+        }
+    }
+    fn replace(file: &str, old: &str) -> Action {
+        Action::Replace {
+            file: file.into(),
+            old_task_id: old.into(),
+        }
+    }
+
+    type DiffCase = (
+        &'static str,
+        BTreeMap<String, TrackedFile>,
+        BTreeMap<String, ScannedFile>,
+        Vec<Action>,
+    );
+
+    #[test]
+    fn diff_table() {
+        let table: Vec<DiffCase> = vec![
+            ("nothing at all", tracked(&[]), scanned(&[]), vec![]),
+            (
+                "new valid file starts",
+                tracked(&[]),
+                scanned(&[("a.json", 1, true)]),
+                vec![start("a.json")],
+            ),
+            (
+                "new invalid file does nothing",
+                tracked(&[]),
+                scanned(&[("a.json", 1, false)]),
+                vec![],
+            ),
+            (
+                "unchanged file does nothing",
+                tracked(&[("a.json", 1, "t1")]),
+                scanned(&[("a.json", 1, true)]),
+                vec![],
+            ),
+            (
+                "removed file stops",
+                tracked(&[("a.json", 1, "t1")]),
+                scanned(&[]),
+                vec![stop("a.json", "t1")],
+            ),
+            (
+                "changed valid file replaces",
+                tracked(&[("a.json", 1, "t1")]),
+                scanned(&[("a.json", 2, true)]),
+                vec![replace("a.json", "t1")],
+            ),
+            (
+                "changed invalid file keeps the old task",
+                tracked(&[("a.json", 1, "t1")]),
+                scanned(&[("a.json", 2, false)]),
+                vec![],
+            ),
+            (
+                "stops come before starts and replaces",
+                tracked(&[("b.json", 1, "t1"), ("z.json", 5, "t5")]),
+                scanned(&[("a.json", 3, true), ("b.json", 2, true)]),
+                vec![
+                    stop("z.json", "t5"),
+                    start("a.json"),
+                    replace("b.json", "t1"),
+                ],
+            ),
+            (
+                "a mix leaves the untouched alone",
+                tracked(&[("keep.json", 1, "t1"), ("gone.json", 2, "t2")]),
+                scanned(&[
+                    ("keep.json", 1, true),
+                    ("bad.json", 9, false),
+                    ("new.json", 4, true),
+                ]),
+                vec![stop("gone.json", "t2"), start("new.json")],
+            ),
+        ];
+        for (name, previous, current, expected) in table {
+            assert_eq!(diff(&previous, &current), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn content_hash_is_fnv1a_and_stable() {
+        // Published FNV-1a 64 test vectors: the hash is persisted, so it must never change.
+        assert_eq!(content_hash(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(content_hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(content_hash(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn state_file_round_trips_and_refuses_the_future() {
+        let directory = std::env::temp_dir().join(format!(
+            "deckhand-tasks-d-state-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&directory);
+        let path = directory.join("tasks-d.json");
+        assert_eq!(
+            load_state(&path),
+            Ok(BTreeMap::new()),
+            "missing file = empty"
+        );
+        let files = tracked(&[("a.json", 7, "t1"), ("b.json", 8, "t2")]);
+        save_state(&path, &files).expect("save");
+        assert_eq!(load_state(&path), Ok(files));
+        std::fs::write(&path, br#"{"version": 99, "files": {}}"#).expect("write");
+        let error = load_state(&path).expect_err("future version");
+        assert!(error.contains("version 99"), "{error}");
+        std::fs::write(&path, b"garbage").expect("write");
+        assert!(load_state(&path).is_err());
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+}

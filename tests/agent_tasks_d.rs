@@ -1,0 +1,121 @@
+//! `tasks.d` in the whole agent on real Docker: a new file starts its task, a changed file that
+//! keeps the same host port replaces the task (the old container stops before the new one starts),
+//! an invalid file leaves the running task alone, a removed file stops it. Rescans are asked for
+//! with SIGHUP, as an operator would.
+
+#[path = "support/agent.rs"]
+mod agent_support;
+#[path = "support/docker.rs"]
+mod docker_support;
+
+use agent_support::{free_port, http_get_eventually, web_definition, Agent, AgentOptions};
+use deckhand::api::views::millis_from_rfc3339;
+use deckhand::runtime::ContainerRuntime;
+use std::path::Path;
+
+fn write_atomically(path: &Path, content: &str) {
+    let temporary = path.with_file_name(".incoming.tmp");
+    std::fs::write(&temporary, content).expect("write");
+    std::fs::rename(&temporary, path).expect("rename");
+}
+
+/// Docker's RFC 3339 time (nanoseconds) in milliseconds.
+fn docker_time(text: &str) -> u64 {
+    let (seconds, fraction) = text.split_once('.').unwrap_or((text, "0Z"));
+    let fraction = fraction.trim_end_matches('Z');
+    let millis = format!("{:0<3}", &fraction[..fraction.len().min(3)]);
+    millis_from_rfc3339(&format!("{seconds}.{millis}Z")).expect("Docker time")
+}
+
+#[test]
+fn files_start_replace_and_stop_tasks_in_order() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent tasks.d") else {
+        return;
+    };
+    let agent = Agent::start(docker, AgentOptions::default());
+    let port = free_port();
+    let file = agent.tasks_dir.join("web.json");
+
+    // Add.
+    write_atomically(&file, &web_definition("declared", port, "version-one"));
+    agent.signal("HUP");
+    let started =
+        agent.wait_for_event(|event| event.container.is_none() && event.status == "RUNNING");
+    let first_task = started.task.clone();
+    assert!(http_get_eventually(port, "hello from version-one").contains("version-one"));
+    let first_container = agent.inspect(&first_task)["Containers"][0]["DockerId"]
+        .as_str()
+        .expect("DockerId")
+        .to_string();
+
+    // An invalid edit: logged with the file name, the task keeps running.
+    write_atomically(
+        &file,
+        "{ \"family\": \"declared\", \"containerDefinitions\": [ {} ] }",
+    );
+    agent.signal("HUP");
+    let logged = agent.wait_for_log("web.json is not a valid task definition");
+    assert!(logged.contains(&first_task), "{logged}");
+    assert_eq!(agent.inspect(&first_task)["DesiredStatus"], "RUNNING");
+
+    // Change, same host port: stop the old task, then start the new one.
+    write_atomically(&file, &web_definition("declared", port, "version-two"));
+    agent.signal("HUP");
+    let replaced = agent.wait_for_event(|event| {
+        event.container.is_none() && event.status == "RUNNING" && event.task != first_task
+    });
+    let second_task = replaced.task.clone();
+    assert_eq!(agent.inspect(&first_task)["KnownStatus"], "STOPPED");
+    assert!(http_get_eventually(port, "hello from version-two").contains("version-two"));
+    let second_container = agent.inspect(&second_task)["Containers"][0]["DockerId"]
+        .as_str()
+        .expect("DockerId")
+        .to_string();
+    let old = agent
+        .docker
+        .inspect_container(&first_container)
+        .expect("old container");
+    let new = agent
+        .docker
+        .inspect_container(&second_container)
+        .expect("new container");
+    assert!(!old.state.running);
+    assert!(
+        docker_time(&old.state.finished_at) <= docker_time(&new.state.started_at),
+        "the new container started ({}) before the old one finished ({})",
+        new.state.started_at,
+        old.state.finished_at
+    );
+
+    // Remove.
+    std::fs::remove_file(&file).expect("remove");
+    agent.signal("HUP");
+    agent.wait_for_task_status(&second_task, "STOPPED");
+    let info = agent
+        .docker
+        .inspect_container(&second_container)
+        .expect("container");
+    assert!(!info.state.running);
+}
+
+#[test]
+fn the_directory_is_rescanned_without_a_signal() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent tasks.d periodic") else {
+        return;
+    };
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            ..AgentOptions::default()
+        },
+    );
+    write_atomically(
+        &agent.tasks_dir.join("later.json"),
+        &web_definition("later", free_port(), "later"),
+    );
+    // No SIGHUP: the periodic rescan (every 5 s) must find it.
+    let event =
+        agent.wait_for_event(|event| event.container.is_none() && event.status == "RUNNING");
+    assert_eq!(agent.inspect(&event.task)["Family"], "later");
+}

@@ -1,0 +1,330 @@
+//! Runs the real `deckhand run` for whole-agent tests: its own temp directories, API socket,
+//! free introspection port, empty config file and unique cluster name (so its containers are
+//! told apart), its log captured line by line; the agent is killed and every container of its
+//! cluster removed when the test ends. Needs `support/docker.rs` as `docker_support`.
+#![allow(dead_code)]
+
+use super::docker_support::{ensure_busybox_image, unique_id, TempDir, TEST_IMAGE};
+use deckhand::cli::client::{ApiClient, ApiResponse};
+use deckhand::docker::DockerClient;
+use deckhand::report::Event;
+use deckhand::runtime::ContainerRuntime;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A free loopback TCP port (bound and released; the kernel does not hand it out again at once).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free port")
+}
+
+/// A one-container task: busybox httpd answering `hello from <family>` on `host_port`.
+pub fn web_definition(family: &str, host_port: u16, marker: &str) -> String {
+    format!(
+        r#"{{
+  "family": "{family}",
+  "containerDefinitions": [{{
+    "name": "web",
+    "image": "{TEST_IMAGE}",
+    "command": ["sh", "-c", "mkdir -p /www && echo 'hello from {marker}' > /www/index.html && exec httpd -f -p 80 -h /www"],
+    "portMappings": [{{"containerPort": 80, "hostPort": {host_port}}}],
+    "stopTimeout": 2,
+    "dockerLabels": {{"test-marker": "{marker}"}}
+  }}]
+}}"#
+    )
+}
+
+pub struct Agent {
+    pub child: Option<Child>,
+    pub directory: TempDir,
+    pub socket: PathBuf,
+    pub tasks_dir: PathBuf,
+    pub introspection: Option<SocketAddr>,
+    pub cluster: String,
+    pub docker: DockerClient,
+    log: Arc<Mutex<Vec<String>>>,
+    log_lines: Receiver<String>,
+}
+
+pub struct AgentOptions {
+    pub introspection: bool,
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl Default for AgentOptions {
+    fn default() -> AgentOptions {
+        AgentOptions {
+            introspection: true,
+            extra_env: Vec::new(),
+        }
+    }
+}
+
+impl Agent {
+    /// Starts an agent and waits until it logs that it is ready.
+    pub fn start(docker: DockerClient, options: AgentOptions) -> Agent {
+        ensure_busybox_image(&docker);
+        let directory = TempDir::new("dh-agent");
+        let socket = directory.path.join("run").join("api.sock");
+        let tasks_dir = directory.path.join("tasks.d");
+        std::fs::create_dir_all(&tasks_dir).expect("tasks.d");
+        let config = directory.path.join("deckhand.conf");
+        std::fs::write(&config, "# empty: every value comes from the environment\n")
+            .expect("config file");
+        let cluster = format!("dh-test-{}", unique_id());
+        let introspection = if options.introspection {
+            Some(SocketAddr::from(([127, 0, 0, 1], free_port())))
+        } else {
+            None
+        };
+        let mut command = Command::new(env!("CARGO_BIN_EXE_deckhand"));
+        command
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .env("DECKHAND_API_SOCKET", &socket)
+            .env("DECKHAND_TASKS_DIR", &tasks_dir)
+            .env("ECS_DATADIR", directory.path.join("data"))
+            .env("ECS_CLUSTER", &cluster)
+            .env(
+                "DECKHAND_INTROSPECTION_ADDR",
+                introspection.map(|a| a.to_string()).unwrap_or_default(),
+            )
+            // The test image exists only locally: never try a registry.
+            .env("ECS_IMAGE_PULL_BEHAVIOR", "prefer-cached")
+            .env("ECS_CONTAINER_STOP_TIMEOUT", "2s")
+            .env("ECS_LOGLEVEL", "info")
+            .env_remove("RUST_LOG")
+            .env_remove("NOTIFY_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, value) in &options.extra_env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("spawn deckhand run");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (sender, log_lines) = mpsc::channel();
+        {
+            let log = log.clone();
+            thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    eprintln!("[agent] {line}");
+                    log.lock().expect("log").push(line.clone());
+                    let _ = sender.send(line);
+                }
+            });
+        }
+        let agent = Agent {
+            child: Some(child),
+            directory,
+            socket,
+            tasks_dir,
+            introspection,
+            cluster,
+            docker,
+            log,
+            log_lines,
+        };
+        agent.wait_for_log(" ready: ");
+        agent
+    }
+
+    /// Waits for a log line containing `text` (lines already logged count).
+    pub fn wait_for_log(&self, text: &str) -> String {
+        if let Some(line) = self.log().into_iter().find(|line| line.contains(text)) {
+            return line;
+        }
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log_lines.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => panic!(
+                    "the agent never logged {text:?}; log:\n{}",
+                    self.log().join("\n")
+                ),
+            }
+        }
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().expect("log").clone()
+    }
+
+    pub fn client(&self) -> ApiClient {
+        ApiClient::new(&self.socket)
+    }
+
+    pub fn request(&self, method: &str, target: &str, body: Option<&[u8]>) -> ApiResponse {
+        self.client()
+            .request(method, target, body, Duration::from_secs(70))
+            .unwrap_or_else(|error| panic!("{method} {target}: {error}"))
+    }
+
+    /// Runs the CLI against this agent.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        let child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the CLI");
+        let (sender, receiver) = mpsc::channel();
+        thread::spawn(move || {
+            let _ = sender.send(child.wait_with_output());
+        });
+        receiver
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("deckhand {args:?} did not finish"))
+            .expect("wait")
+    }
+
+    /// Submits through the CLI; returns the task id.
+    pub fn submit(&self, definition: &str) -> String {
+        let path = self
+            .directory
+            .path
+            .join(format!("submit-{}.json", unique_id()));
+        std::fs::write(&path, definition).expect("write definition");
+        let output = self.cli(&["submit", &path.to_string_lossy()]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "submit failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// Waits (in event long polls) until `predicate` holds for an event; returns it.
+    pub fn wait_for_event(&self, predicate: impl Fn(&Event) -> bool) -> Event {
+        let deadline = Instant::now() + DEADLINE;
+        let mut cursor = 0;
+        loop {
+            assert!(Instant::now() < deadline, "the awaited event never came");
+            let response = self.request("GET", &format!("/v1/events?since={cursor}&wait=5"), None);
+            assert_eq!(response.status, 200, "{:?}", response.body);
+            let events: Vec<Event> =
+                serde_json::from_value(response.body["events"].clone()).expect("events");
+            for event in events {
+                cursor = cursor.max(event.seq);
+                if predicate(&event) {
+                    return event;
+                }
+            }
+        }
+    }
+
+    /// Waits for the task-level event `status` of `task`.
+    pub fn wait_for_task_status(&self, task: &str, status: &str) -> Event {
+        self.wait_for_event(|event| {
+            event.task == task && event.container.is_none() && event.status == status
+        })
+    }
+
+    /// The inspect object of a task.
+    pub fn inspect(&self, task: &str) -> serde_json::Value {
+        let response = self.request("GET", &format!("/v1/tasks/{task}"), None);
+        assert_eq!(response.status, 200, "{:?}", response.body);
+        response.body
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Sends a signal with the shell's built-in `kill` (no extra package needed).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!("kill -{signal} {}", self.pid()))
+            .status()
+            .expect("sh");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits for the agent to exit; returns its status and how long it took.
+    pub fn wait_exit(&mut self, timeout: Duration) -> (ExitStatus, Duration) {
+        let started = Instant::now();
+        let mut child = self.child.take().expect("running");
+        let (sender, receiver) = mpsc::channel();
+        let pid = child.id();
+        thread::spawn(move || {
+            let _ = sender.send(child.wait());
+        });
+        match receiver.recv_timeout(timeout) {
+            Ok(status) => (status.expect("wait"), started.elapsed()),
+            Err(_) => {
+                let _ = Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("kill -KILL {pid}"))
+                    .status();
+                panic!("the agent did not exit within {timeout:?}")
+            }
+        }
+    }
+
+    /// Containers of this agent's cluster, as Docker lists them.
+    pub fn containers(&self) -> Vec<deckhand::runtime::ContainerSummary> {
+        self.docker
+            .list_containers(&[format!("com.amazonaws.ecs.cluster={}", self.cluster)])
+            .expect("list containers")
+    }
+
+    pub fn socket_path(&self) -> &Path {
+        &self.socket
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for container in self.containers() {
+            let _ = self.docker.remove_container(&container.id, true);
+        }
+    }
+}
+
+/// Fetches `http://127.0.0.1:<port>/` and returns the whole answer (what busybox httpd serves).
+pub fn http_get(port: u16) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// Fetches the page until it contains `expected`, for at most 20 s: Docker reports RUNNING
+/// before the server inside the container has bound its port, and nothing signals that moment.
+pub fn http_get_eventually(port: u16, expected: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = http_get(port).unwrap_or_default();
+        if answer.contains(expected) || Instant::now() >= deadline {
+            return answer;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}

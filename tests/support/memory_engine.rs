@@ -1,0 +1,259 @@
+//! An in-memory `EngineHandle` for testing the API, CLI and `tasks.d` layers on their own: it
+//! stores submitted tasks, records every command in order, and keeps an event log that tests
+//! append to. It runs no containers; whole-agent tests use the real engine.
+#![allow(dead_code)]
+
+use deckhand::engine::{EngineError, EngineHandle};
+use deckhand::report::Event;
+use deckhand::task::{ContainerStatus, Task, TaskDefinition, TaskStatus};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// One command the engine received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    Submit { id: String, family: String },
+    Stop { id: String },
+}
+
+#[derive(Default)]
+struct State {
+    tasks: Vec<Task>,
+    events: Vec<Event>,
+    calls: Vec<Call>,
+    next_sequence: u64,
+    refusal: Option<EngineError>,
+    /// Readers blocked in `events_since` right now.
+    waiting_readers: usize,
+}
+
+pub struct MemoryEngine {
+    cluster: String,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl MemoryEngine {
+    pub fn new(cluster: &str) -> MemoryEngine {
+        MemoryEngine {
+            cluster: cluster.to_string(),
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Every submit and stop so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// Makes every following command fail with `error` (`None`: accept again).
+    pub fn refuse_with(&self, error: Option<EngineError>) {
+        self.lock().refusal = error;
+    }
+
+    /// Adds a task as if the engine had restored it (ids chosen by the test).
+    pub fn insert_task(&self, task: Task) {
+        self.lock().tasks.push(task);
+        self.changed.notify_all();
+    }
+
+    /// Changes a held task in place.
+    pub fn update_task(&self, id: &str, change: impl FnOnce(&mut Task)) {
+        let mut state = self.lock();
+        if let Some(task) = state.tasks.iter_mut().find(|task| task.id == id) {
+            change(task);
+        }
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// Forgets a task, as cleanup does.
+    pub fn remove_task(&self, id: &str) {
+        self.lock().tasks.retain(|task| task.id != id);
+        self.changed.notify_all();
+    }
+
+    /// Appends an event with the next sequence number; returns it.
+    pub fn push_event(
+        &self,
+        task: &str,
+        container: Option<&str>,
+        status: &str,
+        exit_code: Option<i64>,
+    ) -> u64 {
+        let mut state = self.lock();
+        let seq = state.events.len() as u64 + 1;
+        state.events.push(Event {
+            seq,
+            time: now_millis(),
+            task: task.to_string(),
+            container: container.map(str::to_string),
+            status: status.to_string(),
+            exit_code,
+            reason: None,
+        });
+        drop(state);
+        self.changed.notify_all();
+        seq
+    }
+
+    /// Marks a task and its containers STOPPED and records the task's STOPPED event.
+    pub fn finish_stop(&self, id: &str) {
+        self.update_task(id, |task| {
+            task.known_status = TaskStatus::Stopped;
+            for container in &mut task.containers {
+                container.known_status = ContainerStatus::Stopped;
+            }
+        });
+        self.push_event(id, None, "STOPPED", None);
+    }
+
+    /// Waits until at least `count` readers are blocked in `events_since` at once.
+    pub fn wait_for_waiting_readers(&self, count: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.lock();
+        loop {
+            if state.waiting_readers >= count {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+
+    /// Waits until `predicate` holds over the calls, or the deadline passes.
+    pub fn wait_for_calls(&self, timeout: Duration, predicate: impl Fn(&[Call]) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.lock();
+        loop {
+            if predicate(&state.calls) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+}
+
+impl EngineHandle for MemoryEngine {
+    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+        let mut state = self.lock();
+        if let Some(error) = state.refusal.clone() {
+            return Err(error);
+        }
+        state.next_sequence += 1;
+        let sequence = state.next_sequence;
+        // Distinct from the first character on, like real random ids.
+        let id = format!(
+            "{:016x}{:016x}",
+            sequence.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            0xd3c6_0000_0000_0000_u64 + sequence
+        );
+        let task = Task::new(
+            id.clone(),
+            &self.cluster,
+            definition,
+            sequence,
+            now_millis(),
+        );
+        state.calls.push(Call::Submit {
+            id,
+            family: task.family.clone(),
+        });
+        state.tasks.push(task.clone());
+        drop(state);
+        self.changed.notify_all();
+        Ok(task)
+    }
+
+    fn stop(&self, task_id: &str) -> Result<(), EngineError> {
+        let mut state = self.lock();
+        if let Some(error) = state.refusal.clone() {
+            return Err(error);
+        }
+        let Some(task) = state.tasks.iter_mut().find(|task| task.id == task_id) else {
+            return Err(EngineError::NotFound {
+                task: task_id.to_string(),
+            });
+        };
+        if task.desired_status < TaskStatus::Stopped {
+            task.desired_status = TaskStatus::Stopped;
+        }
+        state.next_sequence += 1;
+        state.calls.push(Call::Stop {
+            id: task_id.to_string(),
+        });
+        drop(state);
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    fn tasks(&self) -> Vec<Task> {
+        self.lock().tasks.clone()
+    }
+
+    fn events_since(&self, after: u64, wait: Duration) -> Vec<Event> {
+        let deadline = Instant::now() + wait;
+        let mut state = self.lock();
+        let mut counted = false;
+        loop {
+            let found: Vec<Event> = state
+                .events
+                .iter()
+                .filter(|event| event.seq > after)
+                .cloned()
+                .collect();
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !found.is_empty() || left.is_zero() {
+                if counted {
+                    state.waiting_readers -= 1;
+                    drop(state);
+                    self.changed.notify_all();
+                }
+                return found;
+            }
+            if !counted {
+                counted = true;
+                state.waiting_readers += 1;
+                self.changed.notify_all();
+            }
+            state = self
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+
+    fn cluster(&self) -> String {
+        self.cluster.clone()
+    }
+}
