@@ -69,10 +69,11 @@ assert task["family"], "family"
 containers = task["containerDefinitions"]
 assert len(containers) == 1, "one container"
 web = containers[0]
-assert web["image"] == "busybox:latest", web["image"]
-assert web["command"] == ["httpd", "-f", "-p", "8080"], web["command"]
+# The image examples/make-image.sh builds locally (no registry needed).
+assert web["image"] == "deckhand/busybox:latest", web["image"]
 assert web["essential"] is True
-assert {"containerPort": 8080, "hostPort": 8080, "protocol": "tcp"} in web["portMappings"]
+assert {"containerPort": 80, "hostPort": 8080, "protocol": "tcp"} in web["portMappings"]
+assert open(sys.argv[1]).read() == open("examples/web.json").read(), "differs from examples/web.json"
 PY
 
 step "deb contents and control ($deb)"
@@ -83,7 +84,8 @@ expect_lines "deb file list" "$deb_files" "/usr/bin/deckhand
 /usr/share/doc/deckhand/README.md
 /usr/share/doc/deckhand/CHANGELOG.md
 /usr/share/doc/deckhand/copyright
-/usr/share/doc/deckhand/examples/web.json"
+/usr/share/doc/deckhand/examples/web.json
+/usr/share/doc/deckhand/examples/make-image.sh"
 dpkg-deb -c "$deb" | grep -Eq '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/deckhand$' \
     || fail "/usr/bin/deckhand must be root-owned mode 0755 in the deb"
 [ "$(dpkg-deb -f "$deb" Package)" = deckhand ] || fail "deb Package field"
@@ -107,7 +109,8 @@ expect_lines "rpm file list" "$(rpm -qpl "$rpm_file")" "/usr/bin/deckhand
 /etc/deckhand/deckhand.conf
 /usr/share/doc/deckhand/README.md
 /usr/share/doc/deckhand/CHANGELOG.md
-/usr/share/doc/deckhand/examples/web.json"
+/usr/share/doc/deckhand/examples/web.json
+/usr/share/doc/deckhand/examples/make-image.sh"
 expect_lines "rpm config files" "$(rpm -qpc "$rpm_file")" "/etc/deckhand/deckhand.conf"
 rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm_file" | grep -q '^cn /etc/deckhand/deckhand.conf$' \
     || fail "rpm deckhand.conf must be %config(noreplace)"

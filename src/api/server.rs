@@ -10,7 +10,8 @@
 //!
 //! Local socket rules: the socket file's directory is created if missing; a stale socket file is
 //! removed, but if another agent answers on it deckhand refuses to start; the socket gets mode 0660
-//! and, if the group exists, group `deckhand`; it is removed on shutdown if it is still ours.
+//! and, for an agent run by root, if the group exists, group `deckhand`; it is removed on shutdown
+//! if it is still ours.
 
 use super::http::{
     read_request, write_response, HttpRequest, HttpResponse, MAX_REQUEST_BODY_BYTES,
@@ -261,7 +262,10 @@ fn bind_unix(path: &Path) -> Result<Listener, ListenError> {
             source,
         }
     })?;
-    if let Some(gid) = group_id("deckhand") {
+    // Only a system agent shares its socket with group deckhand: a per-user agent's API is its
+    // owner's alone (and a user may not give files to a group they are not in anyway).
+    let system_agent = crate::config::Scope::of_current_process() == crate::config::Scope::System;
+    if let Some(gid) = group_id("deckhand").filter(|_| system_agent) {
         if let Err(error) = std::os::unix::fs::chown(path, None, Some(gid)) {
             log::warn!(
                 "cannot give {} to group deckhand: {error}; only its owner can use the API",

@@ -229,6 +229,8 @@ struct Watcher {
     /// (file, hash) of invalid files already logged, so each bad version is logged once.
     reported_invalid: BTreeMap<String, u64>,
     missing_directory_logged: bool,
+    /// The directory existed at some scan.
+    directory_seen: bool,
 }
 
 impl Watcher {
@@ -287,14 +289,25 @@ impl Watcher {
         let files = match read_directory(&self.directory) {
             Ok(Some(files)) => {
                 self.missing_directory_logged = false;
+                self.directory_seen = true;
                 files
             }
             Ok(None) => {
                 if !self.missing_directory_logged {
-                    log::warn!(
-                        "tasks.d: {} does not exist; its tasks are left as they are",
-                        self.directory.display()
-                    );
+                    // A directory that never existed is the normal state of a fresh install
+                    // (info); one that disappeared may be an unmounted volume (warn).
+                    if self.directory_seen {
+                        log::warn!(
+                            "tasks.d: {} disappeared; its tasks are left as they are",
+                            self.directory.display()
+                        );
+                    } else {
+                        log::info!(
+                            "tasks.d: {} does not exist; create it and put task definition \
+                             files (*.json) there to have them started",
+                            self.directory.display()
+                        );
+                    }
                     self.missing_directory_logged = true;
                 }
                 summary.directory_missing = true;
@@ -438,6 +451,7 @@ impl TasksDirWatcher {
             tracked,
             reported_invalid: BTreeMap::new(),
             missing_directory_logged: false,
+            directory_seen: false,
         };
         let (requests, request_receiver) = unbounded::<Request>();
         let (shutdown, shutdown_receiver) = bounded::<()>(1);

@@ -54,6 +54,46 @@ pub fn should_pull(
     }
 }
 
+/// §13: whether a failed pull continues with the image Docker already has. Only `default` and
+/// `prefer-cached` continue, and only when the image is there: otherwise the pull error stands
+/// (and the create that follows fails with it). `present_locally` is asked only when it matters.
+pub fn falls_back_to_cached_image(
+    behavior: PullBehavior,
+    present_locally: impl FnOnce() -> bool,
+) -> bool {
+    match behavior {
+        PullBehavior::Default | PullBehavior::PreferCached => present_locally(),
+        PullBehavior::Always | PullBehavior::Once => false,
+    }
+}
+
+fn pull_behavior_name(behavior: PullBehavior) -> &'static str {
+    match behavior {
+        PullBehavior::Default => "default",
+        PullBehavior::Always => "always",
+        PullBehavior::Once => "once",
+        PullBehavior::PreferCached => "prefer-cached",
+    }
+}
+
+/// Images whose failed pull was already logged, process-wide: a host with no registry runs
+/// many containers of one local image, and one line says all there is to say. `failed: true`
+/// records the image and returns whether it was already there; `false` (a pull succeeded)
+/// forgets it, so a later failure is logged again.
+fn pull_fallback_logged(image: &str, failed: bool) -> bool {
+    static LOGGED: std::sync::OnceLock<Mutex<HashSet<String>>> = std::sync::OnceLock::new();
+    let mut logged = LOGGED
+        .get_or_init(|| Mutex::new(HashSet::new()))
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner());
+    if failed {
+        !logged.insert(image.to_string())
+    } else {
+        logged.remove(image);
+        false
+    }
+}
+
 fn transition(
     container: String,
     target: ContainerStatus,
@@ -80,14 +120,35 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
                 runtime.inspect_image(&image).is_ok()
             });
             let result = if pull {
-                runtime.pull_image(&image, None).map(|()| {
-                    context
-                        .pulled_images
-                        .lock()
-                        .unwrap_or_else(|poison| poison.into_inner())
-                        .insert(image.clone());
-                    TransitionOutput::default()
-                })
+                match runtime.pull_image(&image, None) {
+                    Ok(()) => {
+                        context
+                            .pulled_images
+                            .lock()
+                            .unwrap_or_else(|poison| poison.into_inner())
+                            .insert(image.clone());
+                        pull_fallback_logged(&image, false);
+                        Ok(TransitionOutput::default())
+                    }
+                    Err(error)
+                        if falls_back_to_cached_image(context.pull_behavior, || {
+                            runtime.inspect_image(&image).is_ok()
+                        }) =>
+                    {
+                        // Not an error of the container: it runs the image the owner had. Said
+                        // once per image until a pull of it succeeds, not once per container.
+                        if !pull_fallback_logged(&image, true) {
+                            log::info!(
+                                "cannot pull image {image} ({error}); using the local copy \
+                                 (pull behavior {}); this is not logged again for {image} \
+                                 until a pull of it succeeds",
+                                pull_behavior_name(context.pull_behavior)
+                            );
+                        }
+                        Ok(TransitionOutput::default())
+                    }
+                    Err(error) => Err(error),
+                }
             } else {
                 Ok(TransitionOutput::default())
             };
@@ -222,6 +283,36 @@ fn stop_with_retries(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_pull_continues_only_with_a_local_image_under_default_and_prefer_cached() {
+        // (behaviour, present locally, continue?)
+        let table = [
+            (PullBehavior::Default, true, true),
+            (PullBehavior::Default, false, false),
+            (PullBehavior::PreferCached, true, true),
+            (PullBehavior::PreferCached, false, false),
+            (PullBehavior::Always, true, false),
+            (PullBehavior::Once, true, false),
+        ];
+        for (behavior, present, expected) in table {
+            assert_eq!(
+                falls_back_to_cached_image(behavior, || present),
+                expected,
+                "{behavior:?} present={present}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pull_fallback_is_logged_once_per_image_until_a_pull_succeeds() {
+        let image = "deckhand-unit/fallback-logged:1";
+        assert!(!pull_fallback_logged(image, true), "first failure logs");
+        assert!(pull_fallback_logged(image, true), "second one does not");
+        assert!(!pull_fallback_logged("deckhand-unit/other:1", true), "per image");
+        pull_fallback_logged(image, false);
+        assert!(!pull_fallback_logged(image, true), "logged again after a success");
+    }
 
     #[test]
     fn pull_decision_per_behaviour() {

@@ -573,7 +573,7 @@ fn every_example_in_the_repository_validates() {
 fn shipped_examples_are_valid() {
     let web = parse_task_definition(include_bytes!("../../examples/web.json")).expect("examples/web.json");
     assert_eq!(web.definition.containers[0].port_mappings[0].host_port, Some(8080));
-    assert_eq!(web.definition.containers[0].image, "deckhand-test/busybox:latest");
+    assert_eq!(web.definition.containers[0].image, "deckhand/busybox:latest");
     let three = parse_task_definition(include_bytes!("../../examples/three-tier.json")).expect("examples/three-tier.json");
     assert_eq!(start_order(&three.definition), vec!["init", "db", "app"]);
     let app = &three.definition.containers[2];
