@@ -8,11 +8,12 @@ mod api_support;
 mod memory_engine;
 
 use api_support::{TempDir, INVALID_DEFINITION, WEB_DEFINITION};
-use deckhand::control::tasks_d::{ScanSummary, TasksDirWatcher};
+use deckhand::control::tasks_d::{RestartBackoff, ScanSummary, TasksDirWatcher};
+use deckhand::task::TaskStatus;
 use memory_engine::{Call, MemoryEngine};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 /// Long enough that only explicit rescans run during a test.
@@ -63,6 +64,17 @@ impl Setup {
             self.tasks_dir.clone(),
             Some(self.state.clone()),
             interval,
+        )
+        .expect("start watcher")
+    }
+
+    fn watcher_with_backoff(&self, backoff: RestartBackoff) -> TasksDirWatcher {
+        TasksDirWatcher::start_with_backoff(
+            self.engine.clone(),
+            self.tasks_dir.clone(),
+            Some(self.state.clone()),
+            NO_TICK,
+            backoff,
         )
         .expect("start watcher")
     }
@@ -301,4 +313,120 @@ fn a_rescan_trigger_works_from_another_thread() {
     assert!(setup
         .engine
         .wait_for_calls(DEADLINE, |calls| !calls.is_empty()));
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Marks a task STOPPED as the engine does when its essential container exits: no stop command.
+fn stop_by_itself(engine: &MemoryEngine, id: &str) {
+    engine.update_task(id, |task| {
+        task.desired_status = TaskStatus::Stopped;
+        task.stopped_reason = Some("Essential container in task exited".into());
+        task.known_status_time = Some(now_millis());
+    });
+    engine.finish_stop(id);
+}
+
+/// Waits for the next submit after the `already` first ones; returns its id and when it came.
+fn wait_for_submit(engine: &MemoryEngine, already: usize) -> (String, Instant) {
+    assert!(
+        engine.wait_for_calls(DEADLINE, |calls| submitted_ids(calls).len() > already),
+        "no restart within {DEADLINE:?}: {:?}",
+        engine.calls()
+    );
+    (submitted_ids(&engine.calls())[already].clone(), Instant::now())
+}
+
+#[test]
+fn a_task_that_stops_by_itself_is_started_again_with_a_growing_pause() {
+    let setup = setup();
+    setup.write("web.json", WEB_DEFINITION);
+    let backoff = RestartBackoff {
+        initial: Duration::from_millis(300),
+        maximum: Duration::from_millis(700),
+        reset_after_running: Duration::from_secs(3600),
+    };
+    // No periodic rescan: only the restart timer can start the new tasks.
+    let watcher = setup.watcher_with_backoff(backoff);
+    rescan(&watcher);
+    let mut current = submitted_ids(&setup.engine.calls())[0].clone();
+    // The pause doubles (300 ms, 600 ms) up to the maximum (700 ms, 700 ms).
+    for (round, expected_pause_ms) in [300u64, 600, 700, 700].into_iter().enumerate() {
+        let stopped = Instant::now();
+        stop_by_itself(&setup.engine, &current);
+        rescan(&watcher); // notices the stop and schedules the restart
+        let (next, started) = wait_for_submit(&setup.engine, round + 1);
+        let pause = started.duration_since(stopped);
+        assert!(
+            pause >= Duration::from_millis(expected_pause_ms),
+            "round {round}: restarted after {pause:?}, before the {expected_pause_ms} ms pause"
+        );
+        assert_ne!(next, current, "a fresh task, not the old one");
+        current = next;
+    }
+    let calls = setup.engine.calls();
+    assert!(
+        calls.iter().all(|call| matches!(call, Call::Submit { .. })),
+        "restarts stop nothing: {calls:?}"
+    );
+    // The state file follows the newest task, so an agent restart does not start another
+    // (the rescan waits for the scan that restarted it to finish writing).
+    rescan(&watcher);
+    let state = std::fs::read_to_string(&setup.state).expect("state file");
+    assert!(state.contains(&current), "{state}");
+}
+
+#[test]
+fn a_task_stopped_by_request_or_whose_file_changed_is_not_restarted() {
+    let setup = setup();
+    setup.write("web.json", WEB_DEFINITION);
+    setup.write("worker.json", WORKER_DEFINITION);
+    let backoff = RestartBackoff {
+        initial: Duration::from_millis(100),
+        maximum: Duration::from_millis(100),
+        reset_after_running: Duration::from_secs(3600),
+    };
+    let watcher = setup.watcher_with_backoff(backoff);
+    rescan(&watcher);
+    let ids = submitted_ids(&setup.engine.calls());
+    let families: Vec<String> = setup
+        .engine
+        .calls()
+        .iter()
+        .filter_map(|call| match call {
+            Call::Submit { family, .. } => Some(family.clone()),
+            Call::Stop { .. } => None,
+        })
+        .collect();
+    let web = ids[families.iter().position(|f| f == "web").expect("web")].clone();
+    let worker = ids[families.iter().position(|f| f == "worker").expect("worker")].clone();
+
+    // Stopped by request (`deckhand stop`): stays stopped.
+    use deckhand::engine::EngineHandle;
+    setup.engine.stop(&web).expect("stop");
+    setup.engine.finish_stop(&web);
+    // Stopped by itself, but its file changed into an invalid one: the file is not what ran.
+    stop_by_itself(&setup.engine, &worker);
+    setup.write("worker.json", INVALID_DEFINITION);
+    let summary = rescan(&watcher);
+    assert!(summary.restarted.is_empty(), "{summary:?}");
+    // Nothing is submitted well past the pause (a restart timer would fire after 100 ms).
+    assert!(
+        !setup
+            .engine
+            .wait_for_calls(Duration::from_millis(600), |calls| submitted_ids(calls).len() > 2),
+        "restarted: {:?}",
+        setup.engine.calls()
+    );
+    let summary = rescan(&watcher);
+    assert!(summary.restarted.is_empty(), "{summary:?}");
+    // A valid edit starts the file's task again, as a change always does.
+    setup.write("worker.json", WORKER_DEFINITION.replace("3600", "60").as_str());
+    let summary = rescan(&watcher);
+    assert_eq!(summary.replaced, vec!["worker.json".to_string()]);
 }

@@ -17,26 +17,84 @@
 //! forgets tasks; an entry whose task the engine no longer holds is dropped at start, and its file
 //! then counts as new.
 //!
+//! A file is a task that should be *running*: when its task stops by itself (an essential
+//! container exited, a pull or create failed) and the file is unchanged, a fresh task is started
+//! from it after a pause that doubles from 10 s up to 5 min, and falls back to 10 s once a task
+//! ran for 10 min, so a crashing task does not hot-loop ([`restart_delay`]). A task stopped by
+//! request (`deckhand stop`) stays stopped until its file changes or the agent restarts.
+//!
 //! Hidden files (`.name.json`, editors' lock files) and files that are not regular files are
 //! ignored. A missing directory changes nothing (it may be an unmounted volume); an existing,
 //! empty directory stops every task that came from it.
 
 use crate::api::http::MAX_REQUEST_BODY_BYTES;
 use crate::engine::{EngineError, EngineHandle};
-use crate::task::{parse_task_definition, TaskDefinition, TaskStatus};
-use crossbeam_channel::{bounded, select, tick, unbounded, Receiver, Sender};
+use crate::task::{parse_task_definition, Millis, Task, TaskDefinition, TaskStatus};
+use crossbeam_channel::{at, bounded, never, select, tick, unbounded, Receiver, Sender};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The rescan interval when nothing asks for one sooner.
 pub const DEFAULT_RESCAN_INTERVAL: Duration = Duration::from_secs(5);
 /// Version of the state file's format.
 const STATE_VERSION: u32 = 1;
+
+/// How `tasks.d` paces the restarts of a file's task that keeps stopping by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartBackoff {
+    /// The pause before the first restart.
+    pub initial: Duration,
+    /// The pause doubles up to this.
+    pub maximum: Duration,
+    /// A task that ran at least this long before it stopped resets the pause to `initial`.
+    pub reset_after_running: Duration,
+}
+
+impl Default for RestartBackoff {
+    fn default() -> RestartBackoff {
+        RestartBackoff {
+            initial: Duration::from_secs(10),
+            maximum: Duration::from_secs(5 * 60),
+            reset_after_running: Duration::from_secs(10 * 60),
+        }
+    }
+}
+
+/// The pause before restarting a file's task that stopped by itself after running `ran_for`.
+/// `previous` is the pause before the restart that started this task (`None`: the file itself
+/// started it). Pure.
+pub fn restart_delay(
+    previous: Option<Duration>,
+    ran_for: Duration,
+    backoff: &RestartBackoff,
+) -> Duration {
+    match previous {
+        Some(pause) if ran_for < backoff.reset_after_running => {
+            pause.saturating_mul(2).clamp(backoff.initial, backoff.maximum)
+        }
+        _ => backoff.initial.min(backoff.maximum),
+    }
+}
+
+/// Whether a task ended on its own (an essential container exited, a transition failed) rather
+/// than by a stop command: it is known STOPPED and no stop was ever registered for it.
+pub fn stopped_by_itself(task: &Task) -> bool {
+    task.known_status == TaskStatus::Stopped && task.stop_sequence == 0
+}
+
+/// How long a task ran: from its acceptance to when it stopped (`now` if that is not recorded).
+pub fn task_run_time(task: &Task, now: Millis) -> Duration {
+    let stopped = task
+        .execution_stopped_at
+        .or(task.known_status_time)
+        .unwrap_or(now);
+    Duration::from_millis(stopped.saturating_sub(task.created_at))
+}
 
 /// FNV-1a, 64 bits: a content hash that is stable across builds (it is persisted).
 pub fn content_hash(bytes: &[u8]) -> u64 {
@@ -216,6 +274,8 @@ pub struct ScanSummary {
     pub invalid: Vec<String>,
     /// Files whose command the engine refused or could not take (retried at the next scan).
     pub failed: Vec<String>,
+    /// Files whose task had stopped by itself and was started afresh.
+    pub restarted: Vec<String>,
     /// The directory does not exist: nothing was changed.
     pub directory_missing: bool,
 }
@@ -231,6 +291,26 @@ struct Watcher {
     missing_directory_logged: bool,
     /// The directory existed at some scan.
     directory_seen: bool,
+    backoff: RestartBackoff,
+    /// Restart bookkeeping of files whose task stopped by itself (in memory: an agent restart
+    /// starts such a file's task at once).
+    restarts: BTreeMap<String, PendingRestart>,
+}
+
+/// A file's restart history: the pause used before its current task, and when the next start
+/// is due once its task stopped by itself.
+#[derive(Debug, Clone, Default)]
+struct PendingRestart {
+    previous_pause: Option<Duration>,
+    due: Option<Instant>,
+    restarts: u32,
+}
+
+fn now_millis() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as Millis)
+        .unwrap_or(0)
 }
 
 impl Watcher {
@@ -282,6 +362,111 @@ impl Watcher {
                 false
             }
         }
+    }
+
+    /// Restarts, when due, the tasks of unchanged valid files that stopped by themselves, and
+    /// schedules the restart of those that just did.
+    fn restart_stopped_tasks(
+        &mut self,
+        files: &BTreeMap<String, FileContent>,
+        current: &BTreeMap<String, ScannedFile>,
+        summary: &mut ScanSummary,
+    ) {
+        let unchanged: Vec<(String, String)> = self
+            .tracked
+            .iter()
+            .filter(|(file, tracked)| {
+                current
+                    .get(*file)
+                    .is_some_and(|scanned| scanned.valid && scanned.hash == tracked.hash)
+            })
+            .map(|(file, tracked)| (file.clone(), tracked.task_id.clone()))
+            .collect();
+        // History of files no longer tracked is dropped.
+        self.restarts.retain(|file, _| {
+            unchanged
+                .iter()
+                .any(|(unchanged_file, _)| unchanged_file == file)
+        });
+        if unchanged.is_empty() {
+            return;
+        }
+        let stopped: BTreeMap<String, Task> = self
+            .engine
+            .tasks()
+            .into_iter()
+            .filter(stopped_by_itself)
+            .map(|task| (task.id.clone(), task))
+            .collect();
+        let now = Instant::now();
+        let now_wall = now_millis();
+        for (file, task_id) in unchanged {
+            let Some(task) = stopped.get(&task_id) else {
+                // Running again, stopped by request, or cleaned up: nothing is due (a due time
+                // left in the past would wake the loop at once, forever).
+                if let Some(pending) = self.restarts.get_mut(&file) {
+                    pending.due = None;
+                }
+                continue;
+            };
+            let pending = self.restarts.entry(file.clone()).or_default();
+            match pending.due {
+                None => {
+                    let ran_for = task_run_time(task, now_wall);
+                    let pause = restart_delay(pending.previous_pause, ran_for, &self.backoff);
+                    pending.previous_pause = Some(pause);
+                    // The pause counts from the stop, not from when a scan noticed it.
+                    let stopped_at = task
+                        .execution_stopped_at
+                        .or(task.known_status_time)
+                        .unwrap_or(now_wall);
+                    let since_stop = Duration::from_millis(now_wall.saturating_sub(stopped_at));
+                    pending.due = Some(now + pause.saturating_sub(since_stop));
+                    log::warn!(
+                        "tasks.d: {file}: task {task_id} stopped by itself after {}s ({}); \
+                         starting a new one from the file in {}s",
+                        ran_for.as_secs(),
+                        task.stopped_reason.as_deref().unwrap_or("no reason recorded"),
+                        pause.as_secs_f64()
+                    );
+                }
+                Some(due) if due <= now => {
+                    pending.due = None;
+                    let Some(content) = files.get(&file) else {
+                        continue;
+                    };
+                    pending.restarts += 1;
+                    let restarts = pending.restarts;
+                    if self.submit(&file, content, summary) {
+                        let new_task = self
+                            .tracked
+                            .get(&file)
+                            .map(|tracked| tracked.task_id.clone())
+                            .unwrap_or_default();
+                        log::info!(
+                            "tasks.d: {file}: restarted: task {new_task} replaces {task_id}, \
+                             which stopped by itself (restart {restarts} in a row)"
+                        );
+                        summary.restarted.push(file.clone());
+                    } else if let Some(pending) = self.restarts.get_mut(&file) {
+                        // Refused (shutting down, disk full): try again after the same pause.
+                        pending.due = pending.previous_pause.map(|pause| now + pause);
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        if !summary.restarted.is_empty() {
+            self.persist();
+        }
+    }
+
+    /// When the earliest scheduled restart is due.
+    fn next_restart_due(&self) -> Option<Instant> {
+        self.restarts
+            .values()
+            .filter_map(|pending| pending.due)
+            .min()
     }
 
     fn scan(&mut self) -> ScanSummary {
@@ -354,6 +539,13 @@ impl Watcher {
             .retain(|file, hash| files.get(file).is_some_and(|content| content.hash == *hash));
 
         let actions = diff(&self.tracked, &current);
+        // A file acted on below starts its restart history afresh.
+        for action in &actions {
+            let (Action::Start { file } | Action::Stop { file, .. } | Action::Replace { file, .. }) =
+                action;
+            self.restarts.remove(file);
+        }
+        self.restart_stopped_tasks(&files, &current, &mut summary);
         if actions.is_empty() {
             return summary;
         }
@@ -420,6 +612,24 @@ impl TasksDirWatcher {
         state_path: Option<PathBuf>,
         interval: Duration,
     ) -> io::Result<TasksDirWatcher> {
+        TasksDirWatcher::start_with_backoff(
+            engine,
+            directory,
+            state_path,
+            interval,
+            RestartBackoff::default(),
+        )
+    }
+
+    /// [`TasksDirWatcher::start`] with another pacing of the restarts of tasks that stop by
+    /// themselves.
+    pub fn start_with_backoff(
+        engine: Arc<dyn EngineHandle>,
+        directory: PathBuf,
+        state_path: Option<PathBuf>,
+        interval: Duration,
+        backoff: RestartBackoff,
+    ) -> io::Result<TasksDirWatcher> {
         let mut tracked = match &state_path {
             Some(path) => load_state(path).unwrap_or_else(|error| {
                 log::error!("tasks.d: {error}; starting from an empty map");
@@ -452,6 +662,8 @@ impl TasksDirWatcher {
             reported_invalid: BTreeMap::new(),
             missing_directory_logged: false,
             directory_seen: false,
+            backoff,
+            restarts: BTreeMap::new(),
         };
         let (requests, request_receiver) = unbounded::<Request>();
         let (shutdown, shutdown_receiver) = bounded::<()>(1);
@@ -526,6 +738,11 @@ fn run(
 ) {
     let ticker = tick(interval);
     loop {
+        // A due restart wakes the loop on time rather than at the next tick.
+        let restart_due = match watcher.next_restart_due() {
+            Some(due) => at(due),
+            None => never(),
+        };
         select! {
             recv(shutdown) -> _ => return,
             recv(requests) -> request => match request {
@@ -538,6 +755,9 @@ fn run(
                 Err(_) => return,
             },
             recv(ticker) -> _ => {
+                watcher.scan();
+            }
+            recv(restart_due) -> _ => {
                 watcher.scan();
             }
         }
@@ -665,6 +885,88 @@ mod tests {
         for (name, previous, current, expected) in table {
             assert_eq!(diff(&previous, &current), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn restart_pause_doubles_to_the_maximum_and_resets_after_a_long_run() {
+        let backoff = RestartBackoff::default();
+        let seconds = Duration::from_secs;
+        let minutes = |m: u64| Duration::from_secs(60 * m);
+        // (pause before the current task, how long it ran, expected pause)
+        let table = [
+            (None, seconds(1), seconds(10)),
+            (None, minutes(60), seconds(10)),
+            (Some(seconds(10)), seconds(1), seconds(20)),
+            (Some(seconds(20)), seconds(3), seconds(40)),
+            (Some(seconds(160)), seconds(3), seconds(300)),
+            (Some(seconds(300)), seconds(3), seconds(300)),
+            (Some(seconds(300)), minutes(9), seconds(300)),
+            (Some(seconds(300)), minutes(10), seconds(10)),
+            (Some(seconds(40)), minutes(11), seconds(10)),
+        ];
+        for (previous, ran_for, expected) in table {
+            assert_eq!(
+                restart_delay(previous, ran_for, &backoff),
+                expected,
+                "previous {previous:?}, ran {ran_for:?}"
+            );
+        }
+        let quick = RestartBackoff {
+            initial: Duration::from_millis(100),
+            maximum: Duration::from_millis(250),
+            reset_after_running: Duration::from_secs(1),
+        };
+        assert_eq!(
+            restart_delay(Some(Duration::from_millis(200)), Duration::ZERO, &quick),
+            Duration::from_millis(250)
+        );
+    }
+
+    fn task_with(known: TaskStatus, stop_sequence: u64) -> Task {
+        let definition = parse_task_definition(
+            br#"{"family": "f", "containerDefinitions": [{"name": "c", "image": "i", "essential": true}]}"#,
+        )
+        .expect("valid definition")
+        .definition;
+        let mut task = Task::new("t1".into(), "default", definition, 1, 1_000_000);
+        task.known_status = known;
+        task.stop_sequence = stop_sequence;
+        task
+    }
+
+    #[test]
+    fn only_a_task_stopped_without_a_stop_command_stopped_by_itself() {
+        // (known status, stop sequence, stopped by itself)
+        let table = [
+            (TaskStatus::Stopped, 0, true),
+            (TaskStatus::Stopped, 7, false),
+            (TaskStatus::Running, 0, false),
+            (TaskStatus::Running, 7, false),
+            (TaskStatus::None, 0, false),
+        ];
+        for (known, stop_sequence, expected) in table {
+            assert_eq!(
+                stopped_by_itself(&task_with(known, stop_sequence)),
+                expected,
+                "{known:?} stop {stop_sequence}"
+            );
+        }
+    }
+
+    #[test]
+    fn run_time_is_from_acceptance_to_the_stop() {
+        let mut task = task_with(TaskStatus::Stopped, 0);
+        assert_eq!(
+            task_run_time(&task, 1_005_000),
+            Duration::from_secs(5),
+            "no stop time recorded: until now"
+        );
+        task.known_status_time = Some(1_003_000);
+        assert_eq!(task_run_time(&task, 1_005_000), Duration::from_secs(3));
+        task.execution_stopped_at = Some(1_002_000);
+        assert_eq!(task_run_time(&task, 1_005_000), Duration::from_secs(2));
+        task.execution_stopped_at = Some(10);
+        assert_eq!(task_run_time(&task, 1_005_000), Duration::ZERO, "clock went back");
     }
 
     #[test]

@@ -208,6 +208,14 @@ impl EngineHandle for MemoryEngine {
             task.desired_status = TaskStatus::Stopped;
         }
         state.next_sequence += 1;
+        // As the engine: the first stop command's number is kept, so a stopped task tells a
+        // stop by request from a stop by itself.
+        let sequence = state.next_sequence;
+        if let Some(task) = state.tasks.iter_mut().find(|task| task.id == task_id) {
+            if task.stop_sequence == 0 {
+                task.stop_sequence = sequence;
+            }
+        }
         state.calls.push(Call::Stop {
             id: task_id.to_string(),
         });
