@@ -1,7 +1,8 @@
 //! `tasks.d` in the whole agent on real Docker: a new file starts its task, a changed file that
 //! keeps the same host port replaces the task (the old container stops before the new one starts),
-//! an invalid file leaves the running task alone, a removed file stops it. Rescans are asked for
-//! with SIGHUP, as an operator would.
+//! an invalid file leaves the running task alone, a removed file stops it, and a task that stops by
+//! itself is started again from its file after the restart pause. Rescans are asked for with
+//! SIGHUP, as an operator would.
 
 #[path = "support/agent.rs"]
 mod agent_support;
@@ -118,4 +119,57 @@ fn the_directory_is_rescanned_without_a_signal() {
     let event =
         agent.wait_for_event(|event| event.container.is_none() && event.status == "RUNNING");
     assert_eq!(agent.inspect(&event.task)["Family"], "later");
+}
+
+#[test]
+fn a_task_that_exits_by_itself_is_started_again_after_the_pause() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent tasks.d restart") else {
+        return;
+    };
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            ..AgentOptions::default()
+        },
+    );
+    // Its only (essential) container exits with 3 after a moment: the task stops by itself.
+    let definition = format!(
+        r#"{{"family": "crashing", "containerDefinitions": [{{"name": "main",
+            "image": "{}", "essential": true, "command": ["sh", "-c", "sleep 1; exit 3"]}}]}}"#,
+        docker_support::TEST_IMAGE
+    );
+    write_atomically(&agent.tasks_dir.join("crashing.json"), &definition);
+    agent.signal("HUP");
+    let first = agent
+        .wait_for_event(|event| event.container.is_none() && event.status == "RUNNING")
+        .task;
+    let exited = agent.wait_for_event(|event| {
+        event.task == first
+            && event.container.as_deref() == Some("main")
+            && event.status == "STOPPED"
+    });
+    assert_eq!(exited.exit_code, Some(3));
+    let stopped = agent.wait_for_task_status(&first, "STOPPED");
+    let scheduled = agent.wait_for_log("crashing.json: task");
+    assert!(scheduled.contains("stopped by itself"), "{scheduled}");
+    assert!(
+        scheduled.contains("in 10s"),
+        "the first pause is 10 s: {scheduled}"
+    );
+    // The restart: a new task from the same file, no sooner than 10 s after the stop.
+    let second = agent.wait_for_event(|event| {
+        event.container.is_none() && event.status == "RUNNING" && event.task != first
+    });
+    assert!(
+        second.time >= stopped.time + 10_000,
+        "restarted {} ms after the stop",
+        second.time.saturating_sub(stopped.time)
+    );
+    let restarted = agent.wait_for_log("crashing.json: restarted");
+    assert!(
+        restarted.contains(&second.task) && restarted.contains(&first),
+        "{restarted}"
+    );
+    assert_eq!(agent.inspect(&second.task)["Family"], "crashing");
 }

@@ -339,7 +339,10 @@ fn wait_for_submit(engine: &MemoryEngine, already: usize) -> (String, Instant) {
         "no restart within {DEADLINE:?}: {:?}",
         engine.calls()
     );
-    (submitted_ids(&engine.calls())[already].clone(), Instant::now())
+    (
+        submitted_ids(&engine.calls())[already].clone(),
+        Instant::now(),
+    )
 }
 
 #[test]
@@ -419,14 +422,19 @@ fn a_task_stopped_by_request_or_whose_file_changed_is_not_restarted() {
     assert!(
         !setup
             .engine
-            .wait_for_calls(Duration::from_millis(600), |calls| submitted_ids(calls).len() > 2),
+            .wait_for_calls(Duration::from_millis(600), |calls| submitted_ids(calls)
+                .len()
+                > 2),
         "restarted: {:?}",
         setup.engine.calls()
     );
     let summary = rescan(&watcher);
     assert!(summary.restarted.is_empty(), "{summary:?}");
     // A valid edit starts the file's task again, as a change always does.
-    setup.write("worker.json", WORKER_DEFINITION.replace("3600", "60").as_str());
+    setup.write(
+        "worker.json",
+        WORKER_DEFINITION.replace("3600", "60").as_str(),
+    );
     let summary = rescan(&watcher);
     assert_eq!(summary.replaced, vec!["worker.json".to_string()]);
 }

@@ -74,9 +74,9 @@ pub fn restart_delay(
     backoff: &RestartBackoff,
 ) -> Duration {
     match previous {
-        Some(pause) if ran_for < backoff.reset_after_running => {
-            pause.saturating_mul(2).clamp(backoff.initial, backoff.maximum)
-        }
+        Some(pause) if ran_for < backoff.reset_after_running => pause
+            .saturating_mul(2)
+            .clamp(backoff.initial, backoff.maximum),
         _ => backoff.initial.min(backoff.maximum),
     }
 }
@@ -426,7 +426,9 @@ impl Watcher {
                         "tasks.d: {file}: task {task_id} stopped by itself after {}s ({}); \
                          starting a new one from the file in {}s",
                         ran_for.as_secs(),
-                        task.stopped_reason.as_deref().unwrap_or("no reason recorded"),
+                        task.stopped_reason
+                            .as_deref()
+                            .unwrap_or("no reason recorded"),
                         pause.as_secs_f64()
                     );
                 }
@@ -966,7 +968,11 @@ mod tests {
         task.execution_stopped_at = Some(1_002_000);
         assert_eq!(task_run_time(&task, 1_005_000), Duration::from_secs(2));
         task.execution_stopped_at = Some(10);
-        assert_eq!(task_run_time(&task, 1_005_000), Duration::ZERO, "clock went back");
+        assert_eq!(
+            task_run_time(&task, 1_005_000),
+            Duration::ZERO,
+            "clock went back"
+        );
     }
 
     #[test]

@@ -309,9 +309,15 @@ mod tests {
         let image = "deckhand-unit/fallback-logged:1";
         assert!(!pull_fallback_logged(image, true), "first failure logs");
         assert!(pull_fallback_logged(image, true), "second one does not");
-        assert!(!pull_fallback_logged("deckhand-unit/other:1", true), "per image");
+        assert!(
+            !pull_fallback_logged("deckhand-unit/other:1", true),
+            "per image"
+        );
         pull_fallback_logged(image, false);
-        assert!(!pull_fallback_logged(image, true), "logged again after a success");
+        assert!(
+            !pull_fallback_logged(image, true),
+            "logged again after a success"
+        );
     }
 
     #[test]
