@@ -135,6 +135,11 @@ fn submit_ps_inspect_events_and_stop_through_the_cli() {
     assert!(lines[0]["time"].as_str().is_some_and(|t| t.ends_with('Z')));
 }
 
+fn agent_inspect_status(agent: &Agent, id: &str) -> (u16, serde_json::Value) {
+    let response = agent.request("GET", &format!("/v1/tasks/{id}"), None);
+    (response.status, response.body)
+}
+
 #[test]
 fn introspection_answers_as_ecs_does() {
     let Some(docker) = docker_support::docker_client_or_skip("agent introspection") else {
@@ -166,6 +171,27 @@ fn introspection_answers_as_ecs_does() {
         .expect("DockerId")
         .to_string();
     assert_eq!(task["Containers"][0]["Name"], "web");
+    // Networks and addresses are Docker's own.
+    let inspected = agent
+        .docker
+        .inspect_container(&docker_id)
+        .expect("inspect the task's container");
+    let (network, address) = inspected.networks.first().expect("attached to a network");
+    assert_eq!(network, "bridge");
+    assert!(
+        address.starts_with(|c: char| c.is_ascii_digit()),
+        "{address}"
+    );
+    assert_eq!(
+        task["Containers"][0]["Networks"],
+        serde_json::json!([{"NetworkMode": "bridge", "IPv4Addresses": [address]}])
+    );
+    let (status, metadata) = agent_inspect_status(&agent, &id);
+    assert_eq!(status, 200);
+    assert_eq!(
+        metadata["Containers"][0]["Networks"], task["Containers"][0]["Networks"],
+        "deckhand inspect shows the same networks"
+    );
 
     for target in [
         format!("/v1/tasks?taskarn={}", percent_encode(&arn)),

@@ -211,10 +211,7 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
         object.insert("Health".into(), Value::Object(health));
     }
     object.insert("Ports".into(), ports_json(container));
-    object.insert(
-        "Networks".into(),
-        json!([{ "NetworkMode": task.network_mode.as_str() }]),
-    );
+    object.insert("Networks".into(), networks_json(task, container));
     if container
         .definition
         .restart_policy
@@ -266,6 +263,27 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     Value::Object(object)
 }
 
+/// `Networks` as ECS shows it: one object per Docker network the container was attached to,
+/// with its IPv4 address; before Docker reported any, the task's network mode with no address.
+pub fn networks_json(task: &Task, container: &Container) -> Value {
+    if container.networks.is_empty() {
+        return json!([{ "NetworkMode": task.network_mode.as_str(), "IPv4Addresses": [] }]);
+    }
+    Value::Array(
+        container
+            .networks
+            .iter()
+            .map(|network| {
+                let addresses: Vec<&str> = Some(network.ipv4_address.as_str())
+                    .filter(|address| !address.is_empty())
+                    .into_iter()
+                    .collect();
+                json!({ "NetworkMode": network.name, "IPv4Addresses": addresses })
+            })
+            .collect(),
+    )
+}
+
 fn introspection_container(task: &Task, container: &Container, docker_id: &str) -> Value {
     let mut object = Map::new();
     object.insert("DockerId".into(), json!(docker_id));
@@ -283,10 +301,7 @@ fn introspection_container(task: &Task, container: &Container, docker_id: &str) 
     if !container.ports.is_empty() {
         object.insert("Ports".into(), ports_json(container));
     }
-    object.insert(
-        "Networks".into(),
-        json!([{ "NetworkMode": task.network_mode.as_str(), "IPv4Addresses": [] }]),
-    );
+    object.insert("Networks".into(), networks_json(task, container));
     let volumes: Vec<Value> = container
         .definition
         .mount_points
@@ -532,6 +547,48 @@ mod tests {
             container.docker_id = docker_id.map(str::to_string);
         }
         task
+    }
+
+    #[test]
+    fn networks_show_the_addresses_docker_reported_or_the_network_mode() {
+        let mut task = task("a1", &[("web", Some("d1"))]);
+        let before = networks_json(&task, &task.containers[0]);
+        assert_eq!(
+            before,
+            json!([{"NetworkMode": "bridge", "IPv4Addresses": []}]),
+            "nothing reported yet"
+        );
+        task.containers[0].networks = vec![
+            crate::task::ContainerNetwork {
+                name: "bridge".into(),
+                ipv4_address: "172.17.0.5".into(),
+            },
+            crate::task::ContainerNetwork {
+                name: "backend".into(),
+                ipv4_address: String::new(),
+            },
+        ];
+        let expected = json!([
+            {"NetworkMode": "bridge", "IPv4Addresses": ["172.17.0.5"]},
+            {"NetworkMode": "backend", "IPv4Addresses": []},
+        ]);
+        assert_eq!(networks_json(&task, &task.containers[0]), expected);
+        let container = &introspection_task(&task)["Containers"][0];
+        assert_eq!(container["Networks"], expected, "introspection");
+        let container = &task_metadata(&task, "edge")["Containers"][0];
+        assert_eq!(container["Networks"], expected, "task metadata");
+    }
+
+    #[test]
+    fn a_checkpoint_without_networks_still_loads() {
+        let task = task("a1", &[("web", Some("d1"))]);
+        let mut saved = serde_json::to_value(&task).expect("serialize");
+        saved["containers"][0]
+            .as_object_mut()
+            .expect("container object")
+            .remove("networks");
+        let loaded: Task = serde_json::from_value(saved).expect("an older checkpoint loads");
+        assert!(loaded.containers[0].networks.is_empty());
     }
 
     #[test]

@@ -356,6 +356,17 @@ fn observed_time(status: ContainerStatus, info: &ContainerInfo) -> Option<i64> {
     }
 }
 
+/// Docker's `(network, IPv4 address)` pairs as the model keeps them.
+fn network_addresses(networks: &[(String, String)]) -> Vec<crate::task::ContainerNetwork> {
+    networks
+        .iter()
+        .map(|(name, address)| crate::task::ContainerNetwork {
+            name: name.clone(),
+            ipv4_address: address.clone(),
+        })
+        .collect()
+}
+
 fn health_from_info(info: &ContainerInfo) -> Option<(HealthStatus, Option<String>)> {
     let health = info.state.health.as_ref()?;
     let status = match health.status.as_str() {
@@ -796,6 +807,10 @@ impl ManagedTask {
             let ports: Vec<PortBinding> = info.ports.clone();
             if !ports.is_empty() {
                 container.ports = ports;
+            }
+            // A stopped container's inspect has lost its addresses: keep the last ones seen.
+            if info.networks.iter().any(|(_, address)| !address.is_empty()) {
+                container.networks = network_addresses(&info.networks);
             }
             if let Some(created) = parse_docker_time(&info.created) {
                 container.created_at = Some(created);

@@ -233,6 +233,15 @@ pub enum ContainerErrorKind {
     Other,
 }
 
+/// A network a container is attached to and its IPv4 address there, as Docker reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerNetwork {
+    /// Docker's network name (`bridge` for the default bridge).
+    pub name: String,
+    /// Empty when Docker gave none (host and none network modes).
+    pub ipv4_address: String,
+}
+
 /// Run-time state of one container. Only the owning managed-task loop writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Container {
@@ -254,6 +263,10 @@ pub struct Container {
     pub health_since: Option<Millis>,
     /// Host port bindings Docker reported.
     pub ports: Vec<crate::runtime::PortBinding>,
+    /// Networks and addresses Docker reported while the container ran (kept after it stops,
+    /// as introspection shows them). Absent from checkpoints written before it existed.
+    #[serde(default)]
+    pub networks: Vec<ContainerNetwork>,
     pub image_id: Option<String>,
     pub created_at: Option<Millis>,
     pub started_at: Option<Millis>,
@@ -281,6 +294,7 @@ impl Container {
             health_output: None,
             health_since: None,
             ports: Vec::new(),
+            networks: Vec::new(),
             image_id: None,
             created_at: None,
             started_at: None,
