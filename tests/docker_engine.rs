@@ -1,6 +1,6 @@
 //! The Docker client against the real Docker Engine: container lifecycle, events, health checks,
-//! wait and exit codes, stop escalation, and pulls from local registries (with and without
-//! htpasswd auth). The tests make their own image and registries; they need no network.
+//! wait and exit codes, stop escalation, pulls from local registries (with and without htpasswd
+//! auth), and named volumes. The tests make their own image and registries; they need no network.
 
 #[path = "support/docker.rs"]
 mod docker_support;
@@ -580,4 +580,60 @@ fn create_passes_entrypoint_env_user_workdir_binds_volumes_and_network_mode() {
     client
         .remove_container(&id, true)
         .expect("remove with volumes");
+}
+
+#[test]
+fn volumes_are_created_listed_and_removed_and_a_missing_one_counts_as_removed() {
+    let Some((client, containers)) =
+        setup("volumes_are_created_listed_and_removed_and_a_missing_one_counts_as_removed")
+    else {
+        return;
+    };
+    let labels = containers.labels();
+    let run_filter = vec![containers.label_filter()];
+    let named = format!("deckhand-test-volume-{}", docker_support::unique_id());
+    assert_eq!(client.create_volume(&named, &labels), Ok(named.clone()));
+    let listed = client.list_volumes(&run_filter).expect("list volumes");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect::<Vec<_>>(),
+        vec![named.clone()],
+        "only this test's volume carries its label"
+    );
+    assert_eq!(listed[0].1, labels);
+
+    // The engine's way: a named volume that a bind creates implicitly, used by a container.
+    let implicit = format!("deckhand-test-implicit-{}", docker_support::unique_id());
+    let mut spec = shell_container(&containers, "volume-user", "echo kept > /data/file");
+    spec.binds = vec![format!("{implicit}:/data"), format!("{named}:/named")];
+    let id = client.create_container(&spec).expect("create");
+    client.start_container(&id).expect("start");
+    assert_eq!(client.wait_container(&id, EVENT_DEADLINE).expect("wait"), 0);
+    match client.remove_volume(&implicit) {
+        Err(RuntimeError::Conflict { message }) => {
+            assert!(message.contains("in use"), "{message}")
+        }
+        other => panic!("removing a volume in use: {other:?}"),
+    }
+    client
+        .remove_container(&id, false)
+        .expect("remove container");
+    for volume in [&implicit, &named] {
+        client
+            .remove_volume(volume)
+            .unwrap_or_else(|error| panic!("remove {volume}: {error}"));
+        client
+            .remove_volume(volume)
+            .unwrap_or_else(|error| panic!("a second remove of {volume} is not an error: {error}"));
+    }
+    assert!(client.list_volumes(&run_filter).expect("list").is_empty());
+    let all: Vec<String> = client
+        .list_volumes(&[])
+        .expect("list all")
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert!(!all.contains(&implicit) && !all.contains(&named), "{all:?}");
 }

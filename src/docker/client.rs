@@ -1,12 +1,13 @@
 //! `DockerClient`: the Docker Engine endpoints deckhand calls, each with the statuses it accepts,
 //! its own deadline, and Docker's error message kept in a typed `RuntimeError`. It implements
 //! `ContainerRuntime` for the engine; the calls the engine does not need (version, kill, wait,
-//! import) are inherent methods.
+//! import, volume create and list) are inherent methods.
 //!
 //! Every call opens its own connection (`Connection: close`): a Unix-socket connect costs
 //! microseconds, and it means no shared connection state between threads, and a blocking stream
 //! (events, pull) never holds up other calls.
 
+use std::collections::BTreeMap;
 use std::io::{self, BufReader};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
@@ -405,6 +406,47 @@ impl DockerClient {
     }
 }
 
+impl DockerClient {
+    /// `POST /volumes/create`: a local volume `name` carrying `labels`; returns its name. Creating
+    /// a volume that exists already succeeds (Docker's rule) and keeps its labels.
+    pub fn create_volume(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<String, RuntimeError> {
+        let body = json!({ "Name": name, "Labels": labels }).to_string();
+        let mut call = Call::new(
+            format!("create volume {name}"),
+            "POST",
+            "/volumes/create".into(),
+            self.timeouts.create,
+        );
+        call.body = Some(("application/json", body.as_bytes()));
+        let answer = self.call_for_body(call, &[201], MissingMeans::Nothing)?;
+        wire::parse_volume_created(&answer)
+    }
+
+    /// `GET /volumes`: `(name, labels)` of the volumes carrying every label filter (`key` or
+    /// `key=value`).
+    pub fn list_volumes(
+        &self,
+        label_filters: &[String],
+    ) -> Result<Vec<(String, BTreeMap<String, String>)>, RuntimeError> {
+        let mut call = Call::new(
+            "list volumes".into(),
+            "GET",
+            "/volumes".into(),
+            self.timeouts.list,
+        );
+        if !label_filters.is_empty() {
+            call.query
+                .push(("filters", json!({ "label": label_filters }).to_string()));
+        }
+        let body = self.call_for_body(call, &[200], MissingMeans::Nothing)?;
+        wire::parse_volume_list(&body)
+    }
+}
+
 /// A live `GET /events` subscription.
 struct DockerEventStream {
     lines: BufReader<BodyReader<BufReader<TimedStream>>>,
@@ -638,6 +680,22 @@ impl ContainerRuntime for DockerClient {
             line: Vec::new(),
             ended: false,
         }))
+    }
+
+    /// `DELETE /volumes/{name}`. 404 means it is gone already: success. A volume a container
+    /// still uses is a `Conflict` with Docker's message.
+    fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
+        let call = Call::new(
+            format!("remove volume {name}"),
+            "DELETE",
+            format!("/volumes/{}", percent_encode(name, false)),
+            self.timeouts.remove,
+        );
+        match self.call_for_body(call, &[204], MissingMeans::Nothing) {
+            Ok(_) => Ok(()),
+            Err(RuntimeError::Api { status: 404, .. }) => Ok(()),
+            Err(error) => Err(error),
+        }
     }
 
     fn ping(&self) -> Result<(), RuntimeError> {

@@ -415,6 +415,41 @@ pub fn parse_container_list(body: &[u8]) -> Result<Vec<ContainerSummary>, Runtim
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
+struct VolumeAnswer {
+    #[serde(rename = "Name")]
+    name: String,
+    #[serde(rename = "Labels")]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct VolumeListAnswer {
+    #[serde(rename = "Volumes")]
+    volumes: Option<Vec<VolumeAnswer>>,
+}
+
+/// `POST /volumes/create` → the volume's name (Docker's, which is the one asked for).
+pub fn parse_volume_created(body: &[u8]) -> Result<String, RuntimeError> {
+    let answer: VolumeAnswer = parse_json(body, "volume create answer")?;
+    Ok(answer.name)
+}
+
+/// `GET /volumes` → `(name, labels)` of each volume (`"Volumes": null` when there are none).
+pub fn parse_volume_list(
+    body: &[u8],
+) -> Result<Vec<(String, BTreeMap<String, String>)>, RuntimeError> {
+    let answer: VolumeListAnswer = parse_json(body, "volume list")?;
+    Ok(answer
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|volume| (volume.name, volume.labels.unwrap_or_default()))
+        .collect())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct ImageAnswer {
     #[serde(rename = "Id")]
     id: String,
@@ -487,6 +522,33 @@ pub fn parse_event(line: &[u8]) -> Result<Option<RuntimeEvent>, RuntimeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn volume_answers_parse_with_and_without_volumes() {
+        assert_eq!(
+            parse_volume_created(br#"{"Name":"v1","Driver":"local","Labels":{"a":"b"}}"#),
+            Ok("v1".to_string())
+        );
+        let list = parse_volume_list(
+            br#"{"Volumes":[{"Name":"v1","Labels":{"k":"x"}},{"Name":"v2","Labels":null}],"Warnings":null}"#,
+        )
+        .expect("list");
+        assert_eq!(
+            list,
+            vec![
+                (
+                    "v1".to_string(),
+                    [("k".to_string(), "x".to_string())].into()
+                ),
+                ("v2".to_string(), BTreeMap::new()),
+            ]
+        );
+        assert_eq!(
+            parse_volume_list(br#"{"Volumes":null,"Warnings":null}"#),
+            Ok(Vec::new())
+        );
+        assert!(parse_volume_list(b"[1,2]").is_err());
+    }
     use crate::runtime::{HealthConfig, LogConfig};
     use std::time::Duration;
 
