@@ -597,12 +597,12 @@ fn volumes_are_created_listed_and_removed_and_a_missing_one_counts_as_removed() 
     assert_eq!(
         listed
             .iter()
-            .map(|(name, _)| name.clone())
+            .map(|volume| volume.name.clone())
             .collect::<Vec<_>>(),
         vec![named.clone()],
         "only this test's volume carries its label"
     );
-    assert_eq!(listed[0].1, labels);
+    assert_eq!(listed[0].labels, labels);
 
     // The engine's way: a named volume that a bind creates implicitly, used by a container.
     let implicit = format!("deckhand-test-implicit-{}", docker_support::unique_id());
@@ -633,7 +633,7 @@ fn volumes_are_created_listed_and_removed_and_a_missing_one_counts_as_removed() 
         .list_volumes(&[])
         .expect("list all")
         .into_iter()
-        .map(|(name, _)| name)
+        .map(|volume| volume.name)
         .collect();
     assert!(!all.contains(&implicit) && !all.contains(&named), "{all:?}");
 }

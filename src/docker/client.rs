@@ -426,12 +426,11 @@ impl DockerClient {
         wire::parse_volume_created(&answer)
     }
 
-    /// `GET /volumes`: `(name, labels)` of the volumes carrying every label filter (`key` or
-    /// `key=value`).
+    /// `GET /volumes`: the volumes carrying every label filter (`key` or `key=value`).
     pub fn list_volumes(
         &self,
         label_filters: &[String],
-    ) -> Result<Vec<(String, BTreeMap<String, String>)>, RuntimeError> {
+    ) -> Result<Vec<wire::VolumeSummary>, RuntimeError> {
         let mut call = Call::new(
             "list volumes".into(),
             "GET",

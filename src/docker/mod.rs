@@ -19,4 +19,4 @@ pub mod wire;
 pub use client::DockerClient;
 pub use negotiation::{ApiVersion, MAX_API_VERSION, MIN_API_VERSION};
 pub use transport::{DockerHost, DEFAULT_DOCKER_HOST};
-pub use wire::EngineVersion;
+pub use wire::{EngineVersion, VolumeSummary};

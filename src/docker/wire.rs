@@ -435,16 +435,24 @@ pub fn parse_volume_created(body: &[u8]) -> Result<String, RuntimeError> {
     Ok(answer.name)
 }
 
-/// `GET /volumes` → `(name, labels)` of each volume (`"Volumes": null` when there are none).
-pub fn parse_volume_list(
-    body: &[u8],
-) -> Result<Vec<(String, BTreeMap<String, String>)>, RuntimeError> {
+/// One row of `GET /volumes`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VolumeSummary {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `GET /volumes` → each volume's name and labels (`"Volumes": null` when there are none).
+pub fn parse_volume_list(body: &[u8]) -> Result<Vec<VolumeSummary>, RuntimeError> {
     let answer: VolumeListAnswer = parse_json(body, "volume list")?;
     Ok(answer
         .volumes
         .unwrap_or_default()
         .into_iter()
-        .map(|volume| (volume.name, volume.labels.unwrap_or_default()))
+        .map(|volume| VolumeSummary {
+            name: volume.name,
+            labels: volume.labels.unwrap_or_default(),
+        })
         .collect())
 }
 
@@ -536,11 +544,14 @@ mod tests {
         assert_eq!(
             list,
             vec![
-                (
-                    "v1".to_string(),
-                    [("k".to_string(), "x".to_string())].into()
-                ),
-                ("v2".to_string(), BTreeMap::new()),
+                VolumeSummary {
+                    name: "v1".to_string(),
+                    labels: [("k".to_string(), "x".to_string())].into(),
+                },
+                VolumeSummary {
+                    name: "v2".to_string(),
+                    labels: BTreeMap::new(),
+                },
             ]
         );
         assert_eq!(
@@ -549,6 +560,7 @@ mod tests {
         );
         assert!(parse_volume_list(b"[1,2]").is_err());
     }
+
     use crate::runtime::{HealthConfig, LogConfig};
     use std::time::Duration;
 
