@@ -345,3 +345,97 @@ fn a_bad_configuration_exits_78_naming_the_key() {
     assert!(text(&output.stderr).contains("DECKHAND_API_SOCKET"));
     drop(api);
 }
+
+/// Runs the binary as user `nobody` (uid 65534, no groups) with only the given environment, so the
+/// CLI applies the non-root socket rule. `None` when this test process cannot switch users.
+fn run_as_nobody(
+    home: &std::path::Path,
+    runtime_dir: &std::path::Path,
+    args: &[&str],
+) -> Option<Output> {
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .map(|status| {
+            status
+                .lines()
+                .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !is_root || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        // CI (DECKHAND_REQUIRE_DOCKER=1) runs as root: there the test must run, not skip.
+        assert!(
+            std::env::var("DECKHAND_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            "switching to user nobody needs root and setpriv (util-linux)"
+        );
+        eprintln!("SKIPPED: switching to user nobody needs root and setpriv (util-linux)");
+        return None;
+    }
+    let child = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_deckhand"))
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", home)
+        .env("XDG_RUNTIME_DIR", runtime_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn setpriv");
+    Some(finish(child))
+}
+
+#[test]
+fn a_non_root_cli_uses_its_own_agent_socket_by_default() {
+    use std::os::unix::fs::PermissionsExt;
+    let directory = TempDir::new("cli-user-socket");
+    let runtime_dir = directory.path().join("runtime");
+    let socket = runtime_dir.join("deckhand").join("api.sock");
+    let engine = std::sync::Arc::new(memory_engine::MemoryEngine::new("user-cluster"));
+    let _servers = deckhand::api::ApiServers::start(engine, &socket, None).expect("start the API");
+    // Let nobody through the directories and onto the socket (this test runs as root).
+    for path in [
+        directory.path(),
+        runtime_dir.as_path(),
+        socket.parent().expect("parent"),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let Some(output) = run_as_nobody(directory.path(), &runtime_dir, &["ps"]) else {
+        return;
+    };
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).starts_with("TASK ID"),
+        "{}",
+        text(&output.stdout)
+    );
+}
+
+#[test]
+fn a_non_root_cli_with_no_agent_names_both_sockets_it_tried() {
+    use std::os::unix::fs::PermissionsExt;
+    let directory = TempDir::new("cli-no-socket");
+    let runtime_dir = directory.path().join("runtime");
+    std::fs::create_dir_all(&runtime_dir).expect("runtime dir");
+    std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let Some(output) = run_as_nobody(directory.path(), &runtime_dir, &["ps"]) else {
+        return;
+    };
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let own = runtime_dir.join("deckhand").join("api.sock");
+    // The system socket, if an agent serves it, is mode 0660 for group deckhand: not for nobody.
+    for tried in [
+        own.display().to_string(),
+        "/run/deckhand/api.sock".to_string(),
+    ] {
+        assert!(
+            stderr.contains(&format!("{tried} (")),
+            "{tried} not named: {stderr}"
+        );
+    }
+    assert!(stderr.contains("deckhand run"), "{stderr}");
+}

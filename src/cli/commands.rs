@@ -8,6 +8,7 @@
 use super::client::{ApiClient, ApiResponse, ClientError};
 use crate::api::http::{percent_encode, MAX_REQUEST_BODY_BYTES};
 use crate::api::views::{millis_from_rfc3339, rfc3339_from_millis, task_id_from_arn};
+use crate::config::{Config, Scope};
 use crate::report::Event;
 use crate::task::{parse_task_definition, Millis};
 use serde::Serialize;
@@ -95,15 +96,83 @@ fn answer_failure(response: &ApiResponse) -> CliFailure {
     }
 }
 
-/// The API socket: `--socket`, else `DECKHAND_API_SOCKET` or the default of the configuration
-/// (root: `/run/deckhand/api.sock`; others: `$XDG_RUNTIME_DIR/deckhand/api.sock`).
+/// The system agent's API socket, where a non-root CLI looks after its own agent's.
+pub const SYSTEM_API_SOCKET: &str = "/run/deckhand/api.sock";
+
+/// The sockets the CLI tries, in order. `--socket` or a socket chosen in the environment or the
+/// configuration file is the only one. Otherwise root uses the system socket, and another user
+/// first their own agent's socket, then the system agent's (which members of group `deckhand`
+/// may use). Pure.
+pub fn socket_candidates(
+    flag: Option<&Path>,
+    configured: &Path,
+    configured_explicitly: bool,
+    scope: Scope,
+) -> Vec<PathBuf> {
+    if let Some(path) = flag {
+        return vec![path.to_path_buf()];
+    }
+    let system = Path::new(SYSTEM_API_SOCKET);
+    if configured_explicitly || scope == Scope::System || configured == system {
+        return vec![configured.to_path_buf()];
+    }
+    vec![configured.to_path_buf(), system.to_path_buf()]
+}
+
+/// The first candidate where an agent answers a connection (`probe`). With one candidate it is
+/// returned as it is, so the request reports what went wrong; with several and no answer, the
+/// error names each socket and why it failed.
+pub fn pick_socket(
+    candidates: &[PathBuf],
+    probe: impl Fn(&Path) -> std::io::Result<()>,
+) -> Result<PathBuf, CliFailure> {
+    if let [only] = candidates {
+        return Ok(only.clone());
+    }
+    let mut failures = Vec::new();
+    for candidate in candidates {
+        match probe(candidate) {
+            Ok(()) => return Ok(candidate.clone()),
+            Err(error) => failures.push(format!("{} ({error})", candidate.display())),
+        }
+    }
+    Err(CliFailure::Runtime(format!(
+        "cannot reach a deckhand agent; tried {}\n\
+         `deckhand run` must be running: as this user (its socket is the first one), or as the \
+         system service (the second; members of group deckhand may use it). Choose a socket \
+         with --socket PATH or DECKHAND_API_SOCKET.",
+        failures.join(" and ")
+    )))
+}
+
+/// The API socket: `--socket`, else `DECKHAND_API_SOCKET` or the configuration's default (root:
+/// `/run/deckhand/api.sock`; others: their own agent's, `$XDG_RUNTIME_DIR/deckhand/api.sock`,
+/// and if no agent answers there, the system agent's).
 pub fn resolve_socket(flag: Option<&Path>) -> Result<PathBuf, CliFailure> {
     if let Some(path) = flag {
         return Ok(path.to_path_buf());
     }
-    crate::config::Config::from_process_env(None)
-        .map(|config| config.api_socket)
-        .map_err(|error| CliFailure::Config(format!("configuration error: {error}")))
+    let scope = Scope::of_current_process();
+    let environment = |key: &str| std::env::var(key).ok();
+    let config = Config::load_for_scope(None, &environment, scope)
+        .map_err(|error| CliFailure::Config(format!("configuration error: {error}")))?;
+    // Chosen explicitly: what the environment and the file give differs from the default.
+    let without_socket = |key: &str| {
+        if key == "DECKHAND_API_SOCKET" {
+            None
+        } else {
+            environment(key)
+        }
+    };
+    let default_socket = Config::from_sources(None, &without_socket, scope)
+        .map(|defaults| defaults.api_socket)
+        .ok();
+    let explicitly = environment("DECKHAND_API_SOCKET").is_some_and(|value| !value.is_empty())
+        || default_socket.as_deref() != Some(config.api_socket.as_path());
+    let candidates = socket_candidates(None, &config.api_socket, explicitly, scope);
+    pick_socket(&candidates, |path| {
+        std::os::unix::net::UnixStream::connect(path).map(drop)
+    })
 }
 
 fn now_millis() -> Millis {
@@ -438,6 +507,68 @@ pub fn ps(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn socket_candidates_per_user_and_choice() {
+        let user = Path::new("/run/user/1000/deckhand/api.sock");
+        let system = Path::new(SYSTEM_API_SOCKET);
+        let flag = Path::new("/tmp/flag.sock");
+        // (flag, configured, explicitly, scope, expected)
+        let table: Vec<(Option<&Path>, &Path, bool, Scope, Vec<&Path>)> = vec![
+            (Some(flag), user, false, Scope::User, vec![flag]),
+            (Some(flag), system, true, Scope::System, vec![flag]),
+            (None, user, false, Scope::User, vec![user, system]),
+            (None, user, true, Scope::User, vec![user]),
+            (None, system, false, Scope::System, vec![system]),
+            (None, system, false, Scope::User, vec![system]),
+            (None, flag, true, Scope::System, vec![flag]),
+        ];
+        for (given, configured, explicitly, scope, expected) in table {
+            let expected: Vec<PathBuf> = expected.iter().map(|p| p.to_path_buf()).collect();
+            assert_eq!(
+                socket_candidates(given, configured, explicitly, scope),
+                expected,
+                "{given:?} {configured:?} explicitly={explicitly} {scope:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_answering_socket_wins_and_the_error_names_every_one() {
+        let user = PathBuf::from("/run/user/1000/deckhand/api.sock");
+        let system = PathBuf::from(SYSTEM_API_SOCKET);
+        let refuse = |path: &Path| -> std::io::Result<()> {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("nothing at {}", path.display()),
+            ))
+        };
+        let only_system = |path: &Path| {
+            if path == Path::new(SYSTEM_API_SOCKET) {
+                Ok(())
+            } else {
+                refuse(path)
+            }
+        };
+        let both = [user.clone(), system.clone()];
+        assert_eq!(pick_socket(&both, |_| Ok(())), Ok(user.clone()));
+        assert_eq!(pick_socket(&both, only_system), Ok(system.clone()));
+        assert_eq!(
+            pick_socket(std::slice::from_ref(&user), refuse),
+            Ok(user.clone()),
+            "a single socket is used as it is: the request says what is wrong"
+        );
+        let failure = pick_socket(&both, refuse).expect_err("nothing answers");
+        assert_eq!(failure.exit_code(), EXIT_RUNTIME);
+        let message = failure.messages().join("\n");
+        for path in [&user, &system] {
+            assert!(
+                message.contains(&format!("{} (nothing at", path.display())),
+                "{message}"
+            );
+        }
+        assert!(message.contains("deckhand run"), "{message}");
+    }
 
     #[test]
     fn ages_in_the_largest_whole_unit() {
