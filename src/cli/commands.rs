@@ -514,7 +514,8 @@ mod tests {
         let system = Path::new(SYSTEM_API_SOCKET);
         let flag = Path::new("/tmp/flag.sock");
         // (flag, configured, explicitly, scope, expected)
-        let table: Vec<(Option<&Path>, &Path, bool, Scope, Vec<&Path>)> = vec![
+        type Case<'a> = (Option<&'a Path>, &'a Path, bool, Scope, Vec<&'a Path>);
+        let table: Vec<Case> = vec![
             (Some(flag), user, false, Scope::User, vec![flag]),
             (Some(flag), system, true, Scope::System, vec![flag]),
             (None, user, false, Scope::User, vec![user, system]),
