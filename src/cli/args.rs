@@ -73,7 +73,7 @@ Commands:
   run [--config PATH]        run the agent in the foreground
   submit FILE                start the task in FILE (- = stdin); prints its id
   stop TASK [--wait]         stop a task; --wait returns once it is STOPPED
-  ps [--all] [--json]        list running tasks (--all: stopped ones too)
+  ps [--all] [--json]        list the tasks not stopped (--all: stopped ones too)
   inspect TASK               show a task as JSON (ECS task metadata v4 shape)
   events [--follow] [--since N]
                              print state changes, one JSON object per line
@@ -81,8 +81,10 @@ Commands:
   help [COMMAND]             show help for a command
 
 TASK is a task id, a unique prefix of it, or its ARN.
---socket PATH (or DECKHAND_API_SOCKET) chooses the agent's API socket; the default is
-/run/deckhand/api.sock for root and $XDG_RUNTIME_DIR/deckhand/api.sock for other users.
+--socket PATH (or DECKHAND_API_SOCKET) chooses the agent's API socket. Without it, root uses
+/run/deckhand/api.sock; other users use their own agent's $XDG_RUNTIME_DIR/deckhand/api.sock
+(or ~/.local/state/deckhand/api.sock without XDG_RUNTIME_DIR) and, if no agent answers there,
+the system agent's /run/deckhand/api.sock (members of group deckhand may use it).
 
 Exit codes: 0 ok, 1 runtime failure (e.g. the agent is unreachable), 2 usage or invalid
 input, 78 configuration error.
@@ -96,9 +98,13 @@ pub fn verb_help(verb: &str) -> Option<&'static str> {
 Usage: deckhand run [--config PATH]
 
 Runs the agent in the foreground (logs on stderr). It reads /etc/deckhand/deckhand.conf (or
-PATH; per-user paths when not root), then the environment, serves the local API on its socket
-and the ECS introspection endpoint, and starts the tasks in DECKHAND_TASKS_DIR. SIGTERM or
-SIGINT ends it within seconds and leaves the containers running; SIGHUP rescans tasks.d.
+PATH), then the environment, serves the local API on its socket and the ECS introspection
+endpoint (127.0.0.1:51678), and keeps the tasks of DECKHAND_TASKS_DIR (/etc/deckhand/tasks.d)
+running: one task per *.json file, started again (after a pause of 10 s doubling to 5 min) when
+it stops by itself. Run by a user other than root, it uses per-user places:
+$XDG_CONFIG_HOME/deckhand/deckhand.conf and tasks.d, $XDG_STATE_HOME/deckhand for its state,
+$XDG_RUNTIME_DIR/deckhand/api.sock. SIGTERM or SIGINT ends it within seconds and leaves the
+containers running (the next start adopts them); SIGHUP rescans tasks.d.
 Exit code 78: the configuration is invalid (the message names the key)."
         }
         "submit" => {
@@ -120,9 +126,10 @@ it returns only when the task is STOPPED. The containers stop in reverse depende
             "\
 Usage: deckhand ps [--all] [--json]
 
-Lists the tasks that are not stopped: TASK ID, FAMILY:REVISION, DESIRED, KNOWN, CONTAINERS
-(running/total), AGE. --all also lists stopped tasks the agent still holds; --json prints
-the inspect objects as a JSON array."
+Lists the tasks that are not stopped, newest first: TASK ID, FAMILY:REVISION, DESIRED, KNOWN,
+CONTAINERS (running/total), AGE (since the agent accepted the task: 45s, 3m20s, 5h12m, 3d4h).
+--all also lists the stopped tasks the agent still holds (until their cleanup, 3 h after they
+stopped by default); --json prints the inspect objects as a JSON array instead."
         }
         "inspect" => {
             "\

@@ -391,14 +391,36 @@ pub fn inspect(client: &ApiClient, task: &str, out: &mut dyn Write) -> Result<()
     write_out(out, &format!("{text}\n"))
 }
 
-/// `5s`, `3m`, `2h`, `4d`: the age of something created at `created`.
+/// The age of something created at `created`, as `ps` shows it: exact while it is short, then
+/// in its two largest units, then coarser as it grows — `45s`, `3m20s`, `25m`, `5h12m`, `20h`,
+/// `3d4h`, `12d`, `2y45d`.
 pub fn age(created: Millis, now: Millis) -> String {
+    const MINUTE: u64 = 60;
+    const HOUR: u64 = 60 * MINUTE;
+    const DAY: u64 = 24 * HOUR;
+    const YEAR: u64 = 365 * DAY;
     let seconds = now.saturating_sub(created) / 1000;
     match seconds {
-        0..=59 => format!("{seconds}s"),
-        60..=3599 => format!("{}m", seconds / 60),
-        3600..=86_399 => format!("{}h", seconds / 3600),
-        _ => format!("{}d", seconds / 86_400),
+        0..120 => format!("{seconds}s"),
+        120..600 => match seconds % MINUTE {
+            0 => format!("{}m", seconds / MINUTE),
+            rest => format!("{}m{rest}s", seconds / MINUTE),
+        },
+        600..10_800 => format!("{}m", seconds / MINUTE),
+        10_800..28_800 => match (seconds % HOUR) / MINUTE {
+            0 => format!("{}h", seconds / HOUR),
+            rest => format!("{}h{rest}m", seconds / HOUR),
+        },
+        28_800..172_800 => format!("{}h", seconds / HOUR),
+        172_800..691_200 => match (seconds % DAY) / HOUR {
+            0 => format!("{}d", seconds / DAY),
+            rest => format!("{}d{rest}h", seconds / DAY),
+        },
+        691_200..63_072_000 => format!("{}d", seconds / DAY),
+        _ => match (seconds % YEAR) / DAY {
+            0 => format!("{}y", seconds / YEAR),
+            rest => format!("{}y{rest}d", seconds / YEAR),
+        },
     }
 }
 
@@ -418,6 +440,14 @@ pub fn ps_table(tasks: &[Value], all: bool, now: Millis) -> String {
         "CONTAINERS".into(),
         "AGE".into(),
     ]];
+    // Newest first, as `docker ps` lists containers.
+    let created = |task: &Value| {
+        task.get("CreatedAt")
+            .and_then(Value::as_str)
+            .and_then(millis_from_rfc3339)
+    };
+    let mut tasks: Vec<&Value> = tasks.iter().collect();
+    tasks.sort_by_key(|task| std::cmp::Reverse(created(task)));
     for task in tasks {
         let known = text(task, "KnownStatus");
         if !all && known == "STOPPED" {
@@ -436,10 +466,7 @@ pub fn ps_table(tasks: &[Value], all: bool, now: Millis) -> String {
                 container.get("KnownStatus").and_then(Value::as_str) == Some("RUNNING")
             })
             .count();
-        let age_text = task
-            .get("CreatedAt")
-            .and_then(Value::as_str)
-            .and_then(millis_from_rfc3339)
+        let age_text = created(task)
             .map(|created| age(created, now))
             .unwrap_or_else(|| "-".into());
         rows.push([
@@ -572,18 +599,38 @@ mod tests {
     }
 
     #[test]
-    fn ages_in_the_largest_whole_unit() {
+    fn ages_are_exact_while_short_and_coarser_as_they_grow() {
+        let second = 1_000;
+        let minute = 60 * second;
+        let hour = 60 * minute;
+        let day = 24 * hour;
         let table = [
             (0, "0s"),
-            (59_999, "59s"),
-            (60_000, "1m"),
-            (3_599_000, "59m"),
-            (3_600_000, "1h"),
-            (86_400_000, "1d"),
-            (10 * 86_400_000, "10d"),
+            (999, "0s"),
+            (59 * second, "59s"),
+            (119 * second, "119s"),
+            (2 * minute, "2m"),
+            (3 * minute + 20 * second, "3m20s"),
+            (9 * minute + 59 * second, "9m59s"),
+            (10 * minute + 30 * second, "10m"),
+            (179 * minute, "179m"),
+            (3 * hour, "3h"),
+            (5 * hour + 12 * minute, "5h12m"),
+            (8 * hour + 12 * minute, "8h"),
+            (47 * hour, "47h"),
+            (2 * day, "2d"),
+            (3 * day + 4 * hour, "3d4h"),
+            (8 * day + 4 * hour, "8d"),
+            (729 * day, "729d"),
+            (730 * day, "2y"),
+            (775 * day, "2y45d"),
         ];
         for (elapsed, expected) in table {
-            assert_eq!(age(1_000_000, 1_000_000 + elapsed), expected, "{elapsed}");
+            assert_eq!(
+                age(1_000_000, 1_000_000 + elapsed),
+                expected,
+                "{elapsed} ms"
+            );
         }
         assert_eq!(
             age(2_000, 1_000),
@@ -631,13 +678,36 @@ mod tests {
             ]
         );
         let row: Vec<&str> = lines[1].split_whitespace().collect();
-        assert_eq!(row, ["aaaa", "web:2", "RUNNING", "RUNNING", "1/2", "2m"]);
+        assert_eq!(row, ["aaaa", "web:2", "RUNNING", "RUNNING", "1/2", "2m5s"]);
         let table = ps_table(&tasks, true, now);
         assert_eq!(table.lines().count(), 3);
         assert!(table
             .lines()
             .nth(2)
             .is_some_and(|line| line.starts_with("bbbb")));
+    }
+
+    #[test]
+    fn ps_lists_the_newest_task_first() {
+        let mut older = task("older", "RUNNING", &["RUNNING"]);
+        older["CreatedAt"] = json!("2023-11-14T20:00:00.000Z");
+        let mut newer = task("newer", "RUNNING", &["RUNNING"]);
+        newer["CreatedAt"] = json!("2023-11-14T22:00:00.000Z");
+        let now = millis_from_rfc3339("2023-11-14T23:00:00.000Z").expect("time");
+        let table = ps_table(&[older, newer], false, now);
+        let first_column: Vec<&str> = table
+            .lines()
+            .skip(1)
+            .filter_map(|line| line.split_whitespace().next())
+            .collect();
+        assert_eq!(first_column, ["newer", "older"], "{table}");
+        assert!(
+            table
+                .lines()
+                .nth(2)
+                .is_some_and(|line| line.ends_with("3h")),
+            "{table}"
+        );
     }
 
     #[test]
