@@ -130,7 +130,13 @@ fn ps_inspect_and_stop_by_prefix() {
     for column in ["FAMILY:REVISION", "DESIRED", "KNOWN", "CONTAINERS", "AGE"] {
         assert!(lines[0].contains(column), "{column}: {table}");
     }
-    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    // Newest first (the two may share a millisecond, so find the first one's row by its id).
+    let row: Vec<&str> = lines
+        .iter()
+        .find(|line| line.starts_with(id.as_str()))
+        .unwrap_or_else(|| panic!("{id} not listed: {table}"))
+        .split_whitespace()
+        .collect();
     assert_eq!(row[..5], [id.as_str(), "web:0", "RUNNING", "NONE", "0/1"]);
 
     let output = run(&api, &["inspect", &id[..10]]);
