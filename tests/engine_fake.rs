@@ -930,10 +930,13 @@ fn a_restart_policy_restarts_an_exited_container_in_place() {
         task.and_then(|t| t.container("app"))
             .is_some_and(|c| c.restart_count == 1)
     });
-    assert_eq!(
-        harness.fake.container("app").map(|c| c.start_count),
-        Some(2)
-    );
+    // The second start call is recorded before the fake applies it: wait for the container.
+    harness
+        .fake
+        .wait_for(DEADLINE, |fake| {
+            fake.container("app").map(|c| c.start_count) == Some(2)
+        })
+        .unwrap_or_else(|message| panic!("the restart never started the container: {message}"));
     // An ignored exit code is a normal exit: the essential container stops the task.
     harness.fake.exit("app", 0);
     let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
