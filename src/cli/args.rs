@@ -119,8 +119,10 @@ exits 2."
             "\
 Usage: deckhand stop TASK [--wait]
 
-Asks the agent to stop TASK (id, unique id prefix or ARN); exits 0 once accepted. With --wait
-it returns only when the task is STOPPED. The containers stop in reverse dependency order."
+Asks the agent to stop TASK (id, unique id prefix or ARN), prints its full id and exits 0 once
+the stop is accepted. With --wait it returns only when the task is STOPPED. The containers stop
+in reverse dependency order. An unknown TASK, or a prefix of several tasks (they are listed),
+exits 2."
         }
         "ps" => {
             "\
@@ -135,8 +137,9 @@ stopped by default); --json prints the inspect objects as a JSON array instead."
             "\
 Usage: deckhand inspect TASK
 
-Prints TASK as one JSON object in the shape of the ECS task metadata v4 response, with
-deckhand's statuses (NONE, PULLED, CREATED, RUNNING, STOPPED) and RFC 3339 UTC times."
+Prints TASK (id, unique id prefix or ARN) as one JSON object in the shape of the ECS task
+metadata v4 response, with deckhand's statuses (NONE, PULLED, CREATED, RUNNING, STOPPED) and
+RFC 3339 UTC times. An unknown TASK, or a prefix of several tasks (they are listed), exits 2."
         }
         "events" => {
             "\
