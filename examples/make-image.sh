@@ -26,7 +26,7 @@ esac
 # A dynamically linked busybox (Debian's plain `busybox` package) would not run in an image
 # without a C library: insist on the static one.
 if ! [ -x "$busybox" ] || ! "$busybox" --list >/dev/null 2>&1 \
-    || { command -v file >/dev/null 2>&1 && ! file -L "$busybox" | grep -q 'statically linked'; }; then
+    || { command -v file >/dev/null 2>&1 && ! file -L "$busybox" | grep -Eq 'statically linked|static-pie linked'; }; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "make-image.sh: installing busybox-static" >&2
         apt-get update -qq

@@ -182,10 +182,19 @@ fn introspection_answers_as_ecs_does() {
         address.starts_with(|c: char| c.is_ascii_digit()),
         "{address}"
     );
-    assert_eq!(
-        task["Containers"][0]["Networks"],
-        serde_json::json!([{"NetworkMode": "bridge", "IPv4Addresses": [address]}])
-    );
+    // The RUNNING event may come from Docker's `start` event, before the start call's own
+    // inspect (which carries the addresses) is applied: wait for that, with a deadline.
+    let expected = serde_json::json!([{"NetworkMode": "bridge", "IPv4Addresses": [address]}]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let task = loop {
+        let (status, one) = introspection_get(&agent, &format!("/v1/tasks?dockerid={docker_id}"));
+        assert_eq!(status, 200);
+        if one["Containers"][0]["Networks"] == expected || std::time::Instant::now() > deadline {
+            break one;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(task["Containers"][0]["Networks"], expected);
     let (status, metadata) = agent_inspect_status(&agent, &id);
     assert_eq!(status, 200);
     assert_eq!(
