@@ -105,12 +105,93 @@ fn a_missing_config_file_given_on_the_command_line_exits_78() {
 }
 
 #[test]
-fn a_good_configuration_with_docker_unreachable_exits_1_not_78() {
-    let output = run_agent(None, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+fn a_good_configuration_with_docker_unreachable_waits_for_docker_and_stops_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    let directory = std::env::temp_dir().join(format!("dh-agent-wait-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).expect("temp dir");
+    let config = directory.join("deckhand.conf");
+    std::fs::write(&config, "").expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .env("DECKHAND_API_SOCKET", directory.join("api.sock"))
+        .env("DECKHAND_TASKS_DIR", directory.join("tasks.d"))
+        .env("ECS_DATADIR", directory.join("data"))
+        .env("DECKHAND_INTROSPECTION_ADDR", "")
+        .env(
+            "DOCKER_HOST",
+            "unix:///nonexistent/deckhand-test/docker.sock",
+        )
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines_sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_sender.send(line);
+        }
+    });
+    // systemd may start deckhand before Docker: it must wait (saying so), not exit.
+    let waiting_line = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("deckhand logs that it waits for Docker");
+        if line.contains("waiting for it") {
+            break line;
+        }
+    };
     assert!(
-        stderr.contains("/nonexistent/deckhand-test/docker.sock"),
-        "{stderr}"
+        waiting_line.contains("/nonexistent/deckhand-test/docker.sock"),
+        "{waiting_line}"
     );
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "deckhand exited instead of waiting for Docker"
+    );
+    let killed = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -TERM {}", child.id()))
+        .status()
+        .expect("sh");
+    assert!(killed.success());
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait());
+    });
+    let status = receiver
+        .recv_timeout(Duration::from_secs(30))
+        .expect("deckhand exits on SIGTERM while waiting for Docker")
+        .expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn a_state_file_from_a_newer_deckhand_stops_start_up_with_78() {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let directory = std::env::temp_dir().join(format!(
+        "dh-agent-future-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    ));
+    let data = directory.join("data");
+    std::fs::create_dir_all(data.join("tasks")).expect("data dir");
+    std::fs::write(
+        data.join("agent.json"),
+        r#"{"schema": 99, "agent": {"next_sequence": 5}}"#,
+    )
+    .expect("agent.json");
+    let output = run_agent(None, &[("ECS_DATADIR", &data.to_string_lossy())]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("agent.json"), "{stderr}");
+    assert!(stderr.contains("schema version 99"), "{stderr}");
+    let kept = std::fs::read_to_string(data.join("agent.json")).expect("left in place");
+    assert!(kept.contains("99"), "the newer file is not touched");
+    let _ = std::fs::remove_dir_all(&directory);
 }

@@ -177,7 +177,7 @@ pub enum Effect {
         event: NewEvent,
         reported: Reported,
     },
-    /// The task changed: publish the snapshot (and, later, write the checkpoint).
+    /// The task changed: publish the snapshot and write the checkpoint.
     Checkpoint,
     ArmTimer {
         timer: TimerKind,
@@ -415,8 +415,12 @@ impl ManagedTask {
         }
         self.apply_essential_rule();
         if let Some(known) = derive_task_known_status(&self.task) {
-            self.task.known_status = known;
-            self.task.known_status_time = Some(now);
+            // A restored task keeps the time it reached its status: cleanup of a task that was
+            // STOPPED before the restart is clocked from then, not from the restart.
+            if known != self.task.known_status || self.task.known_status_time.is_none() {
+                self.task.known_status = known;
+                self.task.known_status_time = Some(now);
+            }
         }
         for index in 0..self.task.containers.len() {
             self.emit_container_event_if_due(index, now, &mut effects);
@@ -464,11 +468,14 @@ impl ManagedTask {
         }
         if self.dirty {
             self.dirty = false;
-            // The change is recorded before any event about it leaves: a reader who saw the
-            // event finds the snapshot (and, later, the checkpoint) at least as new.
+            // The change is recorded before any event about it leaves and before any Docker
+            // call it leads to: a reader who saw the event finds the snapshot and the checkpoint
+            // at least as new, and a container's fixed name (and the fact that its create is
+            // under way) is on disk before the create, so a crash mid-create is adopted by name
+            // at restore instead of duplicated.
             let first_event = effects
                 .iter()
-                .position(|effect| matches!(effect, Effect::Emit { .. }))
+                .position(|effect| matches!(effect, Effect::Emit { .. } | Effect::Docker(_)))
                 .unwrap_or(effects.len());
             effects.insert(first_event, Effect::Checkpoint);
         }
@@ -1341,11 +1348,14 @@ impl TaskRoute {
 }
 
 /// A desired-status command on a task's inbox (see [`Input::Desired`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct DesiredCommand {
     pub status: TaskStatus,
     pub sequence: u64,
     pub registered: bool,
+    /// Answered once the change is durable (its checkpoint written), or with why it is not:
+    /// a stop is acknowledged only after that.
+    pub durable: Option<Sender<Result<(), String>>>,
 }
 
 /// The receiving ends of a task's inboxes, owned by its thread.
@@ -1365,6 +1375,12 @@ struct LoopState {
     timers: std::collections::BTreeMap<TimerKind, std::time::Instant>,
     wait_group_ready: Option<Receiver<()>>,
     tracked_docker_ids: Vec<String>,
+    /// The last checkpoint write failed with this (the file on disk is older than the task).
+    checkpoint_error: Option<String>,
+    /// Who waits for the desired change being handled to be durable.
+    durable_reply: Option<Sender<Result<(), String>>>,
+    /// An event the reporter could not record; logged once until recording works again.
+    report_failing: bool,
 }
 
 /// Milliseconds since the epoch, now.
@@ -1394,10 +1410,13 @@ fn next_event(
     };
     crossbeam_channel::select_biased! {
         recv(inboxes.shutdown) -> _ => None,
-        recv(inboxes.desired) -> command => command.ok().map(|command| Input::Desired {
-            status: command.status,
-            sequence: command.sequence,
-            registered: command.registered,
+        recv(inboxes.desired) -> command => command.ok().map(|command| {
+            state.durable_reply = command.durable;
+            Input::Desired {
+                status: command.status,
+                sequence: command.sequence,
+                registered: command.registered,
+            }
         }),
         // Docker events before worker results: an event is usually older news than the
         // answer of a call made after it (a `start` event and then the stop's result).
@@ -1455,10 +1474,41 @@ fn perform(
                         .map(|reason| format!(": {reason}"))
                         .unwrap_or_default()
                 );
-                shared.reporter.record(event);
-                queue.extend(machine.handle(Input::Reported(reported), now_millis()));
+                match shared.reporter.record(event) {
+                    Ok(_) => {
+                        state.report_failing = false;
+                        queue.extend(machine.handle(Input::Reported(reported), now_millis()));
+                    }
+                    Err(error) => {
+                        // Not reported: `sent` stays below, so the event is emitted again
+                        // after the next restart, and cleanup waits for it.
+                        if !state.report_failing {
+                            log::error!(
+                                "task {}: cannot record a state-change event: {error}",
+                                machine.task().id
+                            );
+                            state.report_failing = true;
+                        }
+                    }
+                }
             }
-            Effect::Checkpoint => shared.publish_snapshot(machine.task()),
+            Effect::Checkpoint => {
+                shared.publish_snapshot(machine.task());
+                match shared.checkpoint(machine.task()) {
+                    Ok(()) => {
+                        if state.checkpoint_error.take().is_some() {
+                            log::info!("task {}: checkpoint written again", machine.task().id);
+                        }
+                    }
+                    Err(error) => {
+                        let message = error.to_string();
+                        if state.checkpoint_error.is_none() {
+                            log::error!("task {}: checkpoint failed: {message}", machine.task().id);
+                        }
+                        state.checkpoint_error = Some(message);
+                    }
+                }
+            }
             Effect::ArmTimer { timer, at } => {
                 let delay = Duration::from_millis(at.saturating_sub(now_millis()));
                 state
@@ -1516,41 +1566,85 @@ fn spawn_worker(task_id: &str, shared: &EngineShared, call: DockerCall, results:
 
 /// The managed task's thread: start, then wait for one input at a time, handle it, perform
 /// the effects; on `Done`, forget the task. On shutdown it just returns (containers keep running).
+///
+/// A panic in the loop (a bug) must not wedge the engine: it is caught and logged, the stop
+/// number the task held is finished (so later starts are not blocked forever), and the task is
+/// forgotten in memory. Its checkpoint stays on disk, so the next start of the agent restores
+/// it; its containers keep running meanwhile.
 pub(crate) fn run_managed_task(
     mut machine: ManagedTask,
     inboxes: TaskInboxes,
     shared: std::sync::Arc<EngineShared>,
 ) {
-    let (results_sender, results) = crossbeam_channel::unbounded();
+    let task_id = machine.task().id.clone();
     let mut state = LoopState::default();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_managed_task_loop(&mut machine, &inboxes, &shared, &mut state)
+    }));
+    match outcome {
+        Ok(false) => {}
+        Ok(true) => shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            log::error!(
+                "task {task_id}: its managed-task loop panicked ({message}); releasing its stop \
+                 number and dropping it from memory; it is restored from its checkpoint at the \
+                 next start of deckhand"
+            );
+            if let Some(sequence) = machine.unfinished_stop.take() {
+                shared.wait_group.done(sequence);
+            }
+            if let Some(reply) = state.durable_reply.take() {
+                let _ = reply.send(Err(format!("task {task_id} failed internally: {message}")));
+            }
+            shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, false);
+        }
+    }
+}
+
+/// The loop itself; true once the task is done (cleaned up), false on shutdown.
+fn run_managed_task_loop(
+    machine: &mut ManagedTask,
+    inboxes: &TaskInboxes,
+    shared: &EngineShared,
+    state: &mut LoopState,
+) -> bool {
+    let (results_sender, results) = crossbeam_channel::unbounded();
     let effects = machine.start(now_millis());
     let mut done = perform(
-        &mut machine,
+        machine,
         effects,
-        &mut state,
-        &shared,
+        state,
+        shared,
         &inboxes.route,
         &results_sender,
     );
     while !done {
-        let Some(input) = next_event(&inboxes, &results, &mut state) else {
-            return;
+        let Some(input) = next_event(inboxes, &results, state) else {
+            return false;
         };
         let effects = machine.handle(input, now_millis());
         done = perform(
-            &mut machine,
+            machine,
             effects,
-            &mut state,
-            &shared,
+            state,
+            shared,
             &inboxes.route,
             &results_sender,
         );
+        if let Some(reply) = state.durable_reply.take() {
+            let answer = match &state.checkpoint_error {
+                None => Ok(()),
+                Some(error) => Err(error.clone()),
+            };
+            let _ = reply.send(answer);
+        }
     }
-    shared.forget(
-        &machine.task().id,
-        &state.tracked_docker_ids,
-        &inboxes.desired,
-    );
+    true
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 use crate::engine::managed_task::{DockerCall, Input, TransitionOutput};
 use crate::runtime::{ContainerRuntime, RuntimeError};
+use crate::state::StateStore;
 use crate::task::{ContainerStatus, PullBehavior};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -36,9 +37,41 @@ impl Default for StopRetry {
 pub struct WorkerContext {
     pub runtime: Arc<dyn ContainerRuntime>,
     pub pull_behavior: PullBehavior,
-    /// Images this agent pulled successfully (for `once`); in memory for now.
+    /// Images this agent pulled successfully (for `once`) during this run.
     pub pulled_images: Arc<Mutex<HashSet<String>>>,
     pub stop_retry: StopRetry,
+    /// The durable record of pulled images (kept across restarts), when the engine has a store.
+    pub store: Option<Arc<StateStore>>,
+}
+
+impl WorkerContext {
+    fn pulled_before(&self, image: &str) -> bool {
+        self.store
+            .as_ref()
+            .is_some_and(|store| store.image_pulled(image))
+            || self
+                .pulled_images
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .contains(image)
+    }
+
+    fn record_pulled(&self, image: &str) {
+        self.pulled_images
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(image.to_string());
+        if let Some(store) = &self.store {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0);
+            // Not fatal: at worst the image is pulled once more after a restart.
+            if let Err(error) = store.record_image_pulled(image, now) {
+                log::warn!("cannot record that image {image} was pulled: {error}");
+            }
+        }
+    }
 }
 
 /// §13: whether to pull under `behavior`. `present_locally` is only asked for `prefer-cached`.
@@ -71,21 +104,13 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
     let runtime = &context.runtime;
     match call {
         DockerCall::Pull { container, image } => {
-            let pulled_before = context
-                .pulled_images
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner())
-                .contains(&image);
+            let pulled_before = context.pulled_before(&image);
             let pull = should_pull(context.pull_behavior, pulled_before, || {
                 runtime.inspect_image(&image).is_ok()
             });
             let result = if pull {
                 runtime.pull_image(&image, None).map(|()| {
-                    context
-                        .pulled_images
-                        .lock()
-                        .unwrap_or_else(|poison| poison.into_inner())
-                        .insert(image.clone());
+                    context.record_pulled(&image);
                     TransitionOutput::default()
                 })
             } else {
