@@ -1493,8 +1493,10 @@ fn perform(
                 }
             }
             Effect::Checkpoint => {
+                // On disk first, then visible: whoever sees the snapshot finds the file as new.
+                let written = shared.checkpoint(machine.task());
                 shared.publish_snapshot(machine.task());
-                match shared.checkpoint(machine.task()) {
+                match written {
                     Ok(()) => {
                         if state.checkpoint_error.take().is_some() {
                             log::info!("task {}: checkpoint written again", machine.task().id);
@@ -1636,6 +1638,14 @@ fn run_managed_task_loop(
             &inboxes.route,
             &results_sender,
         );
+        if state.checkpoint_error.is_some() {
+            // The file on disk is behind the task: try again now rather than only at the next
+            // change (a disk that was full may have room again).
+            if shared.checkpoint(machine.task()).is_ok() {
+                log::info!("task {}: checkpoint written again", machine.task().id);
+                state.checkpoint_error = None;
+            }
+        }
         if let Some(reply) = state.durable_reply.take() {
             let answer = match &state.checkpoint_error {
                 None => Ok(()),

@@ -119,16 +119,7 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             transition(container, ContainerStatus::Pulled, result)
         }
         DockerCall::Create { container, spec } => {
-            let result = match runtime.create_container(&spec) {
-                Ok(docker_id) => Ok(docker_id),
-                // The name is fixed before create: a conflict means an earlier create of this
-                // very container got through (its answer was lost). Adopt it.
-                Err(RuntimeError::Conflict { message }) => runtime
-                    .inspect_container(&spec.name)
-                    .map(|info| info.id)
-                    .map_err(|_| RuntimeError::Conflict { message }),
-                Err(error) => Err(error),
-            };
+            let result = create_or_adopt(runtime.as_ref(), &spec);
             transition(
                 container,
                 ContainerStatus::Created,
@@ -201,6 +192,45 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
                 }
             }
             Some(Input::Removed)
+        }
+    }
+}
+
+/// How long a create whose name is taken keeps looking for the container holding it.
+const ADOPT_DEADLINE: Duration = Duration::from_secs(10);
+const ADOPT_POLL: Duration = Duration::from_millis(50);
+
+/// Creates the container, or adopts the one that already holds its fixed name.
+///
+/// The name is fixed before create and saved, so a conflict means an earlier create of this very
+/// container got through (its answer was lost, or the agent was killed before it came). Docker
+/// reserves a name before the container can be inspected, so right after a crash the name can
+/// be taken while no container answers to it yet: look again for a while, and create again if
+/// the reservation went away (the earlier create failed after all).
+fn create_or_adopt(
+    runtime: &dyn ContainerRuntime,
+    spec: &crate::runtime::CreateContainer,
+) -> Result<String, RuntimeError> {
+    let deadline = std::time::Instant::now() + ADOPT_DEADLINE;
+    loop {
+        let message = match runtime.create_container(spec) {
+            Ok(docker_id) => return Ok(docker_id),
+            Err(RuntimeError::Conflict { message }) => message,
+            Err(error) => return Err(error),
+        };
+        match runtime.inspect_container(&spec.name) {
+            Ok(info) => {
+                log::info!(
+                    "container {} already exists (an earlier create got through): adopting {}",
+                    spec.name,
+                    info.id
+                );
+                return Ok(info.id);
+            }
+            Err(RuntimeError::NoSuchContainer { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(ADOPT_POLL);
+            }
+            Err(_) => return Err(RuntimeError::Conflict { message }),
         }
     }
 }
