@@ -1,5 +1,7 @@
-//! `deckhand run` refuses a bad configuration with exit code 78 and a message naming the key,
-//! before it touches Docker or any socket (so these tests need no Docker).
+//! `deckhand run` refuses a bad configuration, or a state file written by a newer deckhand, with
+//! exit code 78 and a message naming the key or file, before it touches Docker or any socket; it
+//! quarantines a corrupt task file and goes on; and with Docker not up yet it waits for it
+//! (saying so) instead of exiting. None of these tests needs Docker.
 
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,11 +106,12 @@ fn a_missing_config_file_given_on_the_command_line_exits_78() {
         .contains("/nonexistent/deckhand-test/deckhand.conf"));
 }
 
-#[test]
-fn a_good_configuration_with_docker_unreachable_waits_for_docker_and_stops_on_sigterm() {
+/// `deckhand run` with Docker unreachable, its stderr lines on a channel.
+fn spawn_without_docker(
+    directory: &std::path::Path,
+) -> (std::process::Child, mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
-    let directory = std::env::temp_dir().join(format!("dh-agent-wait-{}", std::process::id()));
-    std::fs::create_dir_all(&directory).expect("temp dir");
+    std::fs::create_dir_all(directory).expect("temp dir");
     let config = directory.join("deckhand.conf");
     std::fs::write(&config, "").expect("config");
     let mut child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
@@ -136,15 +139,45 @@ fn a_good_configuration_with_docker_unreachable_waits_for_docker_and_stops_on_si
             let _ = lines_sender.send(line);
         }
     });
-    // systemd may start deckhand before Docker: it must wait (saying so), not exit.
-    let waiting_line = loop {
+    (child, lines)
+}
+
+fn wait_for_line(lines: &mpsc::Receiver<String>, text: &str) -> String {
+    loop {
         let line = lines
             .recv_timeout(Duration::from_secs(30))
-            .expect("deckhand logs that it waits for Docker");
-        if line.contains("waiting for it") {
-            break line;
+            .unwrap_or_else(|_| panic!("deckhand never logged {text:?}"));
+        if line.contains(text) {
+            return line;
         }
-    };
+    }
+}
+
+/// SIGTERM, then the exit status (within 30 s).
+fn terminate(child: std::process::Child) -> std::process::ExitStatus {
+    let killed = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -TERM {}", child.id()))
+        .status()
+        .expect("sh");
+    assert!(killed.success());
+    let (sender, receiver) = mpsc::channel();
+    let mut child = child;
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait());
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(30))
+        .expect("deckhand exits on SIGTERM")
+        .expect("wait")
+}
+
+#[test]
+fn a_good_configuration_with_docker_unreachable_waits_for_docker_and_stops_on_sigterm() {
+    let directory = std::env::temp_dir().join(format!("dh-agent-wait-{}", std::process::id()));
+    let (mut child, lines) = spawn_without_docker(&directory);
+    // systemd may start deckhand before Docker: it must wait (saying so), not exit.
+    let waiting_line = wait_for_line(&lines, "waiting for it");
     assert!(
         waiting_line.contains("/nonexistent/deckhand-test/docker.sock"),
         "{waiting_line}"
@@ -153,21 +186,38 @@ fn a_good_configuration_with_docker_unreachable_waits_for_docker_and_stops_on_si
         child.try_wait().expect("try_wait").is_none(),
         "deckhand exited instead of waiting for Docker"
     );
-    let killed = Command::new("sh")
-        .arg("-c")
-        .arg(format!("kill -TERM {}", child.id()))
-        .status()
-        .expect("sh");
-    assert!(killed.success());
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(child.wait());
-    });
-    let status = receiver
-        .recv_timeout(Duration::from_secs(30))
-        .expect("deckhand exits on SIGTERM while waiting for Docker")
-        .expect("wait");
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(terminate(child).code(), Some(0));
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn a_corrupt_task_file_is_quarantined_with_an_error_naming_it_and_start_up_goes_on() {
+    let directory = std::env::temp_dir().join(format!("dh-agent-corrupt-{}", std::process::id()));
+    let tasks = directory.join("data").join("tasks");
+    std::fs::create_dir_all(&tasks).expect("tasks dir");
+    std::fs::write(
+        tasks.join("0123abcd.json"),
+        b"{\"schema\": 1, \"task\": {trunc",
+    )
+    .expect("file");
+    let (child, lines) = spawn_without_docker(&directory);
+    let error_line = wait_for_line(&lines, "0123abcd.json");
+    assert!(error_line.contains("quarantine"), "{error_line}");
+    // Start-up went on, to the point of waiting for Docker.
+    wait_for_line(&lines, "waiting for it");
+    assert_eq!(terminate(child).code(), Some(0));
+    assert!(!tasks.join("0123abcd.json").exists(), "moved away");
+    let quarantined: Vec<String> = std::fs::read_dir(directory.join("data").join("quarantine"))
+        .expect("quarantine dir")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        quarantined
+            .iter()
+            .any(|name| name.starts_with("0123abcd.json")),
+        "{quarantined:?}"
+    );
     let _ = std::fs::remove_dir_all(&directory);
 }
 

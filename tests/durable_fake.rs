@@ -380,3 +380,52 @@ fn restore_of_a_thousand_saved_tasks() {
     );
     engine.shutdown();
 }
+
+/// A container labelled for this cluster that no saved task knows (state deleted by hand).
+fn leftover(fake: &Arc<FakeRuntime>) -> String {
+    let spec = deckhand::runtime::CreateContainer {
+        name: "deckhand-gone-1-app-0123456789abcdef".to_string(),
+        image: APP_IMAGE.to_string(),
+        labels: [
+            ("com.amazonaws.ecs.cluster", "durable-cluster"),
+            ("com.amazonaws.ecs.container-name", "leftover"),
+        ]
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect(),
+        ..Default::default()
+    };
+    fake.create_container(&spec).expect("created")
+}
+
+#[test]
+fn a_leftover_container_is_left_alone_unless_orphans_are_to_be_removed() {
+    let dir = ScratchDir::new("leftover");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let id = leftover(&fake);
+    let (engine, _) = start_engine(&dir.0, &fake);
+    engine.shutdown();
+    assert!(
+        fake.containers().iter().any(|container| container.id == id),
+        "reported, not removed, by default"
+    );
+    assert_eq!(fake.count(Op::Remove, "leftover"), 0);
+
+    let (store, loaded) = StateStore::open(&dir.0).expect("open");
+    let engine = TaskEngine::start_durable(
+        fake.clone(),
+        EngineConfig {
+            remove_orphans: true,
+            ..fast_config()
+        },
+        Arc::new(store),
+        loaded.tasks,
+    )
+    .expect("the engine starts");
+    engine.shutdown();
+    assert!(
+        fake.containers().iter().all(|container| container.id != id),
+        "removed with DECKHAND_REMOVE_ORPHANS=true"
+    );
+}
