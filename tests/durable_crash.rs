@@ -10,7 +10,7 @@
 //! - the containers of a running task keep their Docker ids (adopted, not recreated);
 //! - event sequence numbers have no gaps and never go back.
 //!
-//! `DECKHAND_CRASH_ITERATIONS` (default 20) and `DECKHAND_CRASH_SEED` (printed at the start;
+//! `DECKHAND_CRASH_ITERATIONS` (default 30) and `DECKHAND_CRASH_SEED` (printed at the start;
 //! set it to replay a run) steer it.
 
 #[path = "support/docker.rs"]
@@ -27,7 +27,7 @@ use docker_support::{docker_client_or_skip, EventCollector, TEST_IMAGE};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-const DEFAULT_ITERATIONS: u64 = 20;
+const DEFAULT_ITERATIONS: u64 = 30;
 /// How long the agent has, after a restart, to bring every task to its desired status.
 const CONVERGE_DEADLINE: Duration = Duration::from_secs(60);
 /// The longest a test waits for the k-th Docker event before it kills the agent anyway.
