@@ -233,6 +233,9 @@ pub struct ManagedTask {
     /// Containers (by index) whose create was sent: one whose answer was lost may exist in
     /// Docker under its fixed name without the task knowing its id.
     create_sent: Vec<bool>,
+    /// An exit (by index) seen while the start call was unanswered, under a restart policy:
+    /// handled once the start's answer arrived.
+    exit_during_start: Vec<Option<ContainerChange>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -378,7 +381,9 @@ impl ManagedTask {
         let emitted_task = task.sent_status;
         let finished_nanos = vec![None; task.containers.len()];
         let create_sent = vec![false; task.containers.len()];
+        let exit_during_start = vec![None; task.containers.len()];
         ManagedTask {
+            exit_during_start,
             task,
             settings,
             phase: Phase::New,
@@ -535,6 +540,9 @@ impl ManagedTask {
                     }
                 };
                 self.container_change(index, change, now, effects);
+                if let Some(exit) = self.exit_during_start[index].take() {
+                    self.container_change(index, exit, now, effects);
+                }
             }
             Input::Inspected { container, result } => {
                 let Some(index) = self.task.container_index(&container) else {
@@ -886,6 +894,21 @@ impl ManagedTask {
             if change.status == container.known_status && change.error.is_none() {
                 self.copy_metadata(index, &change, now);
             }
+            return;
+        }
+        // §12 while the start call is still unanswered (Docker's `start` event made the
+        // container RUNNING, then it exited before the call returned): hold the exit until that
+        // answer clears `applied`, so the restart is decided then and never runs beside the
+        // start call.
+        if change.status == ContainerStatus::Stopped
+            && change.error.is_none()
+            && !change.from_transition
+            && !change.restart_failed
+            && container.applied_status == Some(ContainerStatus::Running)
+            && container.known_status == ContainerStatus::Running
+            && should_restart(container, change.exit_code, now)
+        {
+            self.exit_during_start[index] = Some(change);
             return;
         }
         // §12: an exit under a restart policy starts the container again instead; on success
