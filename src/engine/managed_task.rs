@@ -1732,6 +1732,59 @@ mod tests {
     }
 
     #[test]
+    fn the_checkpoint_comes_before_the_create_call_and_before_any_event() {
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        let started = machine.start(1_000);
+        assert!(started
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))));
+        let effects = machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        let checkpoint = effects
+            .iter()
+            .position(|effect| *effect == Effect::Checkpoint)
+            .expect("the pull's answer changes the task: checkpoint");
+        let create = effects
+            .iter()
+            .position(|effect| matches!(effect, Effect::Docker(DockerCall::Create { .. })))
+            .expect("then the create");
+        assert!(checkpoint < create, "{effects:?}");
+        let effects = machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        let effects = [
+            effects,
+            machine.handle(transition(ContainerStatus::Running, None), 1_003),
+        ]
+        .concat();
+        let first_emit = effects
+            .iter()
+            .position(|effect| matches!(effect, Effect::Emit { .. }))
+            .expect("RUNNING is emitted");
+        let last_checkpoint_before = effects[..first_emit]
+            .iter()
+            .any(|effect| *effect == Effect::Checkpoint);
+        assert!(last_checkpoint_before, "{effects:?}");
+    }
+
+    #[test]
+    fn a_restored_stopped_task_is_cleaned_up_on_its_saved_clock() {
+        // Saved STOPPED at t=10 s, reported; restored at t=100 s with a 60 s cleanup wait: the
+        // deadline (70 s) has passed, so the removal starts at once instead of 60 s later.
+        let mut task = one_container_task();
+        task.desired_status = TaskStatus::Stopped;
+        task.known_status = TaskStatus::Stopped;
+        task.known_status_time = Some(10_000);
+        task.sent_status = TaskStatus::Stopped;
+        let container = &mut task.containers[0];
+        container.desired_status = ContainerStatus::Stopped;
+        container.known_status = ContainerStatus::Stopped;
+        container.sent_status = ContainerStatus::Stopped;
+        container.docker_id = Some("id-1".into());
+        let mut machine = ManagedTask::new(task, settings(Duration::from_secs(60)), None);
+        let effects = machine.start(100_000);
+        assert!(removes(&effects), "{effects:?}");
+        assert_eq!(machine.task().known_status_time, Some(10_000));
+    }
+
+    #[test]
     fn cleanup_waits_for_the_deadline_and_for_stopped_to_be_reported() {
         let mut machine = ManagedTask::new(
             one_container_task(),
