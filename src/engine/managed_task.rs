@@ -1758,9 +1758,7 @@ mod tests {
             .iter()
             .position(|effect| matches!(effect, Effect::Emit { .. }))
             .expect("RUNNING is emitted");
-        let last_checkpoint_before = effects[..first_emit]
-            .iter()
-            .any(|effect| *effect == Effect::Checkpoint);
+        let last_checkpoint_before = effects[..first_emit].contains(&Effect::Checkpoint);
         assert!(last_checkpoint_before, "{effects:?}");
     }
 
