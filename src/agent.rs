@@ -108,6 +108,13 @@ fn connect_to_docker(
     loop {
         match DockerClient::connect(host.clone(), docker_timeouts(config)) {
             Ok(client) => return Ok(Some(client)),
+            // Waiting does not mend a socket this user may not open (group membership is fixed
+            // when the process starts): say so and exit. The transport words that case so.
+            Err(RuntimeError::Unreachable { message })
+                if message.starts_with("permission denied") =>
+            {
+                return Err(RuntimeError::Unreachable { message })
+            }
             Err(error @ (RuntimeError::Unreachable { .. } | RuntimeError::Timeout { .. })) => {
                 log::warn!(
                     "Docker at {} does not answer ({error}); waiting for it, next try in {}s",
