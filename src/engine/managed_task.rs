@@ -407,6 +407,13 @@ impl ManagedTask {
         &self.task
     }
 
+    /// The task given to [`ManagedTask::new`] differs from its checkpoint (restore reconciled
+    /// it with Docker): the first pass writes it.
+    pub fn unsaved_changes(mut self) -> Self {
+        self.dirty = true;
+        self
+    }
+
     pub fn phase(&self) -> Phase {
         self.phase
     }
@@ -415,6 +422,9 @@ impl ManagedTask {
     /// or begin progressing.
     pub fn start(&mut self, now: Millis) -> Vec<Effect> {
         let mut effects = Vec::new();
+        // Checkpoint only what changed: restoring 1,000 unchanged tasks must not write 1,000
+        // files (the caller marks changes made before the loop with `unsaved_changes`).
+        let before = self.task.clone();
         let desired = self.task.desired_status.container_status();
         for container in &mut self.task.containers {
             if container.desired_status < desired {
@@ -434,7 +444,7 @@ impl ManagedTask {
             self.emit_container_event_if_due(index, now, &mut effects);
         }
         self.emit_task_event_if_due(now, &mut effects);
-        self.dirty = true;
+        self.dirty = self.dirty || self.task != before;
         if self.task.known_status == TaskStatus::Stopped {
             self.enter_stopped(now, &mut effects);
         } else if self.task.start_sequence > 0 && self.task.desired_status != TaskStatus::Stopped {
