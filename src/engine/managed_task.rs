@@ -125,6 +125,9 @@ pub enum Input {
     TimerFired(TimerKind),
     /// The reporter recorded an event.
     Reported(Reported),
+    /// The reporter could not record an event (the durable log failed): it is emitted again at
+    /// the next re-check (steady state, or cleanup's wait for the STOPPED report).
+    ReportFailed(Reported),
     /// Cleanup removed the containers.
     Removed,
 }
@@ -177,7 +180,7 @@ pub enum Effect {
         event: NewEvent,
         reported: Reported,
     },
-    /// The task changed: publish the snapshot (and, later, write the checkpoint).
+    /// The task changed: publish the snapshot and write the checkpoint.
     Checkpoint,
     ArmTimer {
         timer: TimerKind,
@@ -233,6 +236,9 @@ pub struct ManagedTask {
     /// Containers (by index) whose create was sent: one whose answer was lost may exist in
     /// Docker under its fixed name without the task knowing its id.
     create_sent: Vec<bool>,
+    /// An exit (by index) seen while the start call was unanswered, under a restart policy:
+    /// handled once the start's answer arrived.
+    exit_during_start: Vec<Option<ContainerChange>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -389,7 +395,9 @@ impl ManagedTask {
         let emitted_task = task.sent_status;
         let finished_nanos = vec![None; task.containers.len()];
         let create_sent = vec![false; task.containers.len()];
+        let exit_during_start = vec![None; task.containers.len()];
         ManagedTask {
+            exit_during_start,
             task,
             settings,
             phase: Phase::New,
@@ -410,6 +418,13 @@ impl ManagedTask {
         &self.task
     }
 
+    /// The task given to [`ManagedTask::new`] differs from its checkpoint (restore reconciled
+    /// it with Docker): the first pass writes it.
+    pub fn unsaved_changes(mut self) -> Self {
+        self.dirty = true;
+        self
+    }
+
     pub fn phase(&self) -> Phase {
         self.phase
     }
@@ -418,6 +433,9 @@ impl ManagedTask {
     /// or begin progressing.
     pub fn start(&mut self, now: Millis) -> Vec<Effect> {
         let mut effects = Vec::new();
+        // Checkpoint only what changed: restoring 1,000 unchanged tasks must not write 1,000
+        // files (the caller marks changes made before the loop with `unsaved_changes`).
+        let before = self.task.clone();
         let desired = self.task.desired_status.container_status();
         for container in &mut self.task.containers {
             if container.desired_status < desired {
@@ -426,14 +444,18 @@ impl ManagedTask {
         }
         self.apply_essential_rule();
         if let Some(known) = derive_task_known_status(&self.task) {
-            self.task.known_status = known;
-            self.task.known_status_time = Some(now);
+            // A restored task keeps the time it reached its status: cleanup of a task that was
+            // STOPPED before the restart is clocked from then, not from the restart.
+            if known != self.task.known_status || self.task.known_status_time.is_none() {
+                self.task.known_status = known;
+                self.task.known_status_time = Some(now);
+            }
         }
         for index in 0..self.task.containers.len() {
             self.emit_container_event_if_due(index, now, &mut effects);
         }
         self.emit_task_event_if_due(now, &mut effects);
-        self.dirty = true;
+        self.dirty = self.dirty || self.task != before;
         if self.task.known_status == TaskStatus::Stopped {
             self.enter_stopped(now, &mut effects);
         } else if self.task.start_sequence > 0 && self.task.desired_status != TaskStatus::Stopped {
@@ -475,11 +497,14 @@ impl ManagedTask {
         }
         if self.dirty {
             self.dirty = false;
-            // The change is recorded before any event about it leaves: a reader who saw the
-            // event finds the snapshot (and, later, the checkpoint) at least as new.
+            // The change is recorded before any event about it leaves and before any Docker
+            // call it leads to: a reader who saw the event finds the snapshot and the checkpoint
+            // at least as new, and a container's fixed name (and the fact that its create is
+            // under way) is on disk before the create, so a crash mid-create is adopted by name
+            // at restore instead of duplicated.
             let first_event = effects
                 .iter()
-                .position(|effect| matches!(effect, Effect::Emit { .. }))
+                .position(|effect| matches!(effect, Effect::Emit { .. } | Effect::Docker(_)))
                 .unwrap_or(effects.len());
             effects.insert(first_event, Effect::Checkpoint);
         }
@@ -539,6 +564,9 @@ impl ManagedTask {
                     }
                 };
                 self.container_change(index, change, now, effects);
+                if let Some(exit) = self.exit_during_start[index].take() {
+                    self.container_change(index, exit, now, effects);
+                }
             }
             Input::Inspected { container, result } => {
                 let Some(index) = self.task.container_index(&container) else {
@@ -672,6 +700,7 @@ impl ManagedTask {
             }
             Input::TimerFired(TimerKind::SteadyCheck) => {
                 self.steady_timer_armed = false;
+                self.emit_unreported(now, effects);
                 if self.task.known_status < TaskStatus::Stopped {
                     self.inspect_all(effects);
                 }
@@ -691,6 +720,14 @@ impl ManagedTask {
                         self.dirty = true;
                     }
                 }
+            }
+            Input::ReportFailed(Reported::Container { name, .. }) => {
+                if let Some(index) = self.task.container_index(&name) {
+                    self.emitted_container[index] = self.task.containers[index].sent_status;
+                }
+            }
+            Input::ReportFailed(Reported::Task { .. }) => {
+                self.emitted_task = self.task.sent_status;
             }
             Input::Reported(Reported::Task { status }) => {
                 if self.task.sent_status < status {
@@ -896,6 +933,21 @@ impl ManagedTask {
             }
             return;
         }
+        // §12 while the start call is still unanswered (Docker's `start` event made the
+        // container RUNNING, then it exited before the call returned): hold the exit until that
+        // answer clears `applied`, so the restart is decided then and never runs beside the
+        // start call.
+        if change.status == ContainerStatus::Stopped
+            && change.error.is_none()
+            && !change.from_transition
+            && !change.restart_failed
+            && container.applied_status == Some(ContainerStatus::Running)
+            && container.known_status == ContainerStatus::Running
+            && should_restart(container, change.exit_code, now)
+        {
+            self.exit_during_start[index] = Some(change);
+            return;
+        }
         // §12: an exit under a restart policy starts the container again instead; on success
         // the change is dropped (known stays RUNNING, no event).
         if change.status == ContainerStatus::Stopped
@@ -1027,6 +1079,14 @@ impl ManagedTask {
         });
     }
 
+    /// Emits again what the reporter failed to record (a no-op for events still on their way).
+    fn emit_unreported(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        for index in 0..self.task.containers.len() {
+            self.emit_container_event_if_due(index, now, effects);
+        }
+        self.emit_task_event_if_due(now, effects);
+    }
+
     fn emit_task_event_if_due(&mut self, now: Millis, effects: &mut Vec<Effect>) {
         let known = self.task.known_status;
         if !matches!(known, TaskStatus::Running | TaskStatus::Stopped)
@@ -1100,6 +1160,7 @@ impl ManagedTask {
             return;
         }
         if self.task.sent_status < TaskStatus::Stopped {
+            self.emit_unreported(now, effects);
             let poll =
                 u64::try_from(self.settings.sent_poll_interval.as_millis()).unwrap_or(u64::MAX);
             effects.push(Effect::ArmTimer {
@@ -1356,11 +1417,14 @@ impl TaskRoute {
 }
 
 /// A desired-status command on a task's inbox (see [`Input::Desired`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct DesiredCommand {
     pub status: TaskStatus,
     pub sequence: u64,
     pub registered: bool,
+    /// Answered once the change is durable (its checkpoint written), or with why it is not:
+    /// a stop is acknowledged only after that.
+    pub durable: Option<Sender<Result<(), String>>>,
 }
 
 /// The receiving ends of a task's inboxes, owned by its thread.
@@ -1380,6 +1444,12 @@ struct LoopState {
     timers: std::collections::BTreeMap<TimerKind, std::time::Instant>,
     wait_group_ready: Option<Receiver<()>>,
     tracked_docker_ids: Vec<String>,
+    /// The last checkpoint write failed with this (the file on disk is older than the task).
+    checkpoint_error: Option<String>,
+    /// Who waits for the desired change being handled to be durable.
+    durable_reply: Option<Sender<Result<(), String>>>,
+    /// An event the reporter could not record; logged once until recording works again.
+    report_failing: bool,
 }
 
 /// Milliseconds since the epoch, now.
@@ -1409,10 +1479,13 @@ fn next_event(
     };
     crossbeam_channel::select_biased! {
         recv(inboxes.shutdown) -> _ => None,
-        recv(inboxes.desired) -> command => command.ok().map(|command| Input::Desired {
-            status: command.status,
-            sequence: command.sequence,
-            registered: command.registered,
+        recv(inboxes.desired) -> command => command.ok().map(|command| {
+            state.durable_reply = command.durable;
+            Input::Desired {
+                status: command.status,
+                sequence: command.sequence,
+                registered: command.registered,
+            }
         }),
         // Docker events before worker results: an event is usually older news than the
         // answer of a call made after it (a `start` event and then the stop's result).
@@ -1470,10 +1543,44 @@ fn perform(
                         .map(|reason| format!(": {reason}"))
                         .unwrap_or_default()
                 );
-                shared.reporter.record(event);
-                queue.extend(machine.handle(Input::Reported(reported), now_millis()));
+                match shared.reporter.record(event) {
+                    Ok(_) => {
+                        state.report_failing = false;
+                        queue.extend(machine.handle(Input::Reported(reported), now_millis()));
+                    }
+                    Err(error) => {
+                        // Not reported: `sent` stays below, cleanup waits for it, and the
+                        // task emits it again at its next re-check (or after a restart).
+                        queue.extend(machine.handle(Input::ReportFailed(reported), now_millis()));
+                        if !state.report_failing {
+                            log::error!(
+                                "task {}: cannot record a state-change event: {error}",
+                                machine.task().id
+                            );
+                            state.report_failing = true;
+                        }
+                    }
+                }
             }
-            Effect::Checkpoint => shared.publish_snapshot(machine.task()),
+            Effect::Checkpoint => {
+                // On disk first, then visible: whoever sees the snapshot finds the file as new.
+                let written = shared.checkpoint(machine.task());
+                shared.publish_snapshot(machine.task());
+                match written {
+                    Ok(()) => {
+                        if state.checkpoint_error.take().is_some() {
+                            log::info!("task {}: checkpoint written again", machine.task().id);
+                        }
+                    }
+                    Err(error) => {
+                        let message = error.to_string();
+                        if state.checkpoint_error.is_none() {
+                            log::error!("task {}: checkpoint failed: {message}", machine.task().id);
+                        }
+                        state.checkpoint_error = Some(message);
+                    }
+                }
+            }
             Effect::ArmTimer { timer, at } => {
                 let delay = Duration::from_millis(at.saturating_sub(now_millis()));
                 state
@@ -1531,41 +1638,93 @@ fn spawn_worker(task_id: &str, shared: &EngineShared, call: DockerCall, results:
 
 /// The managed task's thread: start, then wait for one input at a time, handle it, perform
 /// the effects; on `Done`, forget the task. On shutdown it just returns (containers keep running).
+///
+/// A panic in the loop (a bug) must not wedge the engine: it is caught and logged, the stop
+/// number the task held is finished (so later starts are not blocked forever), and the task is
+/// forgotten in memory. Its checkpoint stays on disk, so the next start of the agent restores
+/// it; its containers keep running meanwhile.
 pub(crate) fn run_managed_task(
     mut machine: ManagedTask,
     inboxes: TaskInboxes,
     shared: std::sync::Arc<EngineShared>,
 ) {
-    let (results_sender, results) = crossbeam_channel::unbounded();
+    let task_id = machine.task().id.clone();
     let mut state = LoopState::default();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_managed_task_loop(&mut machine, &inboxes, &shared, &mut state)
+    }));
+    match outcome {
+        Ok(false) => {}
+        Ok(true) => shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            log::error!(
+                "task {task_id}: its managed-task loop panicked ({message}); releasing its stop \
+                 number and dropping it from memory; it is restored from its checkpoint at the \
+                 next start of deckhand"
+            );
+            if let Some(sequence) = machine.unfinished_stop.take() {
+                shared.wait_group.done(sequence);
+            }
+            if let Some(reply) = state.durable_reply.take() {
+                let _ = reply.send(Err(format!("task {task_id} failed internally: {message}")));
+            }
+            shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, false);
+        }
+    }
+}
+
+/// The loop itself; true once the task is done (cleaned up), false on shutdown.
+fn run_managed_task_loop(
+    machine: &mut ManagedTask,
+    inboxes: &TaskInboxes,
+    shared: &EngineShared,
+    state: &mut LoopState,
+) -> bool {
+    let (results_sender, results) = crossbeam_channel::unbounded();
     let effects = machine.start(now_millis());
     let mut done = perform(
-        &mut machine,
+        machine,
         effects,
-        &mut state,
-        &shared,
+        state,
+        shared,
         &inboxes.route,
         &results_sender,
     );
     while !done {
-        let Some(input) = next_event(&inboxes, &results, &mut state) else {
-            return;
+        let Some(input) = next_event(inboxes, &results, state) else {
+            return false;
         };
         let effects = machine.handle(input, now_millis());
         done = perform(
-            &mut machine,
+            machine,
             effects,
-            &mut state,
-            &shared,
+            state,
+            shared,
             &inboxes.route,
             &results_sender,
         );
+        if state.checkpoint_error.is_some() {
+            // The file on disk is behind the task: try again now rather than only at the next
+            // change (a disk that was full may have room again).
+            if shared.checkpoint(machine.task()).is_ok() {
+                log::info!("task {}: checkpoint written again", machine.task().id);
+                state.checkpoint_error = None;
+            }
+        }
+        if let Some(reply) = state.durable_reply.take() {
+            let answer = match &state.checkpoint_error {
+                None => Ok(()),
+                Some(error) => Err(error.clone()),
+            };
+            let _ = reply.send(answer);
+        }
     }
-    shared.forget(
-        &machine.task().id,
-        &state.tracked_docker_ids,
-        &inboxes.desired,
-    );
+    true
 }
 
 #[cfg(test)]
@@ -1617,6 +1776,102 @@ mod tests {
         effects
             .iter()
             .any(|effect| matches!(effect, Effect::Docker(DockerCall::Remove { .. })))
+    }
+
+    #[test]
+    fn the_checkpoint_comes_before_the_create_call_and_before_any_event() {
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        let started = machine.start(1_000);
+        assert!(started
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))));
+        let effects = machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        let checkpoint = effects
+            .iter()
+            .position(|effect| *effect == Effect::Checkpoint)
+            .expect("the pull's answer changes the task: checkpoint");
+        let create = effects
+            .iter()
+            .position(|effect| matches!(effect, Effect::Docker(DockerCall::Create { .. })))
+            .expect("then the create");
+        assert!(checkpoint < create, "{effects:?}");
+        let effects = machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        let effects = [
+            effects,
+            machine.handle(transition(ContainerStatus::Running, None), 1_003),
+        ]
+        .concat();
+        let first_emit = effects
+            .iter()
+            .position(|effect| matches!(effect, Effect::Emit { .. }))
+            .expect("RUNNING is emitted");
+        let last_checkpoint_before = effects[..first_emit].contains(&Effect::Checkpoint);
+        assert!(last_checkpoint_before, "{effects:?}");
+    }
+
+    #[test]
+    fn an_event_the_reporter_failed_to_record_is_emitted_again_while_cleanup_waits() {
+        let mut task = one_container_task();
+        task.desired_status = TaskStatus::Stopped;
+        task.known_status = TaskStatus::Stopped;
+        task.known_status_time = Some(10_000);
+        let container = &mut task.containers[0];
+        container.desired_status = ContainerStatus::Stopped;
+        container.known_status = ContainerStatus::Stopped;
+        container.sent_status = ContainerStatus::Stopped;
+        container.docker_id = Some("id-1".into());
+        let mut machine = ManagedTask::new(task, settings(Duration::from_secs(60)), None);
+        let task_stopped_emits = |effects: &[Effect]| {
+            effects
+                .iter()
+                .filter(|effect| {
+                    matches!(effect, Effect::Emit { reported: Reported::Task { status }, .. }
+                        if *status == TaskStatus::Stopped)
+                })
+                .count()
+        };
+        let effects = machine.start(20_000);
+        assert_eq!(task_stopped_emits(&effects), 1, "{effects:?}");
+        // While the event is on its way, a re-check emits nothing twice.
+        let effects = machine.handle(Input::TimerFired(TimerKind::Cleanup), 80_000);
+        assert_eq!(task_stopped_emits(&effects), 0, "{effects:?}");
+        assert!(!removes(&effects), "not reported yet: no removal");
+        // The durable log refused it: the next re-check emits it again.
+        machine.handle(
+            Input::ReportFailed(Reported::Task {
+                status: TaskStatus::Stopped,
+            }),
+            80_001,
+        );
+        let effects = machine.handle(Input::TimerFired(TimerKind::Cleanup), 110_000);
+        assert_eq!(task_stopped_emits(&effects), 1, "{effects:?}");
+        let effects = machine.handle(
+            Input::Reported(Reported::Task {
+                status: TaskStatus::Stopped,
+            }),
+            110_001,
+        );
+        assert!(removes(&effects), "reported: removal starts");
+    }
+
+    #[test]
+    fn a_restored_stopped_task_is_cleaned_up_on_its_saved_clock() {
+        // Saved STOPPED at t=10 s, reported; restored at t=100 s with a 60 s cleanup wait: the
+        // deadline (70 s) has passed, so the removal starts at once instead of 60 s later.
+        let mut task = one_container_task();
+        task.desired_status = TaskStatus::Stopped;
+        task.known_status = TaskStatus::Stopped;
+        task.known_status_time = Some(10_000);
+        task.sent_status = TaskStatus::Stopped;
+        let container = &mut task.containers[0];
+        container.desired_status = ContainerStatus::Stopped;
+        container.known_status = ContainerStatus::Stopped;
+        container.sent_status = ContainerStatus::Stopped;
+        container.docker_id = Some("id-1".into());
+        let mut machine = ManagedTask::new(task, settings(Duration::from_secs(60)), None);
+        let effects = machine.start(100_000);
+        assert!(removes(&effects), "{effects:?}");
+        assert_eq!(machine.task().known_status_time, Some(10_000));
     }
 
     #[test]
