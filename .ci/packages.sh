@@ -8,6 +8,10 @@
 # It installs into / as root, so it refuses to run where a deckhand package is already installed
 # unless CI=true or DECKHAND_PACKAGE_TEST_MAY_PURGE=1 (purging deletes /var/lib/deckhand).
 set -euo pipefail
+
+# Like `grep -q`, but reads all its input: under pipefail, `grep -q` closing the pipe early
+# makes the writer (dpkg-deb, rpm) die of SIGPIPE and fails the pipeline.
+contains() { grep "$@" >/dev/null; }
 cd "$(dirname "$0")/.."
 
 started=$(date +%s)
@@ -86,12 +90,12 @@ expect_lines "deb file list" "$deb_files" "/usr/bin/deckhand
 /usr/share/doc/deckhand/copyright
 /usr/share/doc/deckhand/examples/web.json
 /usr/share/doc/deckhand/examples/make-image.sh"
-dpkg-deb -c "$deb" | grep -Eq '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/deckhand$' \
+dpkg-deb -c "$deb" | contains -E '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/deckhand$' \
     || fail "/usr/bin/deckhand must be root-owned mode 0755 in the deb"
 [ "$(dpkg-deb -f "$deb" Package)" = deckhand ] || fail "deb Package field"
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "deb Version field is not $version"
 [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch_deb" ] || fail "deb Architecture field"
-dpkg-deb -f "$deb" Depends | grep -q libc6 || fail "deb Depends lacks libc6"
+dpkg-deb -f "$deb" Depends | contains libc6 || fail "deb Depends lacks libc6"
 control_dir=$(mktemp -d)
 dpkg-deb -e "$deb" "$control_dir"
 expect_lines "deb conffiles" "$(cat "$control_dir/conffiles")" "/etc/deckhand/deckhand.conf"
@@ -112,15 +116,15 @@ expect_lines "rpm file list" "$(rpm -qpl "$rpm_file")" "/usr/bin/deckhand
 /usr/share/doc/deckhand/examples/web.json
 /usr/share/doc/deckhand/examples/make-image.sh"
 expect_lines "rpm config files" "$(rpm -qpc "$rpm_file")" "/etc/deckhand/deckhand.conf"
-rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm_file" | grep -q '^cn /etc/deckhand/deckhand.conf$' \
+rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm_file" | contains '^cn /etc/deckhand/deckhand.conf$' \
     || fail "rpm deckhand.conf must be %config(noreplace)"
 [ "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{ARCH}' "$rpm_file")" = "$version-1 $arch_rpm" ] \
     || fail "rpm version/release/arch"
 rpm_scripts=$(rpm -qp --scripts "$rpm_file")
 for scriptlet in preinstall postinstall preuninstall postuninstall; do
-    printf '%s\n' "$rpm_scripts" | grep -q "^$scriptlet scriptlet" || fail "rpm lacks a $scriptlet scriptlet"
+    printf '%s\n' "$rpm_scripts" | contains "^$scriptlet scriptlet" || fail "rpm lacks a $scriptlet scriptlet"
 done
-printf '%s\n' "$rpm_scripts" | grep -q 'groupadd -r deckhand' || fail "rpm %pre must create the deckhand group"
+printf '%s\n' "$rpm_scripts" | contains 'groupadd -r deckhand' || fail "rpm %pre must create the deckhand group"
 for script in packaging/rpm/*.sh; do
     sh -n "$script" || fail "$script has a shell syntax error"
 done
@@ -131,9 +135,9 @@ for line in 'Type=notify' 'ExecStart=/usr/bin/deckhand run' 'After=docker.servic
     'Wants=docker.service' 'Restart=on-failure' 'RestartPreventExitStatus=78' \
     'StateDirectory=deckhand' 'RuntimeDirectory=deckhand' 'ConfigurationDirectory=deckhand' \
     'WatchdogSec=30s' 'ProtectSystem=strict' 'NoNewPrivileges=yes' 'WantedBy=multi-user.target'; do
-    printf '%s\n' "$unit_text" | grep -qx "$line" || fail "deckhand.service lacks the line $line"
+    printf '%s\n' "$unit_text" | contains -x "$line" || fail "deckhand.service lacks the line $line"
 done
-printf '%s\n' "$unit_text" | grep -qx 'KillMode=process' && fail "deckhand.service must not use KillMode=process"
+printf '%s\n' "$unit_text" | contains -x 'KillMode=process' && fail "deckhand.service must not use KillMode=process"
 
 step "install the .deb"
 rm -rf /etc/deckhand /var/lib/deckhand
@@ -145,7 +149,7 @@ expect_path /lib/systemd/system/deckhand.service "unit installed"
 [ -d /etc/deckhand/tasks.d ] || fail "/etc/deckhand/tasks.d was not created"
 [ -z "$(ls -A /etc/deckhand/tasks.d)" ] || fail "/etc/deckhand/tasks.d must be empty after install"
 cmp -s /etc/deckhand/deckhand.conf packaging/deckhand.conf || fail "installed deckhand.conf differs from packaging/deckhand.conf"
-if grep -v '^#' /etc/deckhand/deckhand.conf | grep -q '='; then
+if grep -v '^#' /etc/deckhand/deckhand.conf | contains '='; then
     fail "every key in the installed deckhand.conf must be commented out"
 fi
 expect_path /etc/systemd/system/multi-user.target.wants/deckhand.service "enabled on install"
