@@ -13,93 +13,11 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
+// The API's times are RFC 3339; the conversions live with the task model's `Millis`.
+pub use crate::task::time::{millis_from_rfc3339, rfc3339_from_millis};
+
 /// Length of a short Docker id, as `docker ps` shows it.
 pub const SHORT_DOCKER_ID_LENGTH: usize = 12;
-
-/// `1_700_000_000_123` → `2023-11-14T22:13:20.123Z` (RFC 3339, UTC, millisecond precision).
-pub fn rfc3339_from_millis(millis: Millis) -> String {
-    let seconds = millis / 1000;
-    let milliseconds = millis % 1000;
-    let days = (seconds / 86_400) as i64;
-    let second_of_day = seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milliseconds:03}Z",
-        second_of_day / 3600,
-        (second_of_day / 60) % 60,
-        second_of_day % 60
-    )
-}
-
-/// Parses the RFC 3339 UTC form [`rfc3339_from_millis`] writes (`YYYY-MM-DDTHH:MM:SS[.fff]Z`);
-/// `None` for anything else.
-pub fn millis_from_rfc3339(text: &str) -> Option<Millis> {
-    let text = text.strip_suffix('Z')?;
-    let (date, time) = text.split_once('T')?;
-    let mut date_parts = date.splitn(3, '-');
-    let year: i64 = date_parts.next()?.parse().ok()?;
-    let month: u32 = date_parts.next()?.parse().ok()?;
-    let day: u32 = date_parts.next()?.parse().ok()?;
-    let (clock, fraction) = match time.split_once('.') {
-        Some((clock, fraction)) => (clock, Some(fraction)),
-        None => (time, None),
-    };
-    let mut clock_parts = clock.splitn(3, ':');
-    let hour: u64 = clock_parts.next()?.parse().ok()?;
-    let minute: u64 = clock_parts.next()?.parse().ok()?;
-    let second: u64 = clock_parts.next()?.parse().ok()?;
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let millis: u64 = match fraction {
-        None => 0,
-        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-            let padded = format!("{:0<3}", &digits[..digits.len().min(3)]);
-            padded.parse().ok()?
-        }
-        Some(_) => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(seconds * 1000 + millis)
-}
-
-/// (year, month, day) → days since 1970-01-01 (the inverse of [`civil_from_days`]).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year.rem_euclid(400);
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's `civil_from_days` algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let shifted = days + 719_468;
-    let era = shifted.div_euclid(146_097);
-    let day_of_era = shifted.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
 
 /// The labels deckhand puts on a container: the user's `dockerLabels`, overridden by the five
 /// `com.amazonaws.ecs.*` labels.
@@ -589,38 +507,6 @@ mod tests {
             .remove("networks");
         let loaded: Task = serde_json::from_value(saved).expect("an older checkpoint loads");
         assert!(loaded.containers[0].networks.is_empty());
-    }
-
-    #[test]
-    fn rfc3339_known_instants() {
-        let table = [
-            (0, "1970-01-01T00:00:00.000Z"),
-            (1_700_000_000_123, "2023-11-14T22:13:20.123Z"),
-            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
-            (4_107_542_399_999, "2100-02-28T23:59:59.999Z"),
-            (1_798_761_600_000, "2027-01-01T00:00:00.000Z"),
-        ];
-        for (millis, expected) in table {
-            assert_eq!(rfc3339_from_millis(millis), expected, "{millis}");
-            assert_eq!(millis_from_rfc3339(expected), Some(millis), "{expected}");
-        }
-        assert_eq!(
-            millis_from_rfc3339("2023-11-14T22:13:20Z"),
-            Some(1_700_000_000_000)
-        );
-        assert_eq!(
-            millis_from_rfc3339("2023-11-14T22:13:20.123456789Z"),
-            Some(1_700_000_000_123)
-        );
-        for bad in [
-            "",
-            "2023-11-14",
-            "2023-13-01T00:00:00Z",
-            "2023-11-14T22:13:20+01:00",
-            "x",
-        ] {
-            assert_eq!(millis_from_rfc3339(bad), None, "{bad}");
-        }
     }
 
     #[test]

@@ -7,9 +7,10 @@
 
 use super::client::{ApiClient, ApiResponse, ClientError};
 use crate::api::http::{percent_encode, MAX_REQUEST_BODY_BYTES};
-use crate::api::views::{millis_from_rfc3339, rfc3339_from_millis, task_id_from_arn};
+use crate::api::views::task_id_from_arn;
 use crate::config::{Config, Scope};
 use crate::report::Event;
+use crate::task::time::{millis_from_rfc3339, rfc3339_from_millis};
 use crate::task::{parse_task_definition, Millis};
 use serde::Serialize;
 use serde_json::Value;

@@ -19,6 +19,7 @@
 //! starts slower than deckhand.
 
 use crate::runtime::{ContainerInfo, PortBinding, RuntimeError};
+use crate::task::time::parse_docker_time;
 use crate::task::{
     Container, ContainerError, ContainerErrorKind, ContainerStatus, HealthStatus, Millis,
 };
@@ -217,79 +218,6 @@ pub fn reconcile_container(record: &Container, docker: DockerView) -> ReconcileO
             }
         }
     }
-}
-
-/// Parse an RFC 3339 time as Docker writes it (`2026-11-29T23:12:33.123456789Z`, or with a
-/// `+hh:mm` offset) into milliseconds since the epoch. Docker's zero time, an empty string, a
-/// time before 1970 and anything malformed give `None`.
-pub fn parse_docker_time(text: &str) -> Option<Millis> {
-    let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || bytes[13] != b':' {
-        return None;
-    }
-    if !matches!(bytes[10], b'T' | b't' | b' ') || bytes[16] != b':' {
-        return None;
-    }
-    let number = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = text.get(range)?;
-        if part.bytes().all(|b| b.is_ascii_digit()) {
-            part.parse().ok()
-        } else {
-            None
-        }
-    };
-    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let mut rest = &text[19..];
-    let mut millis_fraction = 0i64;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let first_three = &fraction[..digits.min(3)];
-        millis_fraction =
-            first_three.parse::<i64>().ok()? * 10i64.pow(3 - first_three.len() as u32);
-        rest = &fraction[digits..];
-    }
-    let offset_seconds = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6
-            && (rest.starts_with('+') || rest.starts_with('-'))
-            && &rest[3..4] == ":" =>
-        {
-            let hours: i64 = rest.get(1..3)?.parse().ok()?;
-            let minutes: i64 = rest.get(4..6)?.parse().ok()?;
-            let sign = if rest.starts_with('-') { -1 } else { 1 };
-            sign * (hours * 3600 + minutes * 60)
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    if seconds < 0 {
-        return None;
-    }
-    Some((seconds * 1000 + millis_fraction) as Millis)
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's well-known algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = if year >= 0 { year } else { year - 399 } / 400;
-    let year_of_era = year - era * 400;
-    let month_index = if month > 2 { month - 3 } else { month + 9 };
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]
@@ -746,27 +674,5 @@ mod tests {
             container.exit_code, None,
             "a running container has no exit code"
         );
-    }
-
-    #[test]
-    fn docker_times_parse_row_by_row() {
-        // Expected values checked with `date -u -d <time> +%s%3N`.
-        let table = [
-            ("1970-01-01T00:00:00Z", Some(0)),
-            ("1970-01-01T00:00:01.5Z", Some(1_500)),
-            ("2000-03-01T00:00:00Z", Some(951_868_800_000)),
-            ("2026-11-29T23:00:00.250000000Z", Some(1_795_993_200_250)),
-            ("2026-11-29T23:00:00+01:00", Some(1_795_989_600_000)),
-            ("2026-11-29T23:00:00.123456-00:30", Some(1_795_995_000_123)),
-            (ZERO, None),
-            ("", None),
-            ("2026-13-01T00:00:00Z", None),
-            ("2026-11-29 23:00:00", None),
-            ("2026-11-29T23:00:00.Z", None),
-            ("yesterday at noon, roughly", None),
-        ];
-        for (text, expected) in table {
-            assert_eq!(parse_docker_time(text), expected, "{text}");
-        }
     }
 }

@@ -4,6 +4,7 @@
 pub mod definition;
 pub mod model;
 pub mod status;
+pub mod time;
 
 pub use definition::{
     parse_task_definition, shutdown_order, start_order, ParsedDefinition, ValidationError,
