@@ -14,37 +14,19 @@
 use deckhand::report::Event;
 use deckhand::state::StateStore;
 use deckhand::task::{ContainerDefinition, Task, TaskDefinition};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 fn container_definition(name: &str) -> ContainerDefinition {
     ContainerDefinition {
-        name: name.to_string(),
-        image: "registry.local/team/service:1.2.3".to_string(),
-        essential: true,
         command: Some(vec!["/bin/service".to_string(), "--port=8080".to_string()]),
-        entry_point: None,
         environment: (0..8)
             .map(|i| (format!("VARIABLE_{i}"), format!("value-{i}")))
             .collect(),
-        depends_on: Vec::new(),
-        links: Vec::new(),
-        volumes_from: Vec::new(),
-        mount_points: Vec::new(),
-        port_mappings: Vec::new(),
-        health_check: None,
         stop_timeout_secs: Some(10),
-        start_timeout_secs: None,
         memory_mib: Some(128),
-        memory_reservation_mib: None,
         cpu: Some(256),
-        privileged: false,
-        user: None,
-        working_directory: None,
-        docker_labels: BTreeMap::new(),
-        log_configuration: None,
-        restart_policy: None,
+        ..ContainerDefinition::new(name, "registry.local/team/service:1.2.3")
     }
 }
 

@@ -48,29 +48,11 @@ impl Drop for Scratch {
 
 fn container_definition(name: &str) -> ContainerDefinition {
     ContainerDefinition {
-        name: name.to_string(),
-        image: "busybox:latest".to_string(),
-        essential: true,
         command: Some(vec!["sleep".to_string(), "3600".to_string()]),
-        entry_point: None,
         environment: vec![("MODE".to_string(), "edge".to_string())],
-        depends_on: Vec::new(),
-        links: Vec::new(),
-        volumes_from: Vec::new(),
-        mount_points: Vec::new(),
-        port_mappings: Vec::new(),
-        health_check: None,
         stop_timeout_secs: Some(10),
-        start_timeout_secs: None,
         memory_mib: Some(64),
-        memory_reservation_mib: None,
-        cpu: None,
-        privileged: false,
-        user: None,
-        working_directory: None,
-        docker_labels: BTreeMap::new(),
-        log_configuration: None,
-        restart_policy: None,
+        ..ContainerDefinition::new(name, "busybox:latest")
     }
 }
 

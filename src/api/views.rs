@@ -420,31 +420,7 @@ mod tests {
     };
 
     fn container_definition(name: &str) -> ContainerDefinition {
-        ContainerDefinition {
-            name: name.into(),
-            image: "busybox:latest".into(),
-            essential: true,
-            command: None,
-            entry_point: None,
-            environment: Vec::new(),
-            depends_on: Vec::new(),
-            links: Vec::new(),
-            volumes_from: Vec::new(),
-            mount_points: Vec::new(),
-            port_mappings: Vec::new(),
-            health_check: None,
-            stop_timeout_secs: None,
-            start_timeout_secs: None,
-            memory_mib: None,
-            memory_reservation_mib: None,
-            cpu: None,
-            privileged: false,
-            user: None,
-            working_directory: None,
-            docker_labels: BTreeMap::new(),
-            log_configuration: None,
-            restart_policy: None,
-        }
+        ContainerDefinition::new(name, "busybox:latest")
     }
 
     fn task(id: &str, containers: &[(&str, Option<&str>)]) -> Task {

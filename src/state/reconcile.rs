@@ -229,31 +229,7 @@ mod tests {
     use ContainerStatus::{Created, Pulled, Running, Stopped};
 
     fn definition() -> ContainerDefinition {
-        ContainerDefinition {
-            name: "web".to_string(),
-            image: "busybox".to_string(),
-            essential: true,
-            command: None,
-            entry_point: None,
-            environment: Vec::new(),
-            depends_on: Vec::new(),
-            links: Vec::new(),
-            volumes_from: Vec::new(),
-            mount_points: Vec::new(),
-            port_mappings: Vec::new(),
-            health_check: None,
-            stop_timeout_secs: None,
-            start_timeout_secs: None,
-            memory_mib: None,
-            memory_reservation_mib: None,
-            cpu: None,
-            privileged: false,
-            user: None,
-            working_directory: None,
-            docker_labels: Default::default(),
-            log_configuration: None,
-            restart_policy: None,
-        }
+        ContainerDefinition::new("web", "busybox")
     }
 
     fn record(known: ContainerStatus, docker_id: Option<&str>) -> Container {

@@ -708,3 +708,16 @@ fn odd_keys_are_quoted_in_paths() {
         assert!(errors.contains(&expected.to_string()), "missing {expected:?} in {errors:?}");
     }
 }
+
+#[test]
+fn a_container_with_only_name_and_image_parses_to_container_definition_new() {
+    let parsed = parse_value(&json!({
+        "family": "minimal",
+        "containerDefinitions": [{"name": "web", "image": "deckhand-test/busybox:latest"}]
+    }))
+    .expect("a name and an image are enough");
+    assert_eq!(
+        parsed.definition.containers,
+        vec![ContainerDefinition::new("web", "deckhand-test/busybox:latest")]
+    );
+}

@@ -157,6 +157,37 @@ pub struct ContainerDefinition {
 }
 
 impl ContainerDefinition {
+    /// An essential container running `image` with nothing else set: what a definition naming
+    /// only `name` and `image` parses to. Code that builds definitions directly (tests, tools)
+    /// starts here and sets the fields it cares about.
+    pub fn new(name: impl Into<String>, image: impl Into<String>) -> ContainerDefinition {
+        ContainerDefinition {
+            name: name.into(),
+            image: image.into(),
+            essential: true,
+            command: None,
+            entry_point: None,
+            environment: Vec::new(),
+            depends_on: Vec::new(),
+            links: Vec::new(),
+            volumes_from: Vec::new(),
+            mount_points: Vec::new(),
+            port_mappings: Vec::new(),
+            health_check: None,
+            stop_timeout_secs: None,
+            start_timeout_secs: None,
+            memory_mib: None,
+            memory_reservation_mib: None,
+            cpu: None,
+            privileged: false,
+            user: None,
+            working_directory: None,
+            docker_labels: BTreeMap::new(),
+            log_configuration: None,
+            restart_policy: None,
+        }
+    }
+
     /// Every dependency edge of this container: explicit `dependsOn`, implicit START for each
     /// link, implicit CREATE for each `volumesFrom` source (§4).
     pub fn dependencies(&self) -> Vec<Dependency> {
