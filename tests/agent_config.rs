@@ -3,19 +3,17 @@
 //! quarantines a corrupt task file and goes on; and with Docker not up yet it waits for it
 //! (saying so) instead of exiting. None of these tests needs Docker.
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
+use scratch::TempDir;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 fn run_agent(config_text: Option<&str>, env: &[(&str, &str)]) -> Output {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let directory = std::env::temp_dir().join(format!(
-        "dh-agent-config-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&directory).expect("temp dir");
+    let scratch = TempDir::new("dh-agent-config");
+    let directory = &scratch.path;
     let config = directory.join("deckhand.conf");
     std::fs::write(&config, config_text.unwrap_or("")).expect("config");
     let mut command = Command::new(env!("CARGO_BIN_EXE_deckhand"));
@@ -42,12 +40,11 @@ fn run_agent(config_text: Option<&str>, env: &[(&str, &str)]) -> Output {
     std::thread::spawn(move || {
         let _ = sender.send(child.wait_with_output());
     });
-    let output = receiver
+    // `scratch` is removed when this returns, after the agent has exited.
+    receiver
         .recv_timeout(Duration::from_secs(30))
         .expect("deckhand run exits on a bad configuration")
-        .expect("wait");
-    let _ = std::fs::remove_dir_all(&directory);
-    output
+        .expect("wait")
 }
 
 /// (config file text, environment, the key the message must name)
@@ -174,8 +171,8 @@ fn terminate(child: std::process::Child) -> std::process::ExitStatus {
 
 #[test]
 fn a_good_configuration_with_docker_unreachable_waits_for_docker_and_stops_on_sigterm() {
-    let directory = std::env::temp_dir().join(format!("dh-agent-wait-{}", std::process::id()));
-    let (mut child, lines) = spawn_without_docker(&directory);
+    let scratch = TempDir::new("dh-agent-wait");
+    let (mut child, lines) = spawn_without_docker(&scratch.path);
     // systemd may start deckhand before Docker: it must wait (saying so), not exit.
     let waiting_line = wait_for_line(&lines, "waiting for it");
     assert!(
@@ -187,12 +184,12 @@ fn a_good_configuration_with_docker_unreachable_waits_for_docker_and_stops_on_si
         "deckhand exited instead of waiting for Docker"
     );
     assert_eq!(terminate(child).code(), Some(0));
-    let _ = std::fs::remove_dir_all(&directory);
 }
 
 #[test]
 fn a_corrupt_task_file_is_quarantined_with_an_error_naming_it_and_start_up_goes_on() {
-    let directory = std::env::temp_dir().join(format!("dh-agent-corrupt-{}", std::process::id()));
+    let scratch = TempDir::new("dh-agent-corrupt");
+    let directory = &scratch.path;
     let tasks = directory.join("data").join("tasks");
     std::fs::create_dir_all(&tasks).expect("tasks dir");
     std::fs::write(
@@ -200,7 +197,7 @@ fn a_corrupt_task_file_is_quarantined_with_an_error_naming_it_and_start_up_goes_
         b"{\"schema\": 1, \"task\": {trunc",
     )
     .expect("file");
-    let (child, lines) = spawn_without_docker(&directory);
+    let (child, lines) = spawn_without_docker(directory);
     let error_line = wait_for_line(&lines, "0123abcd.json");
     assert!(error_line.contains("quarantine"), "{error_line}");
     // Start-up went on, to the point of waiting for Docker.
@@ -218,18 +215,12 @@ fn a_corrupt_task_file_is_quarantined_with_an_error_naming_it_and_start_up_goes_
             .any(|name| name.starts_with("0123abcd.json")),
         "{quarantined:?}"
     );
-    let _ = std::fs::remove_dir_all(&directory);
 }
 
 #[test]
 fn a_state_file_from_a_newer_deckhand_stops_start_up_with_78() {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let directory = std::env::temp_dir().join(format!(
-        "dh-agent-future-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ));
-    let data = directory.join("data");
+    let scratch = TempDir::new("dh-agent-future");
+    let data = scratch.path.join("data");
     std::fs::create_dir_all(data.join("tasks")).expect("data dir");
     std::fs::write(
         data.join("agent.json"),
@@ -243,5 +234,4 @@ fn a_state_file_from_a_newer_deckhand_stops_start_up_with_78() {
     assert!(stderr.contains("schema version 99"), "{stderr}");
     let kept = std::fs::read_to_string(data.join("agent.json")).expect("left in place");
     assert!(kept.contains("99"), "the newer file is not touched");
-    let _ = std::fs::remove_dir_all(&directory);
 }

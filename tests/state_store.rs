@@ -3,6 +3,9 @@
 //! read-only file system (a tiny tmpfs, mounted by the test as root), many writer threads, and
 //! `kill -9` of a writing process at an arbitrary instant.
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
 use deckhand::report::Event;
 use deckhand::state::{
     AgentRecord, FaultInjector, FsStep, StateError, StateStore, SCHEMA_VERSION, SEQUENCE_BLOCK,
@@ -11,40 +14,14 @@ use deckhand::task::{
     ContainerDefinition, ContainerError, ContainerErrorKind, ContainerStatus, Task, TaskDefinition,
     TaskStatus,
 };
+use scratch::TempDir;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-static SCRATCH: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh directory, removed at the end of the test.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "deckhand-state-{name}-{}-{}",
-            std::process::id(),
-            SCRATCH.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("the system temp directory is writable");
-        Scratch { dir }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn container_definition(name: &str) -> ContainerDefinition {
     ContainerDefinition {
@@ -109,8 +86,8 @@ fn all_temp_files(datadir: &Path) -> Vec<String> {
 
 #[test]
 fn open_creates_the_layout_and_starts_empty() {
-    let scratch = Scratch::new("layout");
-    let datadir = scratch.dir.join("data");
+    let scratch = TempDir::new("deckhand-state-layout");
+    let datadir = scratch.path.join("data");
     let (store, loaded) = StateStore::open(&datadir).expect("open");
     assert!(datadir.join("tasks").is_dir());
     assert!(datadir.join("quarantine").is_dir());
@@ -126,8 +103,8 @@ fn open_creates_the_layout_and_starts_empty() {
 
 #[test]
 fn tasks_round_trip_with_their_run_time_state_and_delete_removes_them() {
-    let scratch = Scratch::new("roundtrip");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-roundtrip");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     let mut first = task(7);
     first.known_status = TaskStatus::Running;
     first.stop_sequence = 9;
@@ -147,7 +124,7 @@ fn tasks_round_trip_with_their_run_time_state_and_delete_removes_them() {
     store.save_task(&first).expect("save first again");
     drop(store);
 
-    let (store, loaded) = StateStore::open(&scratch.dir).expect("reopen");
+    let (store, loaded) = StateStore::open(&scratch.path).expect("reopen");
     assert_eq!(loaded.tasks.len(), 2);
     assert_eq!(loaded.tasks[0], second, "ordered by start sequence");
     let mut expected = first.clone();
@@ -166,14 +143,14 @@ fn tasks_round_trip_with_their_run_time_state_and_delete_removes_them() {
         .delete_task(&first.id)
         .expect("deleting twice is not an error");
     drop(store);
-    let (_, loaded) = StateStore::open(&scratch.dir).expect("reopen");
+    let (_, loaded) = StateStore::open(&scratch.path).expect("reopen");
     assert_eq!(loaded.tasks, vec![second]);
 }
 
 #[test]
 fn a_task_id_that_could_escape_the_directory_is_refused() {
-    let scratch = Scratch::new("badid");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-badid");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     for id in ["", "../agent", "a/b", "x.tmp.1", &"a".repeat(129)] {
         let mut bad = task(1);
         bad.id = id.to_string();
@@ -184,18 +161,18 @@ fn a_task_id_that_could_escape_the_directory_is_refused() {
         );
     }
     assert!(store.delete_task("../agent").is_err());
-    assert!(scratch.dir.join("agent.json").exists() || !scratch.dir.join("agent").exists());
+    assert!(scratch.path.join("agent.json").exists() || !scratch.path.join("agent").exists());
 }
 
 #[test]
 fn corrupt_task_files_are_quarantined_and_the_rest_load() {
-    let scratch = Scratch::new("quarantine");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-quarantine");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     for number in 1..=3 {
         store.save_task(&task(number)).expect("save");
     }
     drop(store);
-    let tasks_dir = scratch.dir.join("tasks");
+    let tasks_dir = scratch.path.join("tasks");
     let truncated = tasks_dir.join(format!("{:032x}.json", 2));
     let bytes = fs::read(&truncated).expect("read");
     fs::write(&truncated, &bytes[..bytes.len() / 2]).expect("truncate");
@@ -206,7 +183,7 @@ fn corrupt_task_files_are_quarantined_and_the_rest_load() {
     let misnamed = tasks_dir.join(format!("{:032x}.json", 6));
     fs::copy(tasks_dir.join(format!("{:032x}.json", 3)), &misnamed).expect("copy");
 
-    let (_, loaded) = StateStore::open(&scratch.dir).expect("open goes on past bad files");
+    let (_, loaded) = StateStore::open(&scratch.path).expect("open goes on past bad files");
     let ids: Vec<&str> = loaded.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, vec![format!("{:032x}", 1), format!("{:032x}", 3)]);
     let mut originals: Vec<PathBuf> = loaded
@@ -225,7 +202,7 @@ fn corrupt_task_files_are_quarantined_and_the_rest_load() {
             "{} moved away",
             file.original.display()
         );
-        assert!(file.moved_to.starts_with(scratch.dir.join("quarantine")));
+        assert!(file.moved_to.starts_with(scratch.path.join("quarantine")));
         assert!(file.moved_to.exists());
         assert!(file
             .to_string()
@@ -249,17 +226,17 @@ fn corrupt_task_files_are_quarantined_and_the_rest_load() {
 
 #[test]
 fn a_file_from_a_newer_schema_stops_start_up_and_moves_nothing() {
-    let scratch = Scratch::new("future");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-future");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     store.save_task(&task(1)).expect("save");
     drop(store);
-    let tasks_dir = scratch.dir.join("tasks");
+    let tasks_dir = scratch.path.join("tasks");
     let corrupt = tasks_dir.join(format!("{:032x}.json", 2));
     fs::write(&corrupt, b"{").expect("write");
     let future = tasks_dir.join(format!("{:032x}.json", 9));
     fs::write(&future, br#"{"schema": 2, "task": {"id": "new layout"}}"#).expect("write");
 
-    let error = StateStore::open(&scratch.dir).expect_err("refused");
+    let error = StateStore::open(&scratch.path).expect_err("refused");
     match &error {
         StateError::FutureSchema {
             path,
@@ -279,7 +256,7 @@ fn a_file_from_a_newer_schema_stops_start_up_and_moves_nothing() {
     );
     assert!(corrupt.exists(), "a refused start-up quarantines nothing");
     assert_eq!(
-        fs::read_dir(scratch.dir.join("quarantine"))
+        fs::read_dir(scratch.path.join("quarantine"))
             .expect("dir")
             .count(),
         0
@@ -287,11 +264,11 @@ fn a_file_from_a_newer_schema_stops_start_up_and_moves_nothing() {
 
     fs::remove_file(&future).expect("remove");
     fs::write(
-        scratch.dir.join("agent.json"),
+        scratch.path.join("agent.json"),
         br#"{"schema": 7, "agent": {}}"#,
     )
     .expect("write");
-    let error = StateStore::open(&scratch.dir).expect_err("refused");
+    let error = StateStore::open(&scratch.path).expect_err("refused");
     assert!(
         matches!(error, StateError::FutureSchema { found: 7, .. }),
         "{error}"
@@ -300,10 +277,10 @@ fn a_file_from_a_newer_schema_stops_start_up_and_moves_nothing() {
 
 #[test]
 fn sequence_numbers_are_durable_in_blocks_and_never_reused() {
-    let scratch = Scratch::new("sequence");
+    let scratch = TempDir::new("deckhand-state-sequence");
     let faults = Arc::new(FaultInjector::new());
     let (store, _) =
-        StateStore::open_with_faults(&scratch.dir, Arc::clone(&faults), 100).expect("open");
+        StateStore::open_with_faults(&scratch.path, Arc::clone(&faults), 100).expect("open");
     assert_eq!(store.next_sequence().expect("first"), 1);
     // The rest of the block needs no write: make every agent-file write fail and keep going.
     faults.fail_always(FsStep::Create, "agent.json", 28);
@@ -328,7 +305,7 @@ fn sequence_numbers_are_durable_in_blocks_and_never_reused() {
     );
     drop(store);
 
-    let (store, loaded) = StateStore::open(&scratch.dir).expect("reopen");
+    let (store, loaded) = StateStore::open(&scratch.path).expect("reopen");
     assert!(loaded.agent.next_sequence > SEQUENCE_BLOCK + 1);
     let after_restart = store.next_sequence().expect("after restart");
     assert!(
@@ -343,8 +320,8 @@ fn sequence_numbers_are_durable_in_blocks_and_never_reused() {
 
 #[test]
 fn the_agent_record_cannot_lower_the_counters_and_keeps_pulled_images() {
-    let scratch = Scratch::new("agent");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-agent");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     let last = (0..5)
         .map(|_| store.next_sequence().expect("seq"))
         .last()
@@ -362,7 +339,7 @@ fn the_agent_record_cannot_lower_the_counters_and_keeps_pulled_images() {
         "an old copy cannot lower the counter"
     );
     drop(store);
-    let (store, loaded) = StateStore::open(&scratch.dir).expect("reopen");
+    let (store, loaded) = StateStore::open(&scratch.path).expect("reopen");
     assert_eq!(loaded.agent.images_pulled.get("redis:7"), Some(&222));
     assert!(
         !store.image_pulled("busybox:latest"),
@@ -374,19 +351,19 @@ fn the_agent_record_cannot_lower_the_counters_and_keeps_pulled_images() {
 
 #[test]
 fn a_corrupt_agent_record_is_quarantined_and_numbering_resumes_above_every_task() {
-    let scratch = Scratch::new("agentcorrupt");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-agentcorrupt");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     let mut stopping = task(500);
     stopping.stop_sequence = 900;
     store.save_task(&stopping).expect("save");
     store.save_task(&task(20)).expect("save");
     drop(store);
-    fs::write(scratch.dir.join("agent.json"), b"\0\0\0").expect("damage");
-    let (store, loaded) = StateStore::open(&scratch.dir).expect("open");
+    fs::write(scratch.path.join("agent.json"), b"\0\0\0").expect("damage");
+    let (store, loaded) = StateStore::open(&scratch.path).expect("open");
     assert_eq!(loaded.quarantined.len(), 1);
     assert_eq!(
         loaded.quarantined[0].original,
-        scratch.dir.join("agent.json")
+        scratch.path.join("agent.json")
     );
     assert_eq!(loaded.tasks.len(), 2);
     assert!(store.next_sequence().expect("seq") > 900);
@@ -394,22 +371,22 @@ fn a_corrupt_agent_record_is_quarantined_and_numbering_resumes_above_every_task(
 
 #[test]
 fn temp_files_left_by_a_crash_are_removed_at_open() {
-    let scratch = Scratch::new("sweep");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-sweep");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     store.save_task(&task(1)).expect("save");
     drop(store);
     fs::write(
         scratch
-            .dir
+            .path
             .join("tasks")
             .join(format!("{:032x}.json.tmp.99.1", 1)),
         b"{",
     )
     .expect("w");
-    fs::write(scratch.dir.join("agent.json.tmp.99.2"), b"{").expect("w");
-    let (_, loaded) = StateStore::open(&scratch.dir).expect("open");
+    fs::write(scratch.path.join("agent.json.tmp.99.2"), b"{").expect("w");
+    let (_, loaded) = StateStore::open(&scratch.path).expect("open");
     assert_eq!(loaded.temp_files_removed, 2);
-    assert!(all_temp_files(&scratch.dir).is_empty());
+    assert!(all_temp_files(&scratch.path).is_empty());
     assert_eq!(loaded.tasks.len(), 1);
 }
 
@@ -423,10 +400,10 @@ fn a_failed_checkpoint_write_keeps_the_old_file_and_names_the_file_and_the_os_er
         (FsStep::Rename, 28, "No space left on device"),
     ];
     for (step, os_error, words) in table {
-        let scratch = Scratch::new("faults");
+        let scratch = TempDir::new("deckhand-state-faults");
         let faults = Arc::new(FaultInjector::new());
         let (store, _) =
-            StateStore::open_with_faults(&scratch.dir, Arc::clone(&faults), 100).expect("open");
+            StateStore::open_with_faults(&scratch.path, Arc::clone(&faults), 100).expect("open");
         let original = task(1);
         store.save_task(&original).expect("first save");
         let mut changed = original.clone();
@@ -441,9 +418,9 @@ fn a_failed_checkpoint_write_keeps_the_old_file_and_names_the_file_and_the_os_er
             "{step:?}: {message}"
         );
         assert!(message.contains(words), "{step:?}: {message}");
-        assert!(all_temp_files(&scratch.dir).is_empty(), "{step:?}");
+        assert!(all_temp_files(&scratch.path).is_empty(), "{step:?}");
         drop(store);
-        let (_, loaded) = StateStore::open(&scratch.dir).expect("reopen");
+        let (_, loaded) = StateStore::open(&scratch.path).expect("reopen");
         assert_eq!(
             loaded.tasks,
             vec![original],
@@ -455,10 +432,10 @@ fn a_failed_checkpoint_write_keeps_the_old_file_and_names_the_file_and_the_os_er
 
 #[test]
 fn a_failed_delete_keeps_the_task_loadable() {
-    let scratch = Scratch::new("faildelete");
+    let scratch = TempDir::new("deckhand-state-faildelete");
     let faults = Arc::new(FaultInjector::new());
     let (store, _) =
-        StateStore::open_with_faults(&scratch.dir, Arc::clone(&faults), 100).expect("open");
+        StateStore::open_with_faults(&scratch.path, Arc::clone(&faults), 100).expect("open");
     store.save_task(&task(1)).expect("save");
     faults.fail_times(FsStep::Remove, &task(1).id, 30, 1);
     let error = store.delete_task(&task(1).id).expect_err("injected");
@@ -467,14 +444,14 @@ fn a_failed_delete_keeps_the_task_loadable() {
         "{error}"
     );
     drop(store);
-    let (_, loaded) = StateStore::open(&scratch.dir).expect("reopen");
+    let (_, loaded) = StateStore::open(&scratch.path).expect("reopen");
     assert_eq!(loaded.tasks.len(), 1);
 }
 
 #[test]
 fn many_threads_checkpoint_their_own_tasks_at_once() {
-    let scratch = Scratch::new("threads");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-threads");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     let store = Arc::new(store);
     let threads: Vec<_> = (0..8u64)
         .map(|thread| {
@@ -503,27 +480,27 @@ fn many_threads_checkpoint_their_own_tasks_at_once() {
         numbers[0]
     );
     drop(store);
-    let (_, loaded) = StateStore::open(&scratch.dir).expect("reopen");
+    let (_, loaded) = StateStore::open(&scratch.path).expect("reopen");
     assert_eq!(loaded.tasks.len(), 8);
     assert!(loaded.tasks.iter().all(|t| t.known_status_time == Some(40)));
-    assert!(all_temp_files(&scratch.dir).is_empty());
+    assert!(all_temp_files(&scratch.path).is_empty());
 }
 
 #[test]
 fn events_appended_through_the_store_survive_reopen_and_a_torn_line() {
-    let scratch = Scratch::new("events");
-    let (store, _) = StateStore::open(&scratch.dir).expect("open");
+    let scratch = TempDir::new("deckhand-state-events");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
     let log = store.event_log();
     log.append_batch(&[event(1), event(2), event(3)])
         .expect("append");
     drop((store, log));
     let mut file = fs::OpenOptions::new()
         .append(true)
-        .open(scratch.dir.join("events.log"))
+        .open(scratch.path.join("events.log"))
         .expect("open log");
     std::io::Write::write_all(&mut file, b"{\"seq\":4,\"ti").expect("torn");
     drop(file);
-    let (store, loaded) = StateStore::open(&scratch.dir).expect("reopen");
+    let (store, loaded) = StateStore::open(&scratch.path).expect("reopen");
     assert_eq!((loaded.events.last_seq, loaded.events.next_seq), (3, 4));
     assert!(loaded.events.cut_bytes > 0);
     assert_eq!(loaded.agent.next_event_seq, 4);
@@ -547,7 +524,7 @@ fn running_as_root() -> bool {
 /// when not root; as root a failing mount fails the test.
 struct Tmpfs {
     mount_point: PathBuf,
-    _scratch: Scratch,
+    _scratch: TempDir,
 }
 
 impl Tmpfs {
@@ -556,8 +533,8 @@ impl Tmpfs {
             eprintln!("skipping: mounting a tmpfs needs root (CI runs as root)");
             return None;
         }
-        let scratch = Scratch::new("tmpfs");
-        let mount_point = scratch.dir.join("mnt");
+        let scratch = TempDir::new("deckhand-state-tmpfs");
+        let mount_point = scratch.path.join("mnt");
         fs::create_dir_all(&mount_point).expect("mount point");
         let status = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -766,7 +743,7 @@ fn state_crash_child() {
 #[test]
 fn kill_9_loses_nothing_acknowledged() {
     for acks_before_kill in [40usize, 700, 3000] {
-        let scratch = Scratch::new("crash");
+        let scratch = TempDir::new("deckhand-state-crash");
         let mut child = Command::new(std::env::current_exe().expect("test binary"))
             .args([
                 "--exact",
@@ -775,7 +752,7 @@ fn kill_9_loses_nothing_acknowledged() {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env(CRASH_DIR_VARIABLE, &scratch.dir)
+            .env(CRASH_DIR_VARIABLE, &scratch.path)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -814,7 +791,7 @@ fn kill_9_loses_nothing_acknowledged() {
             "the writer made progress before the kill"
         );
 
-        let (store, loaded) = StateStore::open(&scratch.dir).expect("open after kill -9");
+        let (store, loaded) = StateStore::open(&scratch.path).expect("open after kill -9");
         assert!(loaded.quarantined.is_empty(), "{:?}", loaded.quarantined);
         assert_eq!(loaded.events.quarantined, None);
         for (id, version) in &acked_tasks {
@@ -838,6 +815,6 @@ fn kill_9_loses_nothing_acknowledged() {
             next > acked_sequence,
             "sequence {acked_sequence} would be reused ({next})"
         );
-        assert!(all_temp_files(&scratch.dir).is_empty());
+        assert!(all_temp_files(&scratch.path).is_empty());
     }
 }

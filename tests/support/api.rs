@@ -2,6 +2,10 @@
 //! raw requests over the socket, and task definitions.
 #![allow(dead_code)]
 
+#[path = "scratch.rs"]
+mod scratch;
+pub use scratch::TempDir;
+
 use super::memory_engine::MemoryEngine;
 use deckhand::api::ApiServers;
 use deckhand::cli::client::{ApiClient, ApiResponse};
@@ -9,7 +13,6 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,33 +39,6 @@ pub const INVALID_DEFINITION: &str = r#"{
     }
   ]
 }"#;
-
-/// A fresh, empty directory under the system temp dir, removed when dropped.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(label: &str) -> TempDir {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "dh-{label}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        TempDir(path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// An API server over a memory engine, on a socket in its own temp dir (and, if asked, the
 /// introspection endpoint on a free loopback port).

@@ -15,13 +15,16 @@
 //! Not every test file uses every helper.
 #![allow(dead_code)]
 
+#[path = "scratch.rs"]
+mod scratch;
+pub use scratch::{unique_id, TempDir};
+
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use deckhand::docker::DockerClient;
 use deckhand::runtime::{ContainerRuntime, RuntimeError, Timeouts};
@@ -53,41 +56,6 @@ pub fn docker_client_or_skip(test_name: &str) -> Option<DockerClient> {
             eprintln!("SKIPPED {test_name}: Docker unreachable ({error}); set DECKHAND_REQUIRE_DOCKER=1 to fail instead");
             None
         }
-    }
-}
-
-/// A value unique across threads and processes: pid, a counter and the clock.
-pub fn unique_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}-{}-{:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst),
-        nanos
-    )
-}
-
-/// A directory under the system temp dir, removed (with its contents) when dropped.
-pub struct TempDir {
-    pub path: PathBuf,
-}
-
-impl TempDir {
-    pub fn new(prefix: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("{prefix}-{}", unique_id()));
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|error| panic!("cannot create {}: {error}", path.display()));
-        TempDir { path }
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
