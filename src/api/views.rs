@@ -8,9 +8,10 @@
 //! - [`find_task`], [`find_task_by_docker_id`]: id / unique prefix / ARN, and full or short
 //!   Docker id lookups, with ambiguity reported rather than guessed.
 
+// The metadata shows exactly the labels the engine put on the container: one function makes both.
+use crate::engine::container_spec::container_labels;
 use crate::task::{Container, HealthStatus, Millis, Task};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
 use std::fmt;
 
 // The API's times are RFC 3339; the conversions live with the task model's `Millis`.
@@ -18,31 +19,6 @@ pub use crate::task::time::{millis_from_rfc3339, rfc3339_from_millis};
 
 /// Length of a short Docker id, as `docker ps` shows it.
 pub const SHORT_DOCKER_ID_LENGTH: usize = 12;
-
-/// The labels deckhand puts on a container: the user's `dockerLabels`, overridden by the five
-/// `com.amazonaws.ecs.*` labels.
-pub fn container_labels(
-    task: &Task,
-    container: &Container,
-    cluster: &str,
-) -> BTreeMap<String, String> {
-    let mut labels = container.definition.docker_labels.clone();
-    labels.insert("com.amazonaws.ecs.task-arn".into(), task.arn.clone());
-    labels.insert(
-        "com.amazonaws.ecs.container-name".into(),
-        container.name().to_string(),
-    );
-    labels.insert(
-        "com.amazonaws.ecs.task-definition-family".into(),
-        task.family.clone(),
-    );
-    labels.insert(
-        "com.amazonaws.ecs.task-definition-version".into(),
-        task.revision.to_string(),
-    );
-    labels.insert("com.amazonaws.ecs.cluster".into(), cluster.to_string());
-    labels
-}
 
 fn insert_time(object: &mut Map<String, Value>, key: &str, time: Option<Millis>) {
     if let Some(time) = time {
