@@ -34,15 +34,11 @@ pub fn millis_from_rfc3339(text: &str) -> Option<Millis> {
         None => (time, None),
     };
     let mut clock_parts = clock.splitn(3, ':');
-    let hour: u64 = clock_parts.next()?.parse().ok()?;
-    let minute: u64 = clock_parts.next()?.parse().ok()?;
-    let second: u64 = clock_parts.next()?.parse().ok()?;
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
+    let hour: u32 = clock_parts.next()?.parse().ok()?;
+    let minute: u32 = clock_parts.next()?.parse().ok()?;
+    let second: u32 = clock_parts.next()?.parse().ok()?;
+    let [month, day, hour, minute, second] = [month, day, hour, minute, second].map(i64::from);
+    if !fields_in_range(month, day, hour, minute, second) {
         return None;
     }
     let millis: u64 = match fraction {
@@ -53,9 +49,22 @@ pub fn millis_from_rfc3339(text: &str) -> Option<Millis> {
         }
         Some(_) => return None,
     };
-    let days = days_from_civil(year, i64::from(month), i64::from(day));
-    let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
+    let days = days_from_civil(year, month, day);
+    if days < 0 {
+        // A date before 1970 is not a time deckhand writes.
+        return None;
+    }
+    let seconds = u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).ok()?;
     Some(seconds * 1000 + millis)
+}
+
+/// Whether date and clock fields can be a time at all (a leap second allowed); both parsers ask.
+fn fields_in_range(month: i64, day: i64, hour: i64, minute: i64, second: i64) -> bool {
+    (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && (0..=23).contains(&hour)
+        && (0..=59).contains(&minute)
+        && (0..=60).contains(&second)
 }
 
 /// (year, month, day) → days since 1970-01-01 (the inverse of [`civil_from_days`]).
@@ -109,12 +118,7 @@ pub fn parse_docker_time(text: &str) -> Option<Millis> {
     };
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
+    if !fields_in_range(month, day, hour, minute, second) {
         return None;
     }
     let mut rest = &text[19..];
