@@ -11,11 +11,13 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn run_agent(config_text: Option<&str>, env: &[(&str, &str)]) -> Output {
-    let scratch = TempDir::new("dh-agent-config");
-    let directory = &scratch.path;
+/// `deckhand run --config <directory>/deckhand.conf` (holding `config_text`) with its socket,
+/// tasks.d and state in `directory`, no introspection endpoint, and a Docker socket that does not
+/// exist.
+fn agent_without_docker(directory: &std::path::Path, config_text: &str) -> Command {
+    std::fs::create_dir_all(directory).expect("temp dir");
     let config = directory.join("deckhand.conf");
-    std::fs::write(&config, config_text.unwrap_or("")).expect("config");
+    std::fs::write(&config, config_text).expect("config");
     let mut command = Command::new(env!("CARGO_BIN_EXE_deckhand"));
     command
         .arg("run")
@@ -29,9 +31,15 @@ fn run_agent(config_text: Option<&str>, env: &[(&str, &str)]) -> Output {
             "DOCKER_HOST",
             "unix:///nonexistent/deckhand-test/docker.sock",
         )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdin(Stdio::null());
+    command
+}
+
+fn run_agent(config_text: Option<&str>, env: &[(&str, &str)]) -> Output {
+    let scratch = TempDir::new("dh-agent-config");
+    let directory = &scratch.path;
+    let mut command = agent_without_docker(directory, config_text.unwrap_or(""));
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     for (key, value) in env {
         command.env(key, value);
     }
@@ -108,23 +116,8 @@ fn spawn_without_docker(
     directory: &std::path::Path,
 ) -> (std::process::Child, mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
-    std::fs::create_dir_all(directory).expect("temp dir");
-    let config = directory.join("deckhand.conf");
-    std::fs::write(&config, "").expect("config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .env("DECKHAND_API_SOCKET", directory.join("api.sock"))
-        .env("DECKHAND_TASKS_DIR", directory.join("tasks.d"))
-        .env("ECS_DATADIR", directory.join("data"))
-        .env("DECKHAND_INTROSPECTION_ADDR", "")
-        .env(
-            "DOCKER_HOST",
-            "unix:///nonexistent/deckhand-test/docker.sock",
-        )
+    let mut child = agent_without_docker(directory, "")
         .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
