@@ -124,30 +124,20 @@ impl MemoryEngine {
 
     /// Waits until at least `count` readers are blocked in `events_since` at once.
     pub fn wait_for_waiting_readers(&self, count: usize, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.lock();
-        loop {
-            if state.waiting_readers >= count {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            state = self
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
-        }
+        self.wait_until(timeout, |state| state.waiting_readers >= count)
     }
 
     /// Waits until `predicate` holds over the calls, or the deadline passes.
     pub fn wait_for_calls(&self, timeout: Duration, predicate: impl Fn(&[Call]) -> bool) -> bool {
+        self.wait_until(timeout, |state| predicate(&state.calls))
+    }
+
+    /// Waits, woken by every change, until `holds` is true of the state or `timeout` passes.
+    fn wait_until(&self, timeout: Duration, holds: impl Fn(&State) -> bool) -> bool {
         let deadline = Instant::now() + timeout;
         let mut state = self.lock();
         loop {
-            if predicate(&state.calls) {
+            if holds(&state) {
                 return true;
             }
             let left = deadline.saturating_duration_since(Instant::now());
