@@ -5,7 +5,7 @@
 //! a Docker event, a timer, a delivery receipt) and the current time, applies the pure rules of
 //! `transition.rs`, and returns effects (run a Docker call, emit an event, checkpoint, arm a timer,
 //! wait for or finish a wait-group number, done). It owns no thread, socket or clock, so tests
-//! drive it step by step. The loop in [`run_managed_task`] is the only place that waits: one
+//! drive it step by step. The loop in `run_managed_task` is the only place that waits: one
 //! `select_biased!` over shutdown, the desired-status inbox, transition results, Docker events,
 //! resync requests, the wait group and the timers. Each Docker call runs on a short-lived worker
 //! thread that posts its result back as an input.
