@@ -20,6 +20,18 @@ pub use crate::task::time::{millis_from_rfc3339, rfc3339_from_millis};
 /// Length of a short Docker id, as `docker ps` shows it.
 pub const SHORT_DOCKER_ID_LENGTH: usize = 12;
 
+/// `RestartCount`: both views show it only for a container whose restart policy is enabled.
+fn insert_restart_count(object: &mut Map<String, Value>, container: &Container) {
+    if container
+        .definition
+        .restart_policy
+        .as_ref()
+        .is_some_and(|policy| policy.enabled)
+    {
+        object.insert("RestartCount".into(), json!(container.restart_count));
+    }
+}
+
 fn insert_time(object: &mut Map<String, Value>, key: &str, time: Option<Millis>) {
     if let Some(time) = time {
         object.insert(key.into(), Value::String(rfc3339_from_millis(time)));
@@ -106,14 +118,7 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
     }
     object.insert("Ports".into(), ports_json(container));
     object.insert("Networks".into(), networks_json(task, container));
-    if container
-        .definition
-        .restart_policy
-        .as_ref()
-        .is_some_and(|policy| policy.enabled)
-    {
-        object.insert("RestartCount".into(), json!(container.restart_count));
-    }
+    insert_restart_count(&mut object, container);
     Value::Object(object)
 }
 
@@ -217,14 +222,7 @@ fn introspection_container(task: &Task, container: &Container, docker_id: &str) 
     if !volumes.is_empty() {
         object.insert("Volumes".into(), Value::Array(volumes));
     }
-    if container
-        .definition
-        .restart_policy
-        .as_ref()
-        .is_some_and(|policy| policy.enabled)
-    {
-        object.insert("RestartCount".into(), json!(container.restart_count));
-    }
+    insert_restart_count(&mut object, container);
     Value::Object(object)
 }
 
