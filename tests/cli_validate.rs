@@ -19,6 +19,15 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `deckhand validate PATH`, run to its end.
+fn validate_file(path: &Path) -> Output {
+    deckhand()
+        .arg("validate")
+        .arg(path)
+        .output()
+        .expect("run deckhand")
+}
+
 fn validate_stdin(input: &[u8]) -> Output {
     let mut child = deckhand()
         .args(["validate", "-"])
@@ -47,11 +56,7 @@ fn scratch_file(name: &str, contents: &str) -> PathBuf {
 
 #[test]
 fn valid_file_prints_a_summary_and_exits_0() {
-    let output = deckhand()
-        .arg("validate")
-        .arg(example("three-tier.json"))
-        .output()
-        .expect("run deckhand");
+    let output = validate_file(&example("three-tier.json"));
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -67,11 +72,7 @@ fn valid_file_prints_a_summary_and_exits_0() {
 
 #[test]
 fn web_example_is_valid() {
-    let output = deckhand()
-        .arg("validate")
-        .arg(example("web.json"))
-        .output()
-        .expect("run deckhand");
+    let output = validate_file(&example("web.json"));
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -120,11 +121,7 @@ fn invalid_definition_lists_every_error_and_exits_2() {
             ]
         }"#,
     );
-    let output = deckhand()
-        .arg("validate")
-        .arg(&path)
-        .output()
-        .expect("run deckhand");
+    let output = validate_file(&path);
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(text(&output.stdout), "");
     let stderr = text(&output.stderr);
@@ -152,10 +149,7 @@ fn malformed_json_from_stdin_exits_2_with_a_located_error() {
 
 #[test]
 fn missing_file_exits_1_naming_it() {
-    let output = deckhand()
-        .args(["validate", "/nonexistent/deckhand/task.json"])
-        .output()
-        .expect("run deckhand");
+    let output = validate_file(Path::new("/nonexistent/deckhand/task.json"));
     assert_eq!(output.status.code(), Some(1));
     let stderr = text(&output.stderr);
     assert!(
