@@ -539,17 +539,10 @@ pub fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&decoded).into_owned()
 }
 
-/// Percent-encodes everything but unreserved characters (for a path segment or query value).
+/// Percent-encodes everything but unreserved characters (for a path segment or query value):
+/// the same encoding the Docker client uses for its paths.
 pub fn percent_encode(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            encoded.push(byte as char);
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
+    crate::docker::encoding::percent_encode(text, false)
 }
 
 /// `a=1&b=x%20y` → `[("a","1"),("b","x y")]`.
