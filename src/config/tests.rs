@@ -3,6 +3,7 @@
 //! the key table.
 
 use super::*;
+use crate::state::scratch::ScratchDir;
 use std::cell::Cell;
 
 /// An environment made of `(key, value)` pairs.
@@ -717,18 +718,10 @@ fn the_packaged_file_uncommented_still_loads_as_the_defaults() {
     assert_eq!(config, defaults);
 }
 
-/// A fresh directory under the system temp dir for one test.
-fn scratch_directory(name: &str) -> PathBuf {
-    let directory =
-        std::env::temp_dir().join(format!("deckhand-config-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).expect("create scratch directory");
-    directory
-}
-
 #[test]
 fn loading_reads_the_given_file_and_requires_it_to_exist() {
-    let directory = scratch_directory("given");
+    let scratch = ScratchDir::new("deckhand-config-given");
+    let directory = scratch.path.clone();
     let path = directory.join("deckhand.conf");
     std::fs::write(&path, "ECS_CLUSTER=from-file\n").expect("write config");
     let env = env_of(&[]);
@@ -754,12 +747,12 @@ fn loading_reads_the_given_file_and_requires_it_to_exist() {
         error.to_string().contains(&directory.display().to_string()),
         "{error}"
     );
-    std::fs::remove_dir_all(&directory).expect("clean up");
 }
 
 #[test]
 fn loading_without_a_default_file_uses_the_defaults_and_with_one_reads_it() {
-    let directory = scratch_directory("default");
+    let scratch = ScratchDir::new("deckhand-config-default");
+    let directory = scratch.path.clone();
     let xdg_config = directory.display().to_string();
     let env = env_of(&[("HOME", "/nonexistent"), ("XDG_CONFIG_HOME", &xdg_config)]);
     let config = Config::load_for_scope(None, &env, Scope::User).expect("no file is fine");
@@ -778,7 +771,6 @@ fn loading_without_a_default_file_uses_the_defaults_and_with_one_reads_it() {
         config.config_file,
         Some(directory.join("deckhand/deckhand.conf"))
     );
-    std::fs::remove_dir_all(&directory).expect("clean up");
 }
 
 #[test]

@@ -385,27 +385,23 @@ impl From<FsError> for StateError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::scratch::ScratchDir;
     use std::io::Write;
-    use std::sync::atomic::{AtomicU64, Ordering};
 
-    static SCRATCH: AtomicU64 = AtomicU64::new(0);
-
+    /// A directory with an event log and its quarantine, removed when dropped.
     struct Scratch {
-        dir: PathBuf,
+        directory: ScratchDir,
     }
 
     impl Scratch {
         fn new() -> Scratch {
-            let dir = std::env::temp_dir().join(format!(
-                "deckhand-eventlog-{}-{}",
-                std::process::id(),
-                SCRATCH.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::create_dir_all(dir.join("quarantine")).expect("temp dir is writable");
-            Scratch { dir }
+            let directory = ScratchDir::new("deckhand-eventlog");
+            std::fs::create_dir_all(directory.path.join("quarantine"))
+                .expect("temp dir is writable");
+            Scratch { directory }
         }
         fn log_path(&self) -> PathBuf {
-            self.dir.join("events.log")
+            self.directory.path.join("events.log")
         }
         fn open(&self, retain: usize) -> (EventLog, EventLogReplay) {
             self.open_with(Arc::new(FaultInjector::new()), retain)
@@ -417,7 +413,7 @@ mod tests {
         ) -> (EventLog, EventLogReplay) {
             EventLog::open(
                 &self.log_path(),
-                &self.dir.join("quarantine"),
+                &self.directory.path.join("quarantine"),
                 faults,
                 0,
                 retain,
@@ -425,15 +421,9 @@ mod tests {
             .expect("event log opens")
         }
         fn quarantined(&self) -> usize {
-            std::fs::read_dir(self.dir.join("quarantine"))
+            std::fs::read_dir(self.directory.path.join("quarantine"))
                 .expect("quarantine dir")
                 .count()
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 
@@ -617,7 +607,7 @@ mod tests {
         let (log, replay) = scratch.open(10);
         assert_eq!((replay.last_seq, replay.next_seq), (55, 56));
         assert_eq!(log.first_seq(), first);
-        let leftovers: Vec<_> = std::fs::read_dir(&scratch.dir)
+        let leftovers: Vec<_> = std::fs::read_dir(&scratch.directory.path)
             .expect("dir")
             .map(|e| e.expect("entry").file_name())
             .filter(|n| n.to_string_lossy().contains(fsio::TEMP_MARKER))

@@ -297,16 +297,7 @@ pub fn remove_file(faults: &FaultInjector, path: &Path) -> Result<(), FsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "deckhand-fsio-{name}-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir_all(&dir).expect("the system temp directory is writable in tests");
-        dir
-    }
+    use crate::state::scratch::ScratchDir;
 
     fn entries(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)
@@ -329,14 +320,14 @@ mod tests {
 
     #[test]
     fn atomic_write_replaces_the_file() {
-        let dir = scratch_dir("replace");
+        let scratch = ScratchDir::new("deckhand-fsio-replace");
+        let dir = scratch.path.clone();
         let path = dir.join("f.json");
         let faults = FaultInjector::new();
         write_atomic(&faults, &path, b"one").expect("first write");
         write_atomic(&faults, &path, b"two").expect("second write");
         assert_eq!(fs::read(&path).expect("read"), b"two");
         assert_eq!(entries(&dir), vec!["f.json".to_string()]);
-        fs::remove_dir_all(&dir).expect("cleanup");
     }
 
     #[test]
@@ -352,7 +343,8 @@ mod tests {
             (FsStep::SyncDir, true),
         ];
         for (step, new_content_visible) in table {
-            let dir = scratch_dir("fail");
+            let scratch = ScratchDir::new("deckhand-fsio-fail");
+            let dir = scratch.path.clone();
             let path = dir.join("f.json");
             let faults = FaultInjector::new();
             write_atomic(&faults, &path, b"old").expect("first write");
@@ -368,17 +360,16 @@ mod tests {
             };
             assert_eq!(fs::read(&path).expect("read"), expected, "{step:?}");
             assert_eq!(entries(&dir), vec!["f.json".to_string()], "{step:?}");
-            fs::remove_dir_all(&dir).expect("cleanup");
         }
     }
 
     #[test]
     fn a_fault_for_another_path_does_not_fire() {
-        let dir = scratch_dir("other");
+        let scratch = ScratchDir::new("deckhand-fsio-other");
+        let dir = scratch.path.clone();
         let faults = FaultInjector::new();
         faults.fail_always(FsStep::Write, "other.json", 28);
         write_atomic(&faults, &dir.join("f.json"), b"x").expect("not the faulty path");
         assert_eq!(faults.fired(), 0);
-        fs::remove_dir_all(&dir).expect("cleanup");
     }
 }

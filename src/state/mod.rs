@@ -25,6 +25,8 @@
 pub mod event_log;
 pub mod fsio;
 pub mod reconcile;
+#[cfg(test)]
+pub(crate) mod scratch;
 
 pub use event_log::{EventLog, EventLogReplay, DEFAULT_RETAIN_EVENTS};
 pub use fsio::{FaultInjector, FsStep};
