@@ -229,6 +229,11 @@ pub enum ContainerErrorKind {
     Vanished,
     /// Docker is not reachable.
     Unreachable,
+    /// The kernel killed the container for exceeding its memory limit (Docker's `OOMKilled`).
+    OutOfMemory,
+    /// The container stopped and Docker recorded an error for it (`State.Error`, e.g. a start
+    /// that failed in the runtime).
+    DockerState,
     /// Any other error.
     Other,
 }
