@@ -687,8 +687,14 @@ fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
     (desired_sender, shutdown_sender, inboxes)
 }
 
-impl EngineHandle for TaskEngine {
-    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+impl TaskEngine {
+    /// Accepts a task (see [`EngineHandle::submit`]) with the control source's mark, which is
+    /// part of the checkpoint that makes it durable.
+    fn submit_with_source(
+        &self,
+        definition: TaskDefinition,
+        source: Option<String>,
+    ) -> Result<Task, EngineError> {
         let mut commands = self.shared.commands();
         if commands.shutting_down {
             return Err(EngineError::ShuttingDown);
@@ -706,6 +712,7 @@ impl EngineHandle for TaskEngine {
             sequence,
             now_millis(),
         );
+        task.source = source;
         let mut suffixes = suffixes.into_iter();
         assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
         self.reject_if_invalid(&task)?;
@@ -741,6 +748,20 @@ impl EngineHandle for TaskEngine {
             task.revision
         );
         Ok(task)
+    }
+}
+
+impl EngineHandle for TaskEngine {
+    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+        self.submit_with_source(definition, None)
+    }
+
+    fn submit_from_source(
+        &self,
+        definition: TaskDefinition,
+        source: String,
+    ) -> Result<Task, EngineError> {
+        self.submit_with_source(definition, Some(source))
     }
 
     fn stop(&self, task_id: &str) -> Result<(), EngineError> {

@@ -348,6 +348,11 @@ pub struct Task {
     /// Reason carried by the task's STOPPED event.
     pub stopped_reason: Option<String>,
     pub created_at: Millis,
+    /// Where the task came from, set by a control source at submit and saved with the task,
+    /// so that source can find its tasks again after a crash (`tasks.d:<file>:<content hash>`).
+    /// `None` for tasks submitted through the API (and in checkpoints written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl Task {
@@ -385,6 +390,7 @@ impl Task {
             execution_stopped_at: None,
             stopped_reason: None,
             created_at: now,
+            source: None,
         }
     }
 
