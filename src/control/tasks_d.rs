@@ -1108,6 +1108,14 @@ mod tests {
             parse_source_mark(&mark),
             Some(("web:v2.json".to_string(), 0x00ab_cdef_0123_4567))
         );
+        // A checkpoint written before tasks recorded a source still loads, with none.
+        let mut marked = task_with(TaskStatus::Running, 0);
+        marked.source = Some(mark.clone());
+        let mut saved = serde_json::to_value(&marked).expect("serialize");
+        assert_eq!(saved["source"], mark.as_str());
+        saved.as_object_mut().expect("object").remove("source");
+        let loaded: Task = serde_json::from_value(saved).expect("an old checkpoint loads");
+        assert_eq!(loaded.source, None);
         for other in [
             "",
             "api",
