@@ -627,6 +627,10 @@ impl ManagedTask {
             }
             Input::DockerEvent {
                 docker_id,
+                observation: DockerObservation::FoundByName { docker_name },
+            } => self.adopt_by_name(docker_id, &docker_name, effects),
+            Input::DockerEvent {
+                docker_id,
                 observation,
             } => {
                 let Some(index) = self
@@ -670,6 +674,8 @@ impl ManagedTask {
                     DockerObservation::Health { health } => {
                         self.set_health(index, health, None, now);
                     }
+                    // Handled above: it names a container by its name, not its id.
+                    DockerObservation::FoundByName { .. } => {}
                 }
             }
             Input::SyntheticStop { container, error } => {
@@ -909,6 +915,41 @@ impl ManagedTask {
             self.set_health(index, status, output, now);
         }
         self.dirty = true;
+    }
+
+    /// The re-list after a reconnect found `docker_id` under the fixed name of one of this task's
+    /// containers that never recorded an id (its create's answer was lost): record the id, route
+    /// its events here, and inspect it for its status. A container that has an id already (the
+    /// create's answer came after the list) keeps it.
+    fn adopt_by_name(&mut self, docker_id: String, docker_name: &str, effects: &mut Vec<Effect>) {
+        if self
+            .task
+            .containers
+            .iter()
+            .any(|container| container.docker_id.as_deref() == Some(docker_id.as_str()))
+        {
+            return;
+        }
+        let Some(container) = self.task.containers.iter_mut().find(|container| {
+            container.docker_id.is_none() && container.docker_name.as_deref() == Some(docker_name)
+        }) else {
+            return;
+        };
+        log::info!(
+            "task {}: adopted container {} ({docker_id}), found by its name {docker_name} after \
+             Docker's event stream came back",
+            self.task.id,
+            container.name()
+        );
+        container.docker_id = Some(docker_id.clone());
+        self.dirty = true;
+        effects.push(Effect::TrackContainer {
+            docker_id: docker_id.clone(),
+        });
+        effects.push(Effect::Docker(DockerCall::Inspect {
+            container: container.name().to_string(),
+            docker_id,
+        }));
     }
 
     /// A STOPPED change whose inspection shows why the container stopped (killed for memory,
@@ -2256,5 +2297,66 @@ mod tests {
             vec![(Some(137), Some("stop timed out".to_string()))]
         );
         assert_eq!(machine.task().containers[0].applying_error, Some(error));
+    }
+
+    #[test]
+    fn a_container_found_by_its_name_after_a_reconnect_is_adopted_once() {
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        machine.start(1_000);
+        let effects = machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        assert!(effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Create { .. }))));
+        let docker_name = machine.task().containers[0]
+            .docker_name
+            .clone()
+            .expect("the fixed name is set before the create");
+        let found = |docker_id: &str, docker_name: &str| Input::DockerEvent {
+            docker_id: docker_id.into(),
+            observation: DockerObservation::FoundByName {
+                docker_name: docker_name.into(),
+            },
+        };
+        // Another name is not this container.
+        let effects = machine.handle(found("id-7", "deckhand-other-1"), 1_002);
+        assert!(effects.is_empty(), "{effects:?}");
+        assert_eq!(machine.task().containers[0].docker_id, None);
+
+        let effects = machine.handle(found("id-7", &docker_name), 1_003);
+        assert_eq!(
+            machine.task().containers[0].docker_id.as_deref(),
+            Some("id-7")
+        );
+        assert!(
+            effects.contains(&Effect::TrackContainer {
+                docker_id: "id-7".into()
+            }),
+            "{effects:?}"
+        );
+        assert!(
+            effects.contains(&Effect::Docker(DockerCall::Inspect {
+                container: "app".into(),
+                docker_id: "id-7".into()
+            })),
+            "{effects:?}"
+        );
+        assert!(effects.contains(&Effect::Checkpoint), "the id is saved");
+        // Found again (a second reconnect), or under another id: the recorded id stays.
+        assert!(machine
+            .handle(found("id-7", &docker_name), 1_004)
+            .is_empty());
+        assert!(machine
+            .handle(found("id-8", &docker_name), 1_005)
+            .is_empty());
+        assert_eq!(
+            machine.task().containers[0].docker_id.as_deref(),
+            Some("id-7")
+        );
+        // The create's own answer, arriving late with the same id, changes nothing more.
+        machine.handle(transition(ContainerStatus::Created, Some("id-7")), 1_006);
+        assert_eq!(
+            machine.task().containers[0].known_status,
+            ContainerStatus::Created
+        );
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! Leftovers: a container labelled with this cluster that no saved task knows (by id or by
 //! fixed name) can only exist when state was deleted by hand. [`leftover_containers`] finds
-//! them; the engine logs each and removes it only when `DECKHAND_REMOVE_ORPHANS=true`.
+//! them; the engine logs each and removes it only when `DECKHAND_REMOVE_ORPHANS=true`. The same
+//! comparison runs whenever the Docker event stream reconnects ([`relist_plan`]): a container
+//! created while the stream was down whose task never learned its id is adopted by name.
 
 use crate::runtime::{ContainerRuntime, ContainerSummary, RuntimeError};
 use crate::state::reconcile::{reconcile_container, DockerView};
@@ -87,6 +89,53 @@ pub fn reconcile_task(
         }
     }
     result
+}
+
+/// A listed container that a task knows by fixed name but never recorded the id of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adoption {
+    pub task_id: String,
+    pub docker_id: String,
+    pub docker_name: String,
+}
+
+/// What a re-list by label (after the event stream reconnected) asks for: containers to hand
+/// to their task by name, and containers of this cluster that belong to no task.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelistPlan {
+    pub adopt: Vec<Adoption>,
+    pub orphans: Vec<ContainerSummary>,
+}
+
+/// Compares the containers Docker lists for this cluster with the tasks the engine holds: a
+/// container whose name is the fixed name of a task's container that has no Docker id yet is
+/// adopted by that task; one that no task knows by id or name is an orphan. Pure.
+pub fn relist_plan(listed: &[ContainerSummary], tasks: &[Task]) -> RelistPlan {
+    let mut unrecorded_names = std::collections::HashMap::new();
+    for task in tasks {
+        for container in &task.containers {
+            if let (None, Some(name)) = (&container.docker_id, &container.docker_name) {
+                unrecorded_names.insert(name.as_str(), task.id.as_str());
+            }
+        }
+    }
+    let adopt = listed
+        .iter()
+        .filter_map(|summary| {
+            let name = summary.name.trim_start_matches('/');
+            let task_id = unrecorded_names.get(name)?;
+            Some(Adoption {
+                task_id: task_id.to_string(),
+                docker_id: summary.id.clone(),
+                docker_name: name.to_string(),
+            })
+        })
+        .collect();
+    let orphans = leftover_containers(listed, tasks)
+        .into_iter()
+        .cloned()
+        .collect();
+    RelistPlan { adopt, orphans }
 }
 
 /// Containers Docker lists for this cluster that belong to none of `tasks` (by Docker id or by
@@ -168,5 +217,43 @@ mod tests {
             .collect();
         assert_eq!(leftovers, vec!["id-x", "id-y"]);
         assert_eq!(leftover_containers(&listed, &[]).len(), 4);
+    }
+
+    #[test]
+    fn a_relist_adopts_unrecorded_containers_by_name_and_reports_the_rest() {
+        let mut other = task_with(&[("d", Some("deckhand-g-1-d-04"), Some("id-d"))]);
+        other.id = "t2".to_string();
+        let tasks = vec![
+            task_with(&[
+                ("a", Some("deckhand-f-1-a-01"), Some("id-a")),
+                ("b", Some("deckhand-f-1-b-02"), None),
+                ("c", Some("deckhand-f-1-c-03"), None),
+            ]),
+            other,
+        ];
+        let listed = vec![
+            summary("id-a", "/deckhand-f-1-a-01"),
+            summary("id-b", "/deckhand-f-1-b-02"),
+            summary("id-d", "/deckhand-g-1-d-04"),
+            summary("id-x", "/deckhand-f-1-a-99"),
+        ];
+        let plan = relist_plan(&listed, &tasks);
+        assert_eq!(
+            plan.adopt,
+            vec![Adoption {
+                task_id: "t1".to_string(),
+                docker_id: "id-b".to_string(),
+                docker_name: "deckhand-f-1-b-02".to_string(),
+            }],
+            "only b: a and d are recorded, c is not in Docker"
+        );
+        let orphans: Vec<&str> = plan.orphans.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(orphans, vec!["id-x"]);
+        // Nothing held: everything listed is an orphan, nothing to adopt.
+        let plan = relist_plan(&listed, &[]);
+        assert!(plan.adopt.is_empty());
+        assert_eq!(plan.orphans.len(), 4);
+        // Nothing listed: nothing to do.
+        assert_eq!(relist_plan(&[], &tasks), RelistPlan::default());
     }
 }

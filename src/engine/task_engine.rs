@@ -20,19 +20,20 @@ use crate::engine::container_spec::{
     assign_docker_names, create_request, new_task_id, random_hex, LABEL_CLUSTER,
 };
 use crate::engine::docker_events::{
-    event_filter, run_events_thread, DockerIndex, EventsThreadControl, Reconnect,
+    event_filter, run_events_thread, DockerIndex, DockerObservation, EventsThreadControl,
+    OnReconnect, Reconnect,
 };
 use crate::engine::handle::{EngineError, EngineHandle};
 use crate::engine::managed_task::{
     now_millis, run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes,
     TaskRoute, DOCKER_EVENT_INBOX_CAPACITY,
 };
-use crate::engine::restore::{leftover_containers, reconcile_task};
+use crate::engine::restore::{leftover_containers, reconcile_task, relist_plan};
 use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::workers::{StopRetry, WorkerContext};
 use crate::report::{Event, EventLog, DEFAULT_EVENT_CAPACITY};
-use crate::runtime::ContainerRuntime;
+use crate::runtime::{ContainerRuntime, ContainerSummary};
 use crate::state::{StateError, StateStore};
 use crate::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -124,6 +125,9 @@ struct TaskHandle {
     /// Whether a stop number was registered for this task (only the first stop is).
     stop_registered: bool,
     thread: Option<JoinHandle<()>>,
+    /// The task's Docker-event inboxes, for the re-list after a reconnect (a container found by
+    /// name is handed to its task here, since no Docker id routes to it yet).
+    route: TaskRoute,
 }
 
 #[derive(Default)]
@@ -308,6 +312,8 @@ impl TaskEngine {
             let index = Arc::clone(&shared.docker_index);
             let control = Arc::clone(&events_control);
             let reconnect = shared.config.events_reconnect;
+            let relist_shared = Arc::clone(&shared);
+            let on_reconnect: OnReconnect = Box::new(move || relist_by_label(&relist_shared));
             std::thread::Builder::new()
                 .name("docker-events".to_string())
                 .spawn(move || {
@@ -319,6 +325,7 @@ impl TaskEngine {
                         events_stop_signal,
                         first_stream,
                         reconnect,
+                        on_reconnect,
                     )
                 })?
         };
@@ -544,6 +551,7 @@ impl TaskEngine {
                 .then_some(task.stop_sequence);
             let stop_registered = task.stop_sequence > 0;
             let id = task.id.clone();
+            let route = inboxes.route.clone();
             self.shared.publish_snapshot(&task);
             let thread = match self.spawn_task(task, unfinished_stop, changed, inboxes) {
                 Ok(thread) => thread,
@@ -561,6 +569,7 @@ impl TaskEngine {
                     shutdown,
                     stop_registered,
                     thread: Some(thread),
+                    route,
                 },
             );
         }
@@ -586,31 +595,11 @@ impl TaskEngine {
                 return;
             }
         };
-        for leftover in leftover_containers(&listed, tasks) {
-            if self.shared.config.remove_orphans {
-                match runtime.remove_container(&leftover.id, true) {
-                    Ok(()) => log::warn!(
-                        "removed leftover container {} ({}): it carries this cluster's labels \
-                         but belongs to no saved task (DECKHAND_REMOVE_ORPHANS=true)",
-                        leftover.name,
-                        leftover.id
-                    ),
-                    Err(error) => log::warn!(
-                        "cannot remove leftover container {} ({}): {error}",
-                        leftover.name,
-                        leftover.id
-                    ),
-                }
-            } else {
-                log::warn!(
-                    "leftover container {} ({}) carries this cluster's labels but belongs to no \
-                     saved task; leaving it alone (set DECKHAND_REMOVE_ORPHANS=true to remove such \
-                     containers at start-up)",
-                    leftover.name,
-                    leftover.id
-                );
-            }
-        }
+        let leftovers: Vec<ContainerSummary> = leftover_containers(&listed, tasks)
+            .into_iter()
+            .cloned()
+            .collect();
+        handle_orphans(&self.shared, &leftovers, "at start-up");
     }
 
     fn reject_if_invalid(&self, task: &Task) -> Result<(), EngineError> {
@@ -668,6 +657,83 @@ impl std::fmt::Display for EngineStartError {
 
 impl std::error::Error for EngineStartError {}
 
+/// Containers of this cluster that belong to no task: each is logged, and removed only when
+/// `DECKHAND_REMOVE_ORPHANS=true`. `moment` says when they were found, for the log.
+fn handle_orphans(shared: &EngineShared, orphans: &[ContainerSummary], moment: &str) {
+    let runtime = &shared.worker_context.runtime;
+    for orphan in orphans {
+        let name = orphan.name.trim_start_matches('/');
+        if shared.config.remove_orphans {
+            match runtime.remove_container(&orphan.id, true) {
+                Ok(()) => log::warn!(
+                    "removed leftover container {name} ({}) found {moment}: it carries this \
+                     cluster's labels but belongs to no task (DECKHAND_REMOVE_ORPHANS=true)",
+                    orphan.id
+                ),
+                Err(error) => log::warn!(
+                    "cannot remove leftover container {name} ({}): {error}",
+                    orphan.id
+                ),
+            }
+        } else {
+            log::warn!(
+                "leftover container {name} ({}) found {moment} carries this cluster's labels but \
+                 belongs to no task; leaving it alone (set DECKHAND_REMOVE_ORPHANS=true to remove \
+                 such containers)",
+                orphan.id
+            );
+        }
+    }
+}
+
+/// The re-list by label after the Docker event stream reconnected (Docker restarted, or the
+/// connection broke): containers created meanwhile whose task never recorded their id (a
+/// create whose answer was lost) are handed to that task, which adopts them by name; containers
+/// of this cluster that belong to no task are reported (and removed only when
+/// `DECKHAND_REMOVE_ORPHANS=true`). Runs on the events thread; never waits on a task.
+fn relist_by_label(shared: &EngineShared) {
+    // The tasks first, then the list: a container listed after this snapshot was created by a
+    // task in it (a newer task's containers are created later), so nothing new looks orphaned.
+    let tasks: Vec<Task> = shared.snapshots().values().cloned().collect();
+    let filter = vec![format!("{}={}", LABEL_CLUSTER, shared.config.cluster)];
+    let listed = match shared.worker_context.runtime.list_containers(&filter) {
+        Ok(listed) => listed,
+        Err(error) => {
+            log::warn!("cannot list this cluster's containers after the reconnect: {error}");
+            return;
+        }
+    };
+    let plan = relist_plan(&listed, &tasks);
+    handle_orphans(
+        shared,
+        &plan.orphans,
+        "after Docker's event stream reconnected",
+    );
+    if !plan.adopt.is_empty() {
+        let commands = shared.commands();
+        for adoption in plan.adopt {
+            let Some(handle) = commands.tasks.get(&adoption.task_id) else {
+                continue;
+            };
+            let observation = DockerObservation::FoundByName {
+                docker_name: adoption.docker_name,
+            };
+            if handle
+                .route
+                .docker_events
+                .try_send((adoption.docker_id, observation))
+                .is_err()
+            {
+                log::warn!(
+                    "task {}: its inbox is full; a container found by name is adopted at the \
+                     next reconnect",
+                    adoption.task_id
+                );
+            }
+        }
+    }
+}
+
 /// A task's inboxes: the engine keeps the senders, the task's thread the receivers.
 fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
     let (desired_sender, desired) = unbounded();
@@ -722,6 +788,7 @@ impl TaskEngine {
             .map_err(|error| unavailable("cannot save the task", error))?;
 
         let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
+        let route = inboxes.route.clone();
         self.shared.publish_snapshot(&task);
         let thread = self
             .spawn_task(task.clone(), None, false, inboxes)
@@ -740,6 +807,7 @@ impl TaskEngine {
                 shutdown: shutdown_sender,
                 stop_registered: false,
                 thread: Some(thread),
+                route,
             },
         );
         log::info!(
