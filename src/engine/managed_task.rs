@@ -1537,6 +1537,9 @@ struct LoopState {
     durable_reply: Option<Sender<Result<(), String>>>,
     /// An event the reporter could not record; logged once until recording works again.
     report_failing: bool,
+    /// The registered stop number of the desired change being handled: taken off the inbox but
+    /// not yet owned by the state machine, so a panic in between must still finish it.
+    registered_stop_in_hand: Option<u64>,
 }
 
 /// Milliseconds since the epoch, now.
@@ -1568,6 +1571,7 @@ fn next_event(
         recv(inboxes.shutdown) -> _ => None,
         recv(inboxes.desired) -> command => command.ok().map(|command| {
             state.durable_reply = command.durable;
+            state.registered_stop_in_hand = command.registered.then_some(command.sequence);
             Input::Desired {
                 status: command.status,
                 sequence: command.sequence,
@@ -1754,7 +1758,15 @@ pub(crate) fn run_managed_task(
                  number and dropping it from memory; it is restored from its checkpoint at the \
                  next start of deckhand"
             );
-            if let Some(sequence) = machine.unfinished_stop.take() {
+            // The stop numbers this task holds: the one its state machine owns, and the one of a
+            // change it was handed but had not taken over yet. Each is finished once, so later
+            // starts do not wait for a task that is gone.
+            let owned = machine.unfinished_stop.take();
+            let in_hand = state.registered_stop_in_hand.take();
+            if let Some(sequence) = owned {
+                shared.wait_group.done(sequence);
+            }
+            if let Some(sequence) = in_hand.filter(|sequence| Some(*sequence) != owned) {
                 shared.wait_group.done(sequence);
             }
             if let Some(reply) = state.durable_reply.take() {
@@ -1786,7 +1798,11 @@ fn run_managed_task_loop(
         let Some(input) = next_event(inboxes, &results, state) else {
             return false;
         };
+        #[cfg(test)]
+        test_hooks::panic_if_asked(machine.task(), &input);
         let effects = machine.handle(input, now_millis());
+        // The state machine owns the stop number now (or finished it).
+        state.registered_stop_in_hand = None;
         done = perform(
             machine,
             effects,
@@ -1812,6 +1828,27 @@ fn run_managed_task_loop(
         }
     }
     true
+}
+
+/// Test-only hooks into the thread loop (never compiled into the binary).
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use super::{Input, Task};
+    use std::sync::Mutex;
+
+    /// Families whose task loop panics when it is handed a desired change, as a bug in the
+    /// state machine would. Unit tests run in parallel: each uses a family of its own.
+    pub(crate) static PANIC_ON_DESIRED_FOR_FAMILIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    pub(crate) fn panic_if_asked(task: &Task, input: &Input) {
+        let asked = PANIC_ON_DESIRED_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .contains(&task.family);
+        if asked && matches!(input, Input::Desired { .. }) {
+            panic!("test hook: task {} panics on a desired change", task.id);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -943,4 +943,67 @@ mod tests {
         assert_eq!(config.pull_behavior, PullBehavior::Default);
         assert_eq!(config.event_capacity, 10_000);
     }
+
+    fn single_container(family: &str, image: &str) -> TaskDefinition {
+        TaskDefinition {
+            family: family.to_string(),
+            revision: 1,
+            network_mode: Default::default(),
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![crate::engine::test_support::container_definition(
+                "app", image,
+            )],
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_task_loop_drops_the_task_and_releases_its_stop_number() {
+        crate::engine::managed_task::test_hooks::PANIC_ON_DESIRED_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push("panics-on-stop".to_string());
+        let (pulls_sender, pulls) = unbounded();
+        let runtime = crate::engine::test_support::PullReportingRuntime {
+            pulls: pulls_sender,
+        };
+        let config = EngineConfig {
+            cluster: "panic-unit".to_string(),
+            cleanup_wait: Duration::from_secs(3600),
+            events_reconnect: Reconnect {
+                initial: Duration::from_millis(50),
+                maximum: Duration::from_millis(50),
+            },
+            ..EngineConfig::default()
+        };
+        let engine = TaskEngine::start(Arc::new(runtime), config).expect("the engine starts");
+        let deadline = Duration::from_secs(20);
+        let doomed = engine
+            .submit(single_container("panics-on-stop", "doomed/app:1"))
+            .expect("accepted");
+        assert_eq!(
+            pulls.recv_timeout(deadline).as_deref(),
+            Ok("pull doomed/app:1"),
+            "the task's loop runs"
+        );
+        // The stop registers a stop number that every later start waits for; the task's loop
+        // panics on it before its state machine takes it over.
+        engine.stop(&doomed.id).expect("the stop is accepted");
+        assert!(
+            engine.wait_for_task(&doomed.id, deadline, |task| task.is_none()),
+            "the panicked task is dropped from memory"
+        );
+        assert_eq!(engine.running_task_count(), 0);
+        // A later task starts: the stop number of the panicked task was finished.
+        engine
+            .submit(single_container("after-the-panic", "follower/app:1"))
+            .expect("accepted");
+        assert_eq!(
+            pulls.recv_timeout(deadline).as_deref(),
+            Ok("pull follower/app:1"),
+            "the later task waited forever for the panicked task's stop"
+        );
+        engine.shutdown();
+    }
 }
