@@ -13,9 +13,10 @@
 //! comparison runs whenever the Docker event stream reconnects ([`relist_plan`]): a container
 //! created while the stream was down whose task never learned its id is adopted by name.
 
+use crate::engine::transition::exit_error_from_inspection;
 use crate::runtime::{ContainerRuntime, ContainerSummary, RuntimeError};
 use crate::state::reconcile::{reconcile_container, DockerView};
-use crate::task::{Millis, Task};
+use crate::task::{ContainerStatus, Millis, Task};
 use std::collections::HashSet;
 
 /// What reconciling one task found.
@@ -66,6 +67,14 @@ pub fn reconcile_task(
             continue;
         };
         let adopted_by_name = matches!(view, DockerView::FoundByName(_));
+        // Why a container that stopped while deckhand was away stopped (killed for memory, a
+        // runtime error), for its STOPPED event.
+        let exit_facts = match &view {
+            DockerView::FoundByName(info) | DockerView::Inspected(info) if !info.state.running => {
+                Some((info.state.oom_killed, info.state.error.clone()))
+            }
+            _ => None,
+        };
         let outcome = reconcile_container(&task.containers[index], view);
         if outcome.retry_when_docker_answers {
             result.docker_unreachable = true;
@@ -77,6 +86,18 @@ pub fn reconcile_task(
                 log::warn!("task {}: {}", task.id, error.message);
             }
             outcome.apply_to(&mut task.containers[index], now);
+            let container = &mut task.containers[index];
+            if let (ContainerStatus::Stopped, Some((oom_killed, docker_error))) =
+                (container.known_status, &exit_facts)
+            {
+                if let Some(reason) = exit_error_from_inspection(
+                    container.applying_error.as_ref(),
+                    *oom_killed,
+                    docker_error,
+                ) {
+                    container.applying_error = Some(reason);
+                }
+            }
         }
         if adopted_by_name {
             result.adopted = true;
@@ -255,5 +276,57 @@ mod tests {
         assert_eq!(plan.orphans.len(), 4);
         // Nothing listed: nothing to do.
         assert_eq!(relist_plan(&[], &tasks), RelistPlan::default());
+    }
+
+    #[test]
+    fn a_container_killed_for_memory_while_deckhand_was_away_is_restored_with_that_reason() {
+        use crate::runtime::{ContainerInfo, ContainerState};
+        use crate::task::ContainerStatus;
+        let exited = |oom_killed: bool, error: &str| ContainerInfo {
+            id: "id-a".to_string(),
+            name: "deckhand-f-1-a-01".to_string(),
+            state: ContainerState {
+                status: "exited".to_string(),
+                oom_killed,
+                exit_code: 137,
+                error: error.to_string(),
+                started_at: "2026-01-01T00:00:00Z".to_string(),
+                finished_at: "2026-01-01T00:00:01Z".to_string(),
+                ..ContainerState::default()
+            },
+            ..ContainerInfo::default()
+        };
+        // (OOMKilled, State.Error, expected reason)
+        let table = [
+            (
+                true,
+                "",
+                Some(crate::engine::transition::OUT_OF_MEMORY_REASON),
+            ),
+            (false, "runtime failed", Some("runtime failed")),
+            (false, "", None),
+        ];
+        for (oom_killed, error, expected) in table {
+            let (pulls, _) = crossbeam_channel::unbounded();
+            let runtime = crate::engine::test_support::UnitRuntime {
+                pulls,
+                inspect_answer: Some(exited(oom_killed, error)),
+            };
+            let mut task = task_with(&[("a", Some("deckhand-f-1-a-01"), Some("id-a"))]);
+            task.containers[0].known_status = ContainerStatus::Running;
+            let outcome = reconcile_task(&runtime, &mut task, 5_000);
+            assert!(outcome.changed, "{oom_killed} {error:?}");
+            let container = &task.containers[0];
+            assert_eq!(container.known_status, ContainerStatus::Stopped);
+            assert_eq!(container.exit_code, Some(137));
+            assert_eq!(
+                container
+                    .applying_error
+                    .as_ref()
+                    .map(|e| e.message.as_str()),
+                expected,
+                "{oom_killed} {error:?}"
+            );
+        }
     }
 }

@@ -965,8 +965,9 @@ mod tests {
             .unwrap_or_else(|poison| poison.into_inner())
             .push("panics-on-stop".to_string());
         let (pulls_sender, pulls) = unbounded();
-        let runtime = crate::engine::test_support::PullReportingRuntime {
+        let runtime = crate::engine::test_support::UnitRuntime {
             pulls: pulls_sender,
+            inspect_answer: None,
         };
         let config = EngineConfig {
             cluster: "panic-unit".to_string(),

@@ -10,11 +10,13 @@ use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// A runtime with no Docker behind it: it reports each pull (`pull <image>`) on a channel and
-/// answers every call as Docker being unreachable. Enough to see a task's loop reach its first
-/// Docker call, which it makes only once every earlier stop finished.
-pub(crate) struct PullReportingRuntime {
+/// A runtime with no Docker behind it: it reports each pull (`pull <image>`) on a channel,
+/// answers every container inspection with `inspect_answer` when set, and every other call as
+/// Docker being unreachable. Enough to see a task's loop reach its first Docker call (made only
+/// once every earlier stop finished), or to restore a task against a container in a given state.
+pub(crate) struct UnitRuntime {
     pub(crate) pulls: Sender<String>,
+    pub(crate) inspect_answer: Option<ContainerInfo>,
 }
 
 fn unreachable() -> RuntimeError {
@@ -23,7 +25,7 @@ fn unreachable() -> RuntimeError {
     }
 }
 
-impl ContainerRuntime for PullReportingRuntime {
+impl ContainerRuntime for UnitRuntime {
     fn pull_image(&self, image: &str, _auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
         let _ = self.pulls.send(format!("pull {image}"));
         Err(unreachable())
@@ -41,7 +43,7 @@ impl ContainerRuntime for PullReportingRuntime {
         Err(unreachable())
     }
     fn inspect_container(&self, _id_or_name: &str) -> Result<ContainerInfo, RuntimeError> {
-        Err(unreachable())
+        self.inspect_answer.clone().ok_or_else(unreachable)
     }
     fn remove_container(&self, _id: &str, _volumes: bool) -> Result<(), RuntimeError> {
         Err(unreachable())
