@@ -173,3 +173,78 @@ fn a_task_that_exits_by_itself_is_started_again_after_the_pause() {
     );
     assert_eq!(agent.inspect(&second.task)["Family"], "crashing");
 }
+
+#[test]
+fn a_crash_right_after_files_were_picked_up_starts_no_task_twice() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent tasks.d crash") else {
+        return;
+    };
+    let mut agent = Agent::start(docker, AgentOptions::default());
+    let files = ["alpha.json", "beta.json"];
+    for file in files {
+        let family = file.trim_end_matches(".json");
+        write_atomically(
+            &agent.tasks_dir.join(file),
+            &web_definition(family, free_port(), family),
+        );
+    }
+    agent.signal("HUP");
+    let mut first_ids = Vec::new();
+    for file in files {
+        let line = agent.wait_for_log(&format!("tasks.d: {file}: started task"));
+        let id = line.rsplit(' ').next().expect("task id").to_string();
+        first_ids.push(id);
+    }
+    // Killed right after the submits; what the watcher writes of its own after a submit is lost
+    // too (the file is put back to what it held before the pick-up), as if the crash came first.
+    agent.kill9();
+    let state_file = agent.directory.path.join("data").join("tasks-d.json");
+    std::fs::write(&state_file, br#"{"version": 1, "files": {}}"#).expect("state file");
+    agent.restart();
+
+    // A third file proves a scan ran after the restart (scans run one after another).
+    write_atomically(
+        &agent.tasks_dir.join("gamma.json"),
+        &web_definition("gamma", free_port(), "gamma"),
+    );
+    agent.signal("HUP");
+    agent.wait_for_log("tasks.d: gamma.json: started task");
+    for (id, file) in first_ids.iter().zip(files) {
+        agent.wait_for_task_status(id, "RUNNING");
+        let source = agent.inspect(id)["Source"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            source.starts_with(&format!("tasks.d:{file}:")),
+            "inspect shows where the task came from: {source:?}"
+        );
+    }
+    let list = agent.request("GET", "/v1/tasks", None);
+    assert_eq!(list.status, 200, "{:?}", list.body);
+    let mut families: Vec<String> = list.body["Tasks"]
+        .as_array()
+        .expect("Tasks")
+        .iter()
+        .map(|task| task["Family"].as_str().unwrap_or_default().to_string())
+        .collect();
+    families.sort();
+    assert_eq!(
+        families,
+        vec!["alpha", "beta", "gamma"],
+        "one task per file: {:#?}",
+        list.body
+    );
+    assert!(
+        agent
+            .log()
+            .iter()
+            .all(|line| !line.contains("alpha.json: started")
+                && !line.contains("beta.json: started")),
+        "the restarted agent started a picked-up file again:\n{}",
+        agent.log().join("\n")
+    );
+    // One container per file, whatever Docker holds.
+    let containers = agent.containers();
+    assert_eq!(containers.len(), 3, "{containers:#?}");
+}

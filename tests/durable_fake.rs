@@ -1,7 +1,7 @@
 //! The durable engine (`TaskEngine::start_durable` over a real state directory) against the
 //! scripted fake runtime: restore after a restart (adopt by name, vanished containers, stop
 //! numbers), a Docker event stream cut while a container exits, refused commands on a failing
-//! disk, and the restore time of 1,000 saved tasks (printed, not asserted:
+//! disk, the re-list by label when the event stream reconnects, and the restore time of 1,000 saved tasks (printed, not asserted:
 //! `cargo test --release --test durable_fake -- --nocapture restore_of_a_thousand`).
 
 #[path = "support/definitions.rs"]
@@ -12,11 +12,11 @@ mod fake_runtime;
 use deckhand::engine::docker_events::Reconnect;
 use deckhand::engine::workers::StopRetry;
 use deckhand::engine::{EngineConfig, EngineError, EngineHandle, TaskEngine};
-use deckhand::runtime::ContainerRuntime;
+use deckhand::runtime::{ContainerRuntime, CreateContainer, RuntimeError};
 use deckhand::state::{FaultInjector, FsStep, StateStore, DEFAULT_RETAIN_EVENTS};
 use deckhand::task::{ContainerErrorKind, ContainerStatus, Task, TaskDefinition, TaskStatus};
 use definitions::{container, task};
-use fake_runtime::{FakeRuntime, Op};
+use fake_runtime::{FakeRuntime, Op, Script};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -282,6 +282,143 @@ fn a_stream_cut_while_a_container_exits_is_reconciled_and_survives_a_restart() {
     engine.shutdown();
 }
 
+/// A container of this cluster that no task created (`docker run` by hand with its labels).
+fn stray_container(fake: &FakeRuntime, cluster: &str) -> String {
+    let spec = CreateContainer {
+        name: format!("stray-{cluster}"),
+        image: APP_IMAGE.to_string(),
+        labels: [
+            ("com.amazonaws.ecs.cluster".to_string(), cluster.to_string()),
+            (
+                "com.amazonaws.ecs.container-name".to_string(),
+                "stray".to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+        ..CreateContainer::default()
+    };
+    fake.create_container(&spec).expect("the stray container")
+}
+
+/// Submits a task whose create happens in Docker but whose answer is lost (a timeout): the task
+/// holds the container's fixed name and no id. Returns the task id and the container's id.
+fn submit_with_lost_create_answer(engine: &TaskEngine, fake: &FakeRuntime) -> (String, String) {
+    fake.script(
+        Op::Create,
+        "app",
+        Script::EffectThenFail(RuntimeError::Timeout {
+            operation: "create".to_string(),
+            after: Duration::from_secs(240),
+        }),
+    );
+    let id = engine.submit(one_container("lost")).expect("accepted").id;
+    fake.wait_for(DEADLINE, |fake| fake.container("app").is_some())
+        .expect("the create happened in Docker");
+    let docker_id = fake.container("app").expect("created in Docker").id;
+    let task = wait_known(engine, &id, TaskStatus::Stopped);
+    assert_eq!(task.containers[0].docker_id, None, "the answer was lost");
+    (id, docker_id)
+}
+
+/// Breaks the event streams and waits until the task holds a Docker id for its container.
+fn reconnect_and_wait_for_adoption(engine: &TaskEngine, fake: &FakeRuntime, id: &str) -> Task {
+    let subscriptions = fake.count(Op::Events, "");
+    fake.break_event_streams();
+    fake.wait_for_calls(Op::Events, "", subscriptions + 1, DEADLINE)
+        .expect("the events thread subscribes again");
+    assert!(
+        engine.wait_for_task(id, DEADLINE, |task| task
+            .is_some_and(|task| task.containers[0].docker_id.is_some())),
+        "the container was never adopted: {:?}",
+        engine.task(id)
+    );
+    engine.task(id).expect("held")
+}
+
+#[test]
+fn a_reconnect_adopts_by_name_a_container_whose_id_was_never_recorded() {
+    let dir = ScratchDir::new("relist");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let (id, docker_id) = submit_with_lost_create_answer(&engine, &fake);
+    stray_container(&fake, "durable-cluster");
+
+    let adopted = reconnect_and_wait_for_adoption(&engine, &fake, &id);
+    assert_eq!(
+        adopted.containers[0].docker_id.as_deref(),
+        Some(docker_id.as_str())
+    );
+    assert_eq!(
+        saved_task(&dir.0, &id)["task"]["containers"][0]["docker_id"],
+        docker_id.as_str()
+    );
+    // Orphans are handled before adoptions: the stray container was reported and left alone.
+    assert!(
+        fake.container("stray").is_some(),
+        "removed without DECKHAND_REMOVE_ORPHANS"
+    );
+    assert_eq!(fake.count(Op::Remove, "stray"), 0);
+    assert_eq!(
+        fake.count(Op::Remove, "app"),
+        0,
+        "the adopted container is the task's"
+    );
+    engine.shutdown();
+}
+
+#[test]
+fn a_reconnect_removes_orphans_only_when_asked_to() {
+    let dir = ScratchDir::new("relist-remove");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (store, loaded) = StateStore::open(&dir.0).expect("the state store opens");
+    let config = EngineConfig {
+        remove_orphans: true,
+        ..fast_config()
+    };
+    let engine = TaskEngine::start_durable(fake.clone(), config, Arc::new(store), loaded.tasks)
+        .expect("the engine starts");
+    let (id, docker_id) = submit_with_lost_create_answer(&engine, &fake);
+    stray_container(&fake, "durable-cluster");
+    // Another cluster's container is not this agent's business, orphan or not.
+    stray_container(&fake, "another-cluster");
+
+    let adopted = reconnect_and_wait_for_adoption(&engine, &fake, &id);
+    assert_eq!(
+        adopted.containers[0].docker_id.as_deref(),
+        Some(docker_id.as_str())
+    );
+    let removed: Vec<String> = fake
+        .calls_of(Op::Remove)
+        .into_iter()
+        .filter_map(|call| call.docker_id)
+        .collect();
+    assert_eq!(
+        removed.len(),
+        1,
+        "only this cluster's stray container: {removed:?}"
+    );
+    let left: Vec<_> = fake
+        .containers()
+        .into_iter()
+        .map(|c| c.spec.labels)
+        .collect();
+    assert!(
+        left.iter().any(
+            |labels| labels.get("com.amazonaws.ecs.cluster").map(String::as_str)
+                == Some("another-cluster")
+        ),
+        "{left:?}"
+    );
+    assert!(
+        fake.container("app").is_some(),
+        "the adopted container stays"
+    );
+    engine.shutdown();
+}
+
 #[test]
 fn a_failing_disk_refuses_commands_and_keeps_the_files_intact() {
     let dir = ScratchDir::new("disk");
@@ -313,11 +450,17 @@ fn a_failing_disk_refuses_commands_and_keeps_the_files_intact() {
     let after = saved_task(&dir.0, &id);
     assert_eq!(after["task"]["desired_status"], "RUNNING");
     assert_eq!(after["task"]["stop_sequence"], 0);
+    // Checkpoints only: the running task may be retrying its own write (a temp file that the
+    // failure removes again) while the directory is listed.
+    let checkpoints: Vec<String> = std::fs::read_dir(dir.0.join("tasks"))
+        .expect("list")
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".json"))
+        .collect();
     assert_eq!(
-        std::fs::read_dir(dir.0.join("tasks"))
-            .expect("list")
-            .count(),
-        1,
+        checkpoints,
+        vec![format!("{id}.json")],
         "the refused task left no file"
     );
 

@@ -176,6 +176,40 @@ fn an_essential_exit_stops_the_task_with_its_exit_code() {
 }
 
 #[test]
+fn a_container_killed_for_memory_stops_with_the_out_of_memory_reason() {
+    let Some(harness) = DockerHarness::new("a_container_killed_for_memory") else {
+        return;
+    };
+    // 6 MiB is the smallest limit Docker takes; the shell's 64 MB string cannot fit in it. (A
+    // single huge allocation, such as dd's buffer, is killed too soon for Docker to notice the
+    // kernel's OOM notice every time; a string that grows is noticed.)
+    let mut hungry = with_command(
+        container("hungry", TEST_IMAGE),
+        &[
+            "sh",
+            "-c",
+            "x=$(head -c 64000000 /dev/zero | tr '\\0' a); sleep 1",
+        ],
+    );
+    hungry.memory_mib = Some(6);
+    let id = harness.submit(task("out-of-memory", vec![hungry]));
+    let stopped = wait_event(&harness.engine, &id, Some("hungry"), "STOPPED", DEADLINE);
+    assert_eq!(stopped.exit_code, Some(137), "{stopped:?}");
+    assert_eq!(
+        stopped.reason.as_deref(),
+        Some("OutOfMemoryError: Container killed due to memory usage"),
+        "{stopped:?}"
+    );
+    let task_stopped = wait_event(&harness.engine, &id, None, "STOPPED", DEADLINE);
+    let task_reason = task_stopped.reason.unwrap_or_default();
+    assert!(
+        task_reason.contains("OutOfMemoryError"),
+        "task reason: {task_reason:?}"
+    );
+    assert!(harness.inspect(&id, "hungry").state.oom_killed);
+}
+
+#[test]
 fn a_container_ignoring_sigterm_is_killed_after_its_stop_timeout() {
     let Some(harness) = DockerHarness::new("a_container_ignoring_sigterm_is_killed") else {
         return;

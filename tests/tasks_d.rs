@@ -287,6 +287,64 @@ fn a_restart_neither_duplicates_nor_forgets_tasks() {
 }
 
 #[test]
+fn a_task_whose_submit_was_never_recorded_is_found_by_its_source_mark() {
+    let setup = setup();
+    setup.write("web.json", WEB_DEFINITION);
+    setup.write("worker.json", WORKER_DEFINITION);
+    let mut watcher = setup.watcher(NO_TICK);
+    rescan(&watcher);
+    watcher.shutdown();
+    let first = submitted_ids(&setup.engine.calls());
+    assert_eq!(first.len(), 2);
+    let sources: Vec<String> = deckhand::engine::EngineHandle::tasks(setup.engine.as_ref())
+        .into_iter()
+        .filter_map(|task| task.source)
+        .collect();
+    assert_eq!(sources.len(), 2, "every file's task carries its mark");
+    assert!(
+        sources
+            .iter()
+            .any(|source| source.starts_with("tasks.d:web.json:")),
+        "{sources:?}"
+    );
+
+    // A crash right after the submits: the watcher's own record of them never reached the disk.
+    std::fs::remove_file(&setup.state).expect("state file");
+    let mut watcher = setup.watcher(NO_TICK);
+    assert_eq!(rescan(&watcher), ScanSummary::default());
+    assert_eq!(
+        submitted_ids(&setup.engine.calls()),
+        first,
+        "no file started a second task"
+    );
+    // The file is tracked again: removing it stops the task it started.
+    setup.remove("worker.json");
+    let summary = rescan(&watcher);
+    assert_eq!(summary.stopped, vec!["worker.json".to_string()]);
+    watcher.shutdown();
+
+    // A task stopped by request stays stopped across a restart, state file or not.
+    use deckhand::engine::EngineHandle;
+    let web = first
+        .iter()
+        .find(|id| {
+            setup
+                .engine
+                .tasks()
+                .iter()
+                .any(|task| &task.id == *id && task.family == "web")
+        })
+        .expect("web task")
+        .clone();
+    setup.engine.stop(&web).expect("stop");
+    setup.engine.finish_stop(&web);
+    std::fs::remove_file(&setup.state).expect("state file");
+    let watcher = setup.watcher(NO_TICK);
+    assert_eq!(rescan(&watcher), ScanSummary::default());
+    assert_eq!(submitted_ids(&setup.engine.calls()), first);
+}
+
+#[test]
 fn the_directory_is_rescanned_without_being_asked() {
     let setup = setup();
     let watcher = setup.watcher(Duration::from_millis(100));

@@ -123,7 +123,8 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
 }
 
 /// The `deckhand inspect` object: the ECS task metadata v4 shape with deckhand's statuses.
-/// deckhand adds `CreatedAt` (when the task was accepted) and `StoppedReason`.
+/// deckhand adds `CreatedAt` (when the task was accepted), `StoppedReason` and `Source` (the
+/// `tasks.d` file a task came from).
 pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     let mut object = Map::new();
     object.insert("Cluster".into(), json!(cluster));
@@ -149,6 +150,9 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     insert_time(&mut object, "CreatedAt", Some(task.created_at));
     if let Some(reason) = &task.stopped_reason {
         object.insert("StoppedReason".into(), json!(reason));
+    }
+    if let Some(source) = &task.source {
+        object.insert("Source".into(), json!(source));
     }
     object.insert(
         "Containers".into(),

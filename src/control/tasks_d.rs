@@ -13,9 +13,13 @@
 //!
 //! The decision is the pure [`diff`]; [`TasksDirWatcher`] is a thin thread that rescans on demand
 //! (SIGHUP, wired by the agent), at a fixed interval, and ends on shutdown. Which task came from
-//! which file is kept in a small state file, so that an agent restart neither duplicates nor
-//! forgets tasks; an entry whose task the engine no longer holds is dropped at start, and its file
-//! then counts as new.
+//! which file is recorded in the task itself: the watcher submits with a source mark
+//! (`tasks.d:<file>:<content hash>`, [`source_mark`]) that the engine saves in the same checkpoint
+//! that accepts the task. At start, and before any scan starts a file's task, the watcher matches
+//! files to the engine's tasks by that mark ([`tracked_from_engine`]), so a crash between a submit
+//! and anything the watcher writes can never start a file's task twice. The small state file
+//! (`tasks-d.json`) is still written, but only read for tasks accepted before source marks
+//! existed.
 //!
 //! A file is a task that should be *running*: when its task stops by itself (an essential
 //! container exited, a pull or create failed) and the file is unchanged, a fresh task is started
@@ -104,6 +108,64 @@ pub fn content_hash(bytes: &[u8]) -> u64 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash
+}
+
+/// The source mark of a task started from `file` with content hash `hash`.
+pub fn source_mark(file: &str, hash: u64) -> String {
+    format!("tasks.d:{file}:{hash:016x}")
+}
+
+/// The file and content hash a source mark names; `None` for any other source (the API's
+/// tasks have none). File names may contain `:`; the hash is after the last one.
+pub fn parse_source_mark(source: &str) -> Option<(String, u64)> {
+    let rest = source.strip_prefix("tasks.d:")?;
+    let (file, hash) = rest.rsplit_once(':')?;
+    if file.is_empty() || hash.len() != 16 {
+        return None;
+    }
+    Some((file.to_string(), u64::from_str_radix(hash, 16).ok()?))
+}
+
+/// Which task the engine holds for each `tasks.d` file, from the tasks' source marks. A task
+/// counts while it should run (desired status not STOPPED); with `include_stopped_by_request`,
+/// also one stopped by a command (so a `deckhand stop` is not undone by an agent restart). A
+/// task that stopped by itself does not count: its file starts a new one. When several tasks
+/// count for one file, a running one wins over a stopped one, then the latest accepted.
+pub fn tracked_from_engine(
+    tasks: &[Task],
+    include_stopped_by_request: bool,
+) -> BTreeMap<String, TrackedFile> {
+    let mut best: BTreeMap<String, (u8, u64, TrackedFile)> = BTreeMap::new();
+    for task in tasks {
+        let Some((file, hash)) = task.source.as_deref().and_then(parse_source_mark) else {
+            continue;
+        };
+        let rank = if task.desired_status != TaskStatus::Stopped {
+            2
+        } else if include_stopped_by_request && task.stop_sequence > 0 {
+            1
+        } else {
+            continue;
+        };
+        let candidate = (
+            rank,
+            task.start_sequence,
+            TrackedFile {
+                hash,
+                task_id: task.id.clone(),
+            },
+        );
+        match best.get(&file) {
+            Some((held_rank, held_sequence, _))
+                if (*held_rank, *held_sequence) >= (rank, task.start_sequence) => {}
+            _ => {
+                best.insert(file, candidate);
+            }
+        }
+    }
+    best.into_iter()
+        .map(|(file, (_, _, tracked))| (file, tracked))
+        .collect()
 }
 
 /// A file whose task deckhand started: its content hash and the task's id.
@@ -329,7 +391,8 @@ impl Watcher {
         let Ok(definition) = &content.definition else {
             return false;
         };
-        match self.engine.submit(definition.clone()) {
+        let source = source_mark(file, content.hash);
+        match self.engine.submit_from_source(definition.clone(), source) {
             Ok(task) => {
                 log::info!("tasks.d: {file}: started task {}", task.id);
                 self.tracked.insert(
@@ -540,7 +603,32 @@ impl Watcher {
         self.reported_invalid
             .retain(|file, hash| files.get(file).is_some_and(|content| content.hash == *hash));
 
-        let actions = diff(&self.tracked, &current);
+        let mut actions = diff(&self.tracked, &current);
+        if actions
+            .iter()
+            .any(|action| matches!(action, Action::Start { .. }))
+        {
+            // Before starting anything, look for the file's task in the engine: one accepted
+            // whose submit's answer this watcher never recorded is adopted, not duplicated.
+            let held = tracked_from_engine(&self.engine.tasks(), false);
+            let mut adopted = false;
+            for action in &actions {
+                if let Action::Start { file } = action {
+                    if let Some(found) = held.get(file) {
+                        log::info!(
+                            "tasks.d: {file}: task {} already runs from it; not starting another",
+                            found.task_id
+                        );
+                        self.tracked.insert(file.clone(), found.clone());
+                        adopted = true;
+                    }
+                }
+            }
+            if adopted {
+                actions = diff(&self.tracked, &current);
+                self.persist();
+            }
+        }
         // A file acted on below starts its restart history afresh.
         for action in &actions {
             let (Action::Start { file } | Action::Stop { file, .. } | Action::Replace { file, .. }) =
@@ -632,23 +720,26 @@ impl TasksDirWatcher {
         interval: Duration,
         backoff: RestartBackoff,
     ) -> io::Result<TasksDirWatcher> {
-        let mut tracked = match &state_path {
+        let mut legacy = match &state_path {
             Some(path) => load_state(path).unwrap_or_else(|error| {
                 log::error!("tasks.d: {error}; starting from an empty map");
                 BTreeMap::new()
             }),
             None => BTreeMap::new(),
         };
-        let held: BTreeMap<String, TaskStatus> = engine
-            .tasks()
-            .into_iter()
-            .map(|task| (task.id, task.desired_status))
+        let tasks = engine.tasks();
+        // The engine's tasks say which file each came from: that is the truth.
+        let mut tracked = tracked_from_engine(&tasks, true);
+        // The state file only speaks for tasks accepted before source marks existed.
+        let unmarked_running: BTreeMap<&str, ()> = tasks
+            .iter()
+            .filter(|task| task.source.is_none() && task.desired_status != TaskStatus::Stopped)
+            .map(|task| (task.id.as_str(), ()))
             .collect();
-        tracked.retain(|file, entry| {
-            let keep = held
-                .get(&entry.task_id)
-                .is_some_and(|desired| *desired != TaskStatus::Stopped);
-            if !keep {
+        legacy.retain(|file, entry| {
+            let keep = !tracked.contains_key(file)
+                && unmarked_running.contains_key(entry.task_id.as_str());
+            if !keep && !tracked.contains_key(file) {
                 log::info!(
                     "tasks.d: {file}: task {} is no longer running; the file will start a new one",
                     entry.task_id
@@ -656,6 +747,7 @@ impl TasksDirWatcher {
             }
             keep
         });
+        tracked.extend(legacy);
         let mut watcher = Watcher {
             engine,
             directory,
@@ -1006,5 +1098,155 @@ mod tests {
         std::fs::write(&path, b"garbage").expect("write");
         assert!(load_state(&path).is_err());
         let _ = std::fs::remove_dir_all(&directory);
+    }
+
+    #[test]
+    fn source_marks_round_trip_and_other_sources_are_not_marks() {
+        let mark = source_mark("web:v2.json", 0x00ab_cdef_0123_4567);
+        assert_eq!(mark, "tasks.d:web:v2.json:00abcdef01234567");
+        assert_eq!(
+            parse_source_mark(&mark),
+            Some(("web:v2.json".to_string(), 0x00ab_cdef_0123_4567))
+        );
+        // A checkpoint written before tasks recorded a source still loads, with none.
+        let mut marked = task_with(TaskStatus::Running, 0);
+        marked.source = Some(mark.clone());
+        let mut saved = serde_json::to_value(&marked).expect("serialize");
+        assert_eq!(saved["source"], mark.as_str());
+        saved.as_object_mut().expect("object").remove("source");
+        let loaded: Task = serde_json::from_value(saved).expect("an old checkpoint loads");
+        assert_eq!(loaded.source, None);
+        for other in [
+            "",
+            "api",
+            "tasks.d:",
+            "tasks.d:web.json",
+            "tasks.d::00abcdef01234567",
+            "tasks.d:web.json:xyz",
+            "tasks.d:web.json:abc",
+            "other:web.json:00abcdef01234567",
+        ] {
+            assert_eq!(parse_source_mark(other), None, "{other:?}");
+        }
+    }
+
+    /// A task for the tracking table: (id, source file and hash, desired, known, start and stop
+    /// sequence numbers).
+    fn sourced(
+        id: &str,
+        source: Option<(&str, u64)>,
+        desired: TaskStatus,
+        known: TaskStatus,
+        start_sequence: u64,
+        stop_sequence: u64,
+    ) -> Task {
+        let mut task = task_with(known, stop_sequence);
+        task.id = id.to_string();
+        task.source = source.map(|(file, hash)| source_mark(file, hash));
+        task.desired_status = desired;
+        task.start_sequence = start_sequence;
+        task
+    }
+
+    type TrackingCase = (&'static str, Vec<Task>, bool, BTreeMap<String, TrackedFile>);
+
+    #[test]
+    fn files_are_matched_to_the_engines_tasks_by_source_mark() {
+        use TaskStatus::{Running, Stopped};
+        let table: Vec<TrackingCase> = vec![
+            ("no tasks", vec![], true, tracked(&[])),
+            (
+                "a running task is its file's",
+                vec![sourced("t1", Some(("a.json", 1)), Running, Running, 1, 0)],
+                true,
+                tracked(&[("a.json", 1, "t1")]),
+            ),
+            (
+                "a task accepted but not yet running counts",
+                vec![sourced(
+                    "t1",
+                    Some(("a.json", 1)),
+                    Running,
+                    TaskStatus::None,
+                    1,
+                    0,
+                )],
+                false,
+                tracked(&[("a.json", 1, "t1")]),
+            ),
+            (
+                "API tasks have no file",
+                vec![sourced("t1", None, Running, Running, 1, 0)],
+                true,
+                tracked(&[]),
+            ),
+            (
+                "stopped by itself: the file starts a new one",
+                vec![sourced("t1", Some(("a.json", 1)), Stopped, Stopped, 1, 0)],
+                true,
+                tracked(&[]),
+            ),
+            (
+                "stopping by itself: likewise",
+                vec![sourced("t1", Some(("a.json", 1)), Stopped, Running, 1, 0)],
+                true,
+                tracked(&[]),
+            ),
+            (
+                "stopped by request counts at start",
+                vec![sourced("t1", Some(("a.json", 1)), Stopped, Stopped, 1, 2)],
+                true,
+                tracked(&[("a.json", 1, "t1")]),
+            ),
+            (
+                "stopped by request does not count at a scan",
+                vec![sourced("t1", Some(("a.json", 1)), Stopped, Stopped, 1, 2)],
+                false,
+                tracked(&[]),
+            ),
+            (
+                "a replacement wins over the task it replaced",
+                vec![
+                    sourced("new", Some(("a.json", 2)), Running, Running, 4, 0),
+                    sourced("old", Some(("a.json", 1)), Stopped, Stopped, 1, 3),
+                ],
+                true,
+                tracked(&[("a.json", 2, "new")]),
+            ),
+            (
+                "a restart wins over the task that stopped by itself",
+                vec![
+                    sourced("first", Some(("a.json", 1)), Stopped, Stopped, 1, 0),
+                    sourced("again", Some(("a.json", 1)), Running, Running, 2, 0),
+                ],
+                true,
+                tracked(&[("a.json", 1, "again")]),
+            ),
+            (
+                "of two running tasks the latest accepted",
+                vec![
+                    sourced("later", Some(("a.json", 1)), Running, Running, 7, 0),
+                    sourced("earlier", Some(("a.json", 1)), Running, Running, 5, 0),
+                ],
+                true,
+                tracked(&[("a.json", 1, "later")]),
+            ),
+            (
+                "files are matched independently",
+                vec![
+                    sourced("ta", Some(("a.json", 1)), Running, Running, 1, 0),
+                    sourced("tb", Some(("b.json", 9)), Running, Running, 2, 0),
+                ],
+                false,
+                tracked(&[("a.json", 1, "ta"), ("b.json", 9, "tb")]),
+            ),
+        ];
+        for (case, tasks, include_stopped_by_request, expected) in table {
+            assert_eq!(
+                tracked_from_engine(&tasks, include_stopped_by_request),
+                expected,
+                "{case}"
+            );
+        }
     }
 }

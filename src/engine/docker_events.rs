@@ -6,7 +6,8 @@
 //! A task inbox that is full is not waited on: the task is told to re-inspect its containers
 //! instead (a one-slot resync channel), so nothing is lost and the reader never stalls. When the
 //! stream breaks, the thread reconnects with back-off and asks every task to re-inspect, since
-//! events may have been missed in between.
+//! events may have been missed in between, then runs the engine's re-list (containers created
+//! while the stream was down: adopted by their task, or reported as belonging to none).
 
 use crate::engine::container_spec::LABEL_CLUSTER;
 use crate::engine::managed_task::TaskRoute;
@@ -29,6 +30,10 @@ pub enum DockerObservation {
     },
     /// `health_status: …`: a health update only, never a status change.
     Health { health: HealthStatus },
+    /// Not an event: the re-list after a reconnect found this container (the routed Docker id)
+    /// under the fixed name `docker_name` of one of the task's containers, which never recorded
+    /// an id (its create's answer was lost). The task adopts it.
+    FoundByName { docker_name: String },
 }
 
 /// The actions deckhand subscribes to (explicitly, so Docker sends nothing else).
@@ -168,10 +173,15 @@ pub struct Reconnect {
     pub maximum: Duration,
 }
 
+/// Runs after each reconnect, on the events thread, once the new stream is subscribed (so a
+/// change after it is an event, not missed): the engine's re-list by label.
+pub type OnReconnect = Box<dyn Fn() + Send>;
+
 /// The events thread body. `first_stream` is the subscription made before any task started (so
 /// nothing is missed at start-up); `None` when that first attempt failed. `stop_signal` is a
 /// channel that is closed (or sent to) when the thread must end, so the back-off wait is
 /// interruptible.
+#[allow(clippy::too_many_arguments)]
 pub fn run_events_thread(
     runtime: Arc<dyn ContainerRuntime>,
     cluster: String,
@@ -180,6 +190,7 @@ pub fn run_events_thread(
     stop_signal: Receiver<()>,
     first_stream: Option<Box<dyn EventStream>>,
     reconnect: Reconnect,
+    on_reconnect: OnReconnect,
 ) {
     let filter = event_filter(&cluster);
     let mut pending_stream = first_stream;
@@ -196,9 +207,14 @@ pub fn run_events_thread(
                     if connected_before {
                         log::info!("Docker event stream reconnected; re-inspecting containers");
                     }
-                    // Whatever happened while disconnected was missed: re-inspect.
+                    // Whatever happened while disconnected was missed: re-inspect, and look for
+                    // containers no task has recorded yet.
+                    let reconnected = connected_before;
                     resync_all(&index);
                     connected_before = true;
+                    if reconnected {
+                        on_reconnect();
+                    }
                     Some(stream)
                 }
                 Err(error) => {

@@ -36,6 +36,14 @@ pub trait EngineHandle: Send + Sync {
     /// Accept a task (desired RUNNING, next sequence number). Returns a snapshot of the new task
     /// (its `id` and `arn` set) once the task is accepted.
     fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError>;
+    /// [`EngineHandle::submit`] for a control source that must find the task again after a
+    /// crash: `source` is saved with the task (in the same durable write that accepts it) and
+    /// shown in [`EngineHandle::tasks`] as `Task::source`.
+    fn submit_from_source(
+        &self,
+        definition: TaskDefinition,
+        source: String,
+    ) -> Result<Task, EngineError>;
     /// Ask a task to stop (desired STOPPED, next sequence number). `task_id` is a full id.
     fn stop(&self, task_id: &str) -> Result<(), EngineError>;
     /// A consistent snapshot of every task the engine holds (running, stopping, and stopped

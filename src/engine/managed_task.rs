@@ -14,9 +14,9 @@ use crate::engine::container_spec::{create_request, task_volume_names};
 use crate::engine::docker_events::DockerObservation;
 use crate::engine::task_engine::EngineShared;
 use crate::engine::transition::{
-    derive_task_known_status, error_outcome, essential_container_stopped, is_steady, next_state,
-    restop_on_running_report, should_restart, stop_grace, unable_to_progress, DockerAction,
-    NextState, ProgressVerdict, RuleConfig,
+    derive_task_known_status, error_outcome, essential_container_stopped,
+    exit_error_from_inspection, is_steady, next_state, restop_on_running_report, should_restart,
+    stop_grace, unable_to_progress, DockerAction, NextState, ProgressVerdict, RuleConfig,
 };
 use crate::engine::workers::run_docker_call;
 use crate::report::NewEvent;
@@ -239,6 +239,11 @@ pub struct ManagedTask {
     /// An exit (by index) seen while the start call was unanswered, under a restart policy:
     /// handled once the start's answer arrived.
     exit_during_start: Vec<Option<ContainerChange>>,
+    /// An exit (by index) that a Docker event reported, held until the inspection it asked for
+    /// answers: only that inspection says why the container stopped (killed for memory, a
+    /// runtime error), and the STOPPED event must carry the reason. Applied as reported if the
+    /// inspection fails.
+    exit_awaiting_inspection: Vec<Option<ContainerChange>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -396,8 +401,10 @@ impl ManagedTask {
         let finished_nanos = vec![None; task.containers.len()];
         let create_sent = vec![false; task.containers.len()];
         let exit_during_start = vec![None; task.containers.len()];
+        let exit_awaiting_inspection = vec![None; task.containers.len()];
         ManagedTask {
             exit_during_start,
+            exit_awaiting_inspection,
             task,
             settings,
             phase: Phase::New,
@@ -572,6 +579,17 @@ impl ManagedTask {
                 let Some(index) = self.task.container_index(&container) else {
                     return;
                 };
+                let held_exit = self.exit_awaiting_inspection[index].take();
+                if let (Some(exit), Ok(info)) = (&held_exit, &result) {
+                    // Running again already (started by hand): the exit still happened first.
+                    if status_from_inspect(info) < ContainerStatus::Stopped {
+                        self.container_change(index, exit.clone(), now, effects);
+                    }
+                }
+                if let (Some(exit), Err(_)) = (held_exit, &result) {
+                    // No reason to be had: apply the exit as the event reported it.
+                    self.container_change(index, exit, now, effects);
+                }
                 match result {
                     Ok(info) => {
                         let status = status_from_inspect(&info);
@@ -609,6 +627,10 @@ impl ManagedTask {
             }
             Input::DockerEvent {
                 docker_id,
+                observation: DockerObservation::FoundByName { docker_name },
+            } => self.adopt_by_name(docker_id, &docker_name, effects),
+            Input::DockerEvent {
+                docker_id,
                 observation,
             } => {
                 let Some(index) = self
@@ -631,20 +653,29 @@ impl ManagedTask {
                             observed_at: at,
                             ..ContainerChange::default()
                         };
-                        let known_before = self.task.containers[index].known_status;
-                        self.container_change(index, change, now, effects);
-                        let known_after = self.task.containers[index].known_status;
-                        if status == ContainerStatus::Stopped && known_before != known_after {
-                            // Refresh the exit code and finish time from Docker itself.
-                            effects.push(Effect::Docker(DockerCall::Inspect {
-                                container: self.task.containers[index].name().to_string(),
-                                docker_id,
-                            }));
+                        let known = self.task.containers[index].known_status;
+                        if status == ContainerStatus::Stopped && known < ContainerStatus::Stopped {
+                            // Hold the exit until Docker's inspection says why it happened (and
+                            // gives the exit code and finish time): its STOPPED event carries
+                            // that reason. One inspection per exit is enough.
+                            if self.exit_awaiting_inspection[index]
+                                .replace(change)
+                                .is_none()
+                            {
+                                effects.push(Effect::Docker(DockerCall::Inspect {
+                                    container: self.task.containers[index].name().to_string(),
+                                    docker_id,
+                                }));
+                            }
+                        } else {
+                            self.container_change(index, change, now, effects);
                         }
                     }
                     DockerObservation::Health { health } => {
                         self.set_health(index, health, None, now);
                     }
+                    // Handled above: it names a container by its name, not its id.
+                    DockerObservation::FoundByName { .. } => {}
                 }
             }
             Input::SyntheticStop { container, error } => {
@@ -886,6 +917,60 @@ impl ManagedTask {
         self.dirty = true;
     }
 
+    /// The re-list after a reconnect found `docker_id` under the fixed name of one of this task's
+    /// containers that never recorded an id (its create's answer was lost): record the id, route
+    /// its events here, and inspect it for its status. A container that has an id already (the
+    /// create's answer came after the list) keeps it.
+    fn adopt_by_name(&mut self, docker_id: String, docker_name: &str, effects: &mut Vec<Effect>) {
+        if self
+            .task
+            .containers
+            .iter()
+            .any(|container| container.docker_id.as_deref() == Some(docker_id.as_str()))
+        {
+            return;
+        }
+        let Some(container) = self.task.containers.iter_mut().find(|container| {
+            container.docker_id.is_none() && container.docker_name.as_deref() == Some(docker_name)
+        }) else {
+            return;
+        };
+        log::info!(
+            "task {}: adopted container {} ({docker_id}), found by its name {docker_name} after \
+             Docker's event stream came back",
+            self.task.id,
+            container.name()
+        );
+        container.docker_id = Some(docker_id.clone());
+        self.dirty = true;
+        effects.push(Effect::TrackContainer {
+            docker_id: docker_id.clone(),
+        });
+        effects.push(Effect::Docker(DockerCall::Inspect {
+            container: container.name().to_string(),
+            docker_id,
+        }));
+    }
+
+    /// A STOPPED change whose inspection shows why the container stopped (killed for memory,
+    /// Docker's own error) gives the container that reason, unless an earlier error already did.
+    fn record_exit_reason(&mut self, index: usize, change: &ContainerChange) {
+        let (ContainerStatus::Stopped, None, Some(info)) =
+            (change.status, &change.error, &change.info)
+        else {
+            return;
+        };
+        let container = &mut self.task.containers[index];
+        if let Some(reason) = exit_error_from_inspection(
+            container.applying_error.as_ref(),
+            info.state.oom_killed,
+            &info.state.error,
+        ) {
+            container.applying_error = Some(reason);
+            self.dirty = true;
+        }
+    }
+
     /// §2 "Container change".
     fn container_change(
         &mut self,
@@ -930,6 +1015,7 @@ impl ManagedTask {
             // A repeat of the current status still refreshes metadata (health, exit code, times).
             if change.status == container.known_status && change.error.is_none() {
                 self.copy_metadata(index, &change, now);
+                self.record_exit_reason(index, &change);
             }
             return;
         }
@@ -977,6 +1063,7 @@ impl ManagedTask {
         container.known_status = change.status;
         container.known_status_time = Some(now);
         self.copy_metadata(index, &change, now);
+        self.record_exit_reason(index, &change);
 
         if let Some(error) = &change.error {
             let outcome = error_outcome(change.status, error, self.settings.rules.pull_behavior);
@@ -1450,6 +1537,9 @@ struct LoopState {
     durable_reply: Option<Sender<Result<(), String>>>,
     /// An event the reporter could not record; logged once until recording works again.
     report_failing: bool,
+    /// The registered stop number of the desired change being handled: taken off the inbox but
+    /// not yet owned by the state machine, so a panic in between must still finish it.
+    registered_stop_in_hand: Option<u64>,
 }
 
 /// Milliseconds since the epoch, now.
@@ -1481,6 +1571,7 @@ fn next_event(
         recv(inboxes.shutdown) -> _ => None,
         recv(inboxes.desired) -> command => command.ok().map(|command| {
             state.durable_reply = command.durable;
+            state.registered_stop_in_hand = command.registered.then_some(command.sequence);
             Input::Desired {
                 status: command.status,
                 sequence: command.sequence,
@@ -1667,7 +1758,15 @@ pub(crate) fn run_managed_task(
                  number and dropping it from memory; it is restored from its checkpoint at the \
                  next start of deckhand"
             );
-            if let Some(sequence) = machine.unfinished_stop.take() {
+            // The stop numbers this task holds: the one its state machine owns, and the one of a
+            // change it was handed but had not taken over yet. Each is finished once, so later
+            // starts do not wait for a task that is gone.
+            let owned = machine.unfinished_stop.take();
+            let in_hand = state.registered_stop_in_hand.take();
+            if let Some(sequence) = owned {
+                shared.wait_group.done(sequence);
+            }
+            if let Some(sequence) = in_hand.filter(|sequence| Some(*sequence) != owned) {
                 shared.wait_group.done(sequence);
             }
             if let Some(reply) = state.durable_reply.take() {
@@ -1699,7 +1798,11 @@ fn run_managed_task_loop(
         let Some(input) = next_event(inboxes, &results, state) else {
             return false;
         };
+        #[cfg(test)]
+        test_hooks::panic_if_asked(machine.task(), &input);
         let effects = machine.handle(input, now_millis());
+        // The state machine owns the stop number now (or finished it).
+        state.registered_stop_in_hand = None;
         done = perform(
             machine,
             effects,
@@ -1725,6 +1828,27 @@ fn run_managed_task_loop(
         }
     }
     true
+}
+
+/// Test-only hooks into the thread loop (never compiled into the binary).
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use super::{Input, Task};
+    use std::sync::Mutex;
+
+    /// Families whose task loop panics when it is handed a desired change, as a bug in the
+    /// state machine would. Unit tests run in parallel: each uses a family of its own.
+    pub(crate) static PANIC_ON_DESIRED_FOR_FAMILIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    pub(crate) fn panic_if_asked(task: &Task, input: &Input) {
+        let asked = PANIC_ON_DESIRED_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .contains(&task.family);
+        if asked && matches!(input, Input::Desired { .. }) {
+            panic!("test hook: task {} panics on a desired change", task.id);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -2069,5 +2193,207 @@ mod tests {
                 "{target} {error}"
             );
         }
+    }
+
+    /// A task whose one container runs (id `id-1`), and its state machine.
+    fn running_machine() -> ManagedTask {
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(transition(ContainerStatus::Running, None), 1_003);
+        assert_eq!(machine.task().known_status, TaskStatus::Running);
+        machine
+    }
+
+    fn die_event(exit_code: i64) -> Input {
+        Input::DockerEvent {
+            docker_id: "id-1".into(),
+            observation: DockerObservation::Status {
+                status: ContainerStatus::Stopped,
+                exit_code: Some(exit_code),
+                at: None,
+            },
+        }
+    }
+
+    fn exited_info(exit_code: i64, oom_killed: bool, error: &str) -> ContainerInfo {
+        ContainerInfo {
+            id: "id-1".into(),
+            name: "app".into(),
+            state: crate::runtime::ContainerState {
+                status: "exited".into(),
+                oom_killed,
+                exit_code,
+                error: error.into(),
+                finished_at: "2026-01-01T00:00:00.5Z".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// The container STOPPED events among `effects`: (exit code, reason).
+    fn container_stops(effects: &[Effect]) -> Vec<(Option<i64>, Option<String>)> {
+        effects
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::Emit { event, .. }
+                    if event.container.is_some() && event.status == "STOPPED" =>
+                {
+                    Some((event.exit_code, event.reason.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// (case, the inspection's answer, expected exit code, expected reason).
+    type ExitCase = (
+        &'static str,
+        Result<ContainerInfo, RuntimeError>,
+        Option<i64>,
+        Option<String>,
+    );
+
+    #[test]
+    fn an_exit_waits_for_its_inspection_and_carries_the_reason_docker_gives() {
+        let oom = Some(crate::engine::transition::OUT_OF_MEMORY_REASON.to_string());
+        #[rustfmt::skip]
+        let table: [ExitCase; 5] = [
+            ("killed for memory", Ok(exited_info(137, true, "")), Some(137), oom),
+            ("plain exit", Ok(exited_info(3, false, "")), Some(3), None),
+            ("Docker's error", Ok(exited_info(127, false, "exec: \"x\": not found")),
+                Some(127), Some("exec: \"x\": not found".into())),
+            ("inspection failed", Err(RuntimeError::Timeout { operation: "inspect".into(), after: Duration::from_secs(30) }),
+                Some(137), None),
+            ("container gone", Err(RuntimeError::NoSuchContainer { message: "gone".into() }),
+                Some(137), None),
+        ];
+        for (case, result, exit_code, reason) in table {
+            let mut machine = running_machine();
+            let effects = machine.handle(die_event(137), 2_000);
+            assert!(container_stops(&effects).is_empty(), "{case}: {effects:?}");
+            assert_eq!(
+                machine.task().containers[0].known_status,
+                ContainerStatus::Running,
+                "{case}: the exit is held"
+            );
+            let inspections = effects
+                .iter()
+                .filter(|effect| matches!(effect, Effect::Docker(DockerCall::Inspect { .. })))
+                .count();
+            assert_eq!(inspections, 1, "{case}: {effects:?}");
+            // A second report of the same exit asks for no second inspection.
+            let effects = machine.handle(die_event(137), 2_001);
+            assert!(effects.is_empty(), "{case}: {effects:?}");
+            let effects = machine.handle(
+                Input::Inspected {
+                    container: "app".into(),
+                    result,
+                },
+                2_002,
+            );
+            assert_eq!(
+                container_stops(&effects),
+                vec![(exit_code, reason.clone())],
+                "{case}: {effects:?}"
+            );
+            let task = machine.task();
+            assert_eq!(task.known_status, TaskStatus::Stopped, "{case}");
+            let expected_task_reason = match &reason {
+                Some(reason) => format!("Essential container app stopped: {reason}"),
+                None => "Essential container in task exited".to_string(),
+            };
+            assert_eq!(
+                task.stopped_reason.as_deref(),
+                Some(expected_task_reason.as_str()),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_earlier_error_stays_the_reason_when_docker_later_shows_an_oom_kill() {
+        let mut machine = running_machine();
+        let error = ContainerError {
+            kind: ContainerErrorKind::Timeout,
+            message: "stop timed out".into(),
+        };
+        machine.task.containers[0].applying_error = Some(error.clone());
+        machine.handle(die_event(137), 2_000);
+        let effects = machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Ok(exited_info(137, true, "")),
+            },
+            2_001,
+        );
+        assert_eq!(
+            container_stops(&effects),
+            vec![(Some(137), Some("stop timed out".to_string()))]
+        );
+        assert_eq!(machine.task().containers[0].applying_error, Some(error));
+    }
+
+    #[test]
+    fn a_container_found_by_its_name_after_a_reconnect_is_adopted_once() {
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        machine.start(1_000);
+        let effects = machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        assert!(effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Create { .. }))));
+        let docker_name = machine.task().containers[0]
+            .docker_name
+            .clone()
+            .expect("the fixed name is set before the create");
+        let found = |docker_id: &str, docker_name: &str| Input::DockerEvent {
+            docker_id: docker_id.into(),
+            observation: DockerObservation::FoundByName {
+                docker_name: docker_name.into(),
+            },
+        };
+        // Another name is not this container.
+        let effects = machine.handle(found("id-7", "deckhand-other-1"), 1_002);
+        assert!(effects.is_empty(), "{effects:?}");
+        assert_eq!(machine.task().containers[0].docker_id, None);
+
+        let effects = machine.handle(found("id-7", &docker_name), 1_003);
+        assert_eq!(
+            machine.task().containers[0].docker_id.as_deref(),
+            Some("id-7")
+        );
+        assert!(
+            effects.contains(&Effect::TrackContainer {
+                docker_id: "id-7".into()
+            }),
+            "{effects:?}"
+        );
+        assert!(
+            effects.contains(&Effect::Docker(DockerCall::Inspect {
+                container: "app".into(),
+                docker_id: "id-7".into()
+            })),
+            "{effects:?}"
+        );
+        assert!(effects.contains(&Effect::Checkpoint), "the id is saved");
+        // Found again (a second reconnect), or under another id: the recorded id stays.
+        assert!(machine
+            .handle(found("id-7", &docker_name), 1_004)
+            .is_empty());
+        assert!(machine
+            .handle(found("id-8", &docker_name), 1_005)
+            .is_empty());
+        assert_eq!(
+            machine.task().containers[0].docker_id.as_deref(),
+            Some("id-7")
+        );
+        // The create's own answer, arriving late with the same id, changes nothing more.
+        machine.handle(transition(ContainerStatus::Created, Some("id-7")), 1_006);
+        assert_eq!(
+            machine.task().containers[0].known_status,
+            ContainerStatus::Created
+        );
     }
 }

@@ -9,11 +9,14 @@
 //!
 //! Leftovers: a container labelled with this cluster that no saved task knows (by id or by
 //! fixed name) can only exist when state was deleted by hand. [`leftover_containers`] finds
-//! them; the engine logs each and removes it only when `DECKHAND_REMOVE_ORPHANS=true`.
+//! them; the engine logs each and removes it only when `DECKHAND_REMOVE_ORPHANS=true`. The same
+//! comparison runs whenever the Docker event stream reconnects ([`relist_plan`]): a container
+//! created while the stream was down whose task never learned its id is adopted by name.
 
+use crate::engine::transition::exit_error_from_inspection;
 use crate::runtime::{ContainerRuntime, ContainerSummary, RuntimeError};
 use crate::state::reconcile::{reconcile_container, DockerView};
-use crate::task::{Millis, Task};
+use crate::task::{ContainerStatus, Millis, Task};
 use std::collections::HashSet;
 
 /// What reconciling one task found.
@@ -64,6 +67,14 @@ pub fn reconcile_task(
             continue;
         };
         let adopted_by_name = matches!(view, DockerView::FoundByName(_));
+        // Why a container that stopped while deckhand was away stopped (killed for memory, a
+        // runtime error), for its STOPPED event.
+        let exit_facts = match &view {
+            DockerView::FoundByName(info) | DockerView::Inspected(info) if !info.state.running => {
+                Some((info.state.oom_killed, info.state.error.clone()))
+            }
+            _ => None,
+        };
         let outcome = reconcile_container(&task.containers[index], view);
         if outcome.retry_when_docker_answers {
             result.docker_unreachable = true;
@@ -75,6 +86,18 @@ pub fn reconcile_task(
                 log::warn!("task {}: {}", task.id, error.message);
             }
             outcome.apply_to(&mut task.containers[index], now);
+            let container = &mut task.containers[index];
+            if let (ContainerStatus::Stopped, Some((oom_killed, docker_error))) =
+                (container.known_status, &exit_facts)
+            {
+                if let Some(reason) = exit_error_from_inspection(
+                    container.applying_error.as_ref(),
+                    *oom_killed,
+                    docker_error,
+                ) {
+                    container.applying_error = Some(reason);
+                }
+            }
         }
         if adopted_by_name {
             result.adopted = true;
@@ -87,6 +110,53 @@ pub fn reconcile_task(
         }
     }
     result
+}
+
+/// A listed container that a task knows by fixed name but never recorded the id of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adoption {
+    pub task_id: String,
+    pub docker_id: String,
+    pub docker_name: String,
+}
+
+/// What a re-list by label (after the event stream reconnected) asks for: containers to hand
+/// to their task by name, and containers of this cluster that belong to no task.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelistPlan {
+    pub adopt: Vec<Adoption>,
+    pub orphans: Vec<ContainerSummary>,
+}
+
+/// Compares the containers Docker lists for this cluster with the tasks the engine holds: a
+/// container whose name is the fixed name of a task's container that has no Docker id yet is
+/// adopted by that task; one that no task knows by id or name is an orphan. Pure.
+pub fn relist_plan(listed: &[ContainerSummary], tasks: &[Task]) -> RelistPlan {
+    let mut unrecorded_names = std::collections::HashMap::new();
+    for task in tasks {
+        for container in &task.containers {
+            if let (None, Some(name)) = (&container.docker_id, &container.docker_name) {
+                unrecorded_names.insert(name.as_str(), task.id.as_str());
+            }
+        }
+    }
+    let adopt = listed
+        .iter()
+        .filter_map(|summary| {
+            let name = summary.name.trim_start_matches('/');
+            let task_id = unrecorded_names.get(name)?;
+            Some(Adoption {
+                task_id: task_id.to_string(),
+                docker_id: summary.id.clone(),
+                docker_name: name.to_string(),
+            })
+        })
+        .collect();
+    let orphans = leftover_containers(listed, tasks)
+        .into_iter()
+        .cloned()
+        .collect();
+    RelistPlan { adopt, orphans }
 }
 
 /// Containers Docker lists for this cluster that belong to none of `tasks` (by Docker id or by
@@ -168,5 +238,95 @@ mod tests {
             .collect();
         assert_eq!(leftovers, vec!["id-x", "id-y"]);
         assert_eq!(leftover_containers(&listed, &[]).len(), 4);
+    }
+
+    #[test]
+    fn a_relist_adopts_unrecorded_containers_by_name_and_reports_the_rest() {
+        let mut other = task_with(&[("d", Some("deckhand-g-1-d-04"), Some("id-d"))]);
+        other.id = "t2".to_string();
+        let tasks = vec![
+            task_with(&[
+                ("a", Some("deckhand-f-1-a-01"), Some("id-a")),
+                ("b", Some("deckhand-f-1-b-02"), None),
+                ("c", Some("deckhand-f-1-c-03"), None),
+            ]),
+            other,
+        ];
+        let listed = vec![
+            summary("id-a", "/deckhand-f-1-a-01"),
+            summary("id-b", "/deckhand-f-1-b-02"),
+            summary("id-d", "/deckhand-g-1-d-04"),
+            summary("id-x", "/deckhand-f-1-a-99"),
+        ];
+        let plan = relist_plan(&listed, &tasks);
+        assert_eq!(
+            plan.adopt,
+            vec![Adoption {
+                task_id: "t1".to_string(),
+                docker_id: "id-b".to_string(),
+                docker_name: "deckhand-f-1-b-02".to_string(),
+            }],
+            "only b: a and d are recorded, c is not in Docker"
+        );
+        let orphans: Vec<&str> = plan.orphans.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(orphans, vec!["id-x"]);
+        // Nothing held: everything listed is an orphan, nothing to adopt.
+        let plan = relist_plan(&listed, &[]);
+        assert!(plan.adopt.is_empty());
+        assert_eq!(plan.orphans.len(), 4);
+        // Nothing listed: nothing to do.
+        assert_eq!(relist_plan(&[], &tasks), RelistPlan::default());
+    }
+
+    #[test]
+    fn a_container_killed_for_memory_while_deckhand_was_away_is_restored_with_that_reason() {
+        use crate::runtime::{ContainerInfo, ContainerState};
+        use crate::task::ContainerStatus;
+        let exited = |oom_killed: bool, error: &str| ContainerInfo {
+            id: "id-a".to_string(),
+            name: "deckhand-f-1-a-01".to_string(),
+            state: ContainerState {
+                status: "exited".to_string(),
+                oom_killed,
+                exit_code: 137,
+                error: error.to_string(),
+                started_at: "2026-01-01T00:00:00Z".to_string(),
+                finished_at: "2026-01-01T00:00:01Z".to_string(),
+                ..ContainerState::default()
+            },
+            ..ContainerInfo::default()
+        };
+        // (OOMKilled, State.Error, expected reason)
+        let table = [
+            (
+                true,
+                "",
+                Some(crate::engine::transition::OUT_OF_MEMORY_REASON),
+            ),
+            (false, "runtime failed", Some("runtime failed")),
+            (false, "", None),
+        ];
+        for (oom_killed, error, expected) in table {
+            let (pulls, _) = crossbeam_channel::unbounded();
+            let runtime = crate::engine::test_support::UnitRuntime {
+                pulls,
+                inspect_answer: Some(exited(oom_killed, error)),
+            };
+            let mut task = task_with(&[("a", Some("deckhand-f-1-a-01"), Some("id-a"))]);
+            task.containers[0].known_status = ContainerStatus::Running;
+            let outcome = reconcile_task(&runtime, &mut task, 5_000);
+            assert!(outcome.changed, "{oom_killed} {error:?}");
+            let container = &task.containers[0];
+            assert_eq!(container.known_status, ContainerStatus::Stopped);
+            assert_eq!(container.exit_code, Some(137));
+            assert_eq!(
+                container
+                    .applying_error
+                    .as_ref()
+                    .map(|e| e.message.as_str()),
+                expected,
+                "{oom_killed} {error:?}"
+            );
+        }
     }
 }

@@ -20,19 +20,20 @@ use crate::engine::container_spec::{
     assign_docker_names, create_request, new_task_id, random_hex, LABEL_CLUSTER,
 };
 use crate::engine::docker_events::{
-    event_filter, run_events_thread, DockerIndex, EventsThreadControl, Reconnect,
+    event_filter, run_events_thread, DockerIndex, DockerObservation, EventsThreadControl,
+    OnReconnect, Reconnect,
 };
 use crate::engine::handle::{EngineError, EngineHandle};
 use crate::engine::managed_task::{
     now_millis, run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes,
     TaskRoute, DOCKER_EVENT_INBOX_CAPACITY,
 };
-use crate::engine::restore::{leftover_containers, reconcile_task};
+use crate::engine::restore::{leftover_containers, reconcile_task, relist_plan};
 use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::workers::{StopRetry, WorkerContext};
 use crate::report::{Event, EventLog, DEFAULT_EVENT_CAPACITY};
-use crate::runtime::ContainerRuntime;
+use crate::runtime::{ContainerRuntime, ContainerSummary};
 use crate::state::{StateError, StateStore};
 use crate::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -124,6 +125,9 @@ struct TaskHandle {
     /// Whether a stop number was registered for this task (only the first stop is).
     stop_registered: bool,
     thread: Option<JoinHandle<()>>,
+    /// The task's Docker-event inboxes, for the re-list after a reconnect (a container found by
+    /// name is handed to its task here, since no Docker id routes to it yet).
+    route: TaskRoute,
 }
 
 #[derive(Default)]
@@ -308,6 +312,8 @@ impl TaskEngine {
             let index = Arc::clone(&shared.docker_index);
             let control = Arc::clone(&events_control);
             let reconnect = shared.config.events_reconnect;
+            let relist_shared = Arc::clone(&shared);
+            let on_reconnect: OnReconnect = Box::new(move || relist_by_label(&relist_shared));
             std::thread::Builder::new()
                 .name("docker-events".to_string())
                 .spawn(move || {
@@ -319,6 +325,7 @@ impl TaskEngine {
                         events_stop_signal,
                         first_stream,
                         reconnect,
+                        on_reconnect,
                     )
                 })?
         };
@@ -544,6 +551,7 @@ impl TaskEngine {
                 .then_some(task.stop_sequence);
             let stop_registered = task.stop_sequence > 0;
             let id = task.id.clone();
+            let route = inboxes.route.clone();
             self.shared.publish_snapshot(&task);
             let thread = match self.spawn_task(task, unfinished_stop, changed, inboxes) {
                 Ok(thread) => thread,
@@ -561,6 +569,7 @@ impl TaskEngine {
                     shutdown,
                     stop_registered,
                     thread: Some(thread),
+                    route,
                 },
             );
         }
@@ -586,31 +595,11 @@ impl TaskEngine {
                 return;
             }
         };
-        for leftover in leftover_containers(&listed, tasks) {
-            if self.shared.config.remove_orphans {
-                match runtime.remove_container(&leftover.id, true) {
-                    Ok(()) => log::warn!(
-                        "removed leftover container {} ({}): it carries this cluster's labels \
-                         but belongs to no saved task (DECKHAND_REMOVE_ORPHANS=true)",
-                        leftover.name,
-                        leftover.id
-                    ),
-                    Err(error) => log::warn!(
-                        "cannot remove leftover container {} ({}): {error}",
-                        leftover.name,
-                        leftover.id
-                    ),
-                }
-            } else {
-                log::warn!(
-                    "leftover container {} ({}) carries this cluster's labels but belongs to no \
-                     saved task; leaving it alone (set DECKHAND_REMOVE_ORPHANS=true to remove such \
-                     containers at start-up)",
-                    leftover.name,
-                    leftover.id
-                );
-            }
-        }
+        let leftovers: Vec<ContainerSummary> = leftover_containers(&listed, tasks)
+            .into_iter()
+            .cloned()
+            .collect();
+        handle_orphans(&self.shared, &leftovers, "at start-up");
     }
 
     fn reject_if_invalid(&self, task: &Task) -> Result<(), EngineError> {
@@ -668,6 +657,83 @@ impl std::fmt::Display for EngineStartError {
 
 impl std::error::Error for EngineStartError {}
 
+/// Containers of this cluster that belong to no task: each is logged, and removed only when
+/// `DECKHAND_REMOVE_ORPHANS=true`. `moment` says when they were found, for the log.
+fn handle_orphans(shared: &EngineShared, orphans: &[ContainerSummary], moment: &str) {
+    let runtime = &shared.worker_context.runtime;
+    for orphan in orphans {
+        let name = orphan.name.trim_start_matches('/');
+        if shared.config.remove_orphans {
+            match runtime.remove_container(&orphan.id, true) {
+                Ok(()) => log::warn!(
+                    "removed leftover container {name} ({}) found {moment}: it carries this \
+                     cluster's labels but belongs to no task (DECKHAND_REMOVE_ORPHANS=true)",
+                    orphan.id
+                ),
+                Err(error) => log::warn!(
+                    "cannot remove leftover container {name} ({}): {error}",
+                    orphan.id
+                ),
+            }
+        } else {
+            log::warn!(
+                "leftover container {name} ({}) found {moment} carries this cluster's labels but \
+                 belongs to no task; leaving it alone (set DECKHAND_REMOVE_ORPHANS=true to remove \
+                 such containers)",
+                orphan.id
+            );
+        }
+    }
+}
+
+/// The re-list by label after the Docker event stream reconnected (Docker restarted, or the
+/// connection broke): containers created meanwhile whose task never recorded their id (a
+/// create whose answer was lost) are handed to that task, which adopts them by name; containers
+/// of this cluster that belong to no task are reported (and removed only when
+/// `DECKHAND_REMOVE_ORPHANS=true`). Runs on the events thread; never waits on a task.
+fn relist_by_label(shared: &EngineShared) {
+    // The tasks first, then the list: a container listed after this snapshot was created by a
+    // task in it (a newer task's containers are created later), so nothing new looks orphaned.
+    let tasks: Vec<Task> = shared.snapshots().values().cloned().collect();
+    let filter = vec![format!("{}={}", LABEL_CLUSTER, shared.config.cluster)];
+    let listed = match shared.worker_context.runtime.list_containers(&filter) {
+        Ok(listed) => listed,
+        Err(error) => {
+            log::warn!("cannot list this cluster's containers after the reconnect: {error}");
+            return;
+        }
+    };
+    let plan = relist_plan(&listed, &tasks);
+    handle_orphans(
+        shared,
+        &plan.orphans,
+        "after Docker's event stream reconnected",
+    );
+    if !plan.adopt.is_empty() {
+        let commands = shared.commands();
+        for adoption in plan.adopt {
+            let Some(handle) = commands.tasks.get(&adoption.task_id) else {
+                continue;
+            };
+            let observation = DockerObservation::FoundByName {
+                docker_name: adoption.docker_name,
+            };
+            if handle
+                .route
+                .docker_events
+                .try_send((adoption.docker_id, observation))
+                .is_err()
+            {
+                log::warn!(
+                    "task {}: its inbox is full; a container found by name is adopted at the \
+                     next reconnect",
+                    adoption.task_id
+                );
+            }
+        }
+    }
+}
+
 /// A task's inboxes: the engine keeps the senders, the task's thread the receivers.
 fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
     let (desired_sender, desired) = unbounded();
@@ -687,8 +753,14 @@ fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
     (desired_sender, shutdown_sender, inboxes)
 }
 
-impl EngineHandle for TaskEngine {
-    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+impl TaskEngine {
+    /// Accepts a task (see [`EngineHandle::submit`]) with the control source's mark, which is
+    /// part of the checkpoint that makes it durable.
+    fn submit_with_source(
+        &self,
+        definition: TaskDefinition,
+        source: Option<String>,
+    ) -> Result<Task, EngineError> {
         let mut commands = self.shared.commands();
         if commands.shutting_down {
             return Err(EngineError::ShuttingDown);
@@ -706,6 +778,7 @@ impl EngineHandle for TaskEngine {
             sequence,
             now_millis(),
         );
+        task.source = source;
         let mut suffixes = suffixes.into_iter();
         assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
         self.reject_if_invalid(&task)?;
@@ -715,6 +788,7 @@ impl EngineHandle for TaskEngine {
             .map_err(|error| unavailable("cannot save the task", error))?;
 
         let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
+        let route = inboxes.route.clone();
         self.shared.publish_snapshot(&task);
         let thread = self
             .spawn_task(task.clone(), None, false, inboxes)
@@ -733,6 +807,7 @@ impl EngineHandle for TaskEngine {
                 shutdown: shutdown_sender,
                 stop_registered: false,
                 thread: Some(thread),
+                route,
             },
         );
         log::info!(
@@ -741,6 +816,20 @@ impl EngineHandle for TaskEngine {
             task.revision
         );
         Ok(task)
+    }
+}
+
+impl EngineHandle for TaskEngine {
+    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+        self.submit_with_source(definition, None)
+    }
+
+    fn submit_from_source(
+        &self,
+        definition: TaskDefinition,
+        source: String,
+    ) -> Result<Task, EngineError> {
+        self.submit_with_source(definition, Some(source))
     }
 
     fn stop(&self, task_id: &str) -> Result<(), EngineError> {
@@ -853,5 +942,69 @@ mod tests {
         assert_eq!(config.steady_check_interval, Duration::from_secs(300));
         assert_eq!(config.pull_behavior, PullBehavior::Default);
         assert_eq!(config.event_capacity, 10_000);
+    }
+
+    fn single_container(family: &str, image: &str) -> TaskDefinition {
+        TaskDefinition {
+            family: family.to_string(),
+            revision: 1,
+            network_mode: Default::default(),
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![crate::engine::test_support::container_definition(
+                "app", image,
+            )],
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_task_loop_drops_the_task_and_releases_its_stop_number() {
+        crate::engine::managed_task::test_hooks::PANIC_ON_DESIRED_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push("panics-on-stop".to_string());
+        let (pulls_sender, pulls) = unbounded();
+        let runtime = crate::engine::test_support::UnitRuntime {
+            pulls: pulls_sender,
+            inspect_answer: None,
+        };
+        let config = EngineConfig {
+            cluster: "panic-unit".to_string(),
+            cleanup_wait: Duration::from_secs(3600),
+            events_reconnect: Reconnect {
+                initial: Duration::from_millis(50),
+                maximum: Duration::from_millis(50),
+            },
+            ..EngineConfig::default()
+        };
+        let engine = TaskEngine::start(Arc::new(runtime), config).expect("the engine starts");
+        let deadline = Duration::from_secs(20);
+        let doomed = engine
+            .submit(single_container("panics-on-stop", "doomed/app:1"))
+            .expect("accepted");
+        assert_eq!(
+            pulls.recv_timeout(deadline).as_deref(),
+            Ok("pull doomed/app:1"),
+            "the task's loop runs"
+        );
+        // The stop registers a stop number that every later start waits for; the task's loop
+        // panics on it before its state machine takes it over.
+        engine.stop(&doomed.id).expect("the stop is accepted");
+        assert!(
+            engine.wait_for_task(&doomed.id, deadline, |task| task.is_none()),
+            "the panicked task is dropped from memory"
+        );
+        assert_eq!(engine.running_task_count(), 0);
+        // A later task starts: the stop number of the panicked task was finished.
+        engine
+            .submit(single_container("after-the-panic", "follower/app:1"))
+            .expect("accepted");
+        assert_eq!(
+            pulls.recv_timeout(deadline).as_deref(),
+            Ok("pull follower/app:1"),
+            "the later task waited forever for the panicked task's stop"
+        );
+        engine.shutdown();
     }
 }

@@ -433,6 +433,8 @@ pub fn error_outcome(
             // Gone, or never going to run: it is as stopped as it will ever be.
             ContainerErrorKind::NoSuchContainer
             | ContainerErrorKind::Vanished
+            | ContainerErrorKind::OutOfMemory
+            | ContainerErrorKind::DockerState
             | ContainerErrorKind::DependencyTerminal => ErrorOutcome {
                 set_known_to_target: true,
                 container_desired_stopped: true,
@@ -515,6 +517,34 @@ pub fn dependency_terminal_error(container_name: &str, reason: &str) -> Containe
         kind: ContainerErrorKind::DependencyTerminal,
         message: format!("cannot start container {container_name:?}: {reason}"),
     }
+}
+
+/// The reason ECS gives a container the kernel killed for exceeding its memory limit.
+pub const OUT_OF_MEMORY_REASON: &str = "OutOfMemoryError: Container killed due to memory usage";
+
+/// Why a container stopped, from what Docker's inspection of the stopped container shows
+/// (`State.OOMKilled`, `State.Error`), for its STOPPED event. An error the container already
+/// carries (a failed call, a dependency that can never be met) was the first cause and wins, so
+/// this returns `None` then; otherwise an out-of-memory kill, then Docker's own error text.
+pub fn exit_error_from_inspection(
+    existing: Option<&ContainerError>,
+    oom_killed: bool,
+    docker_state_error: &str,
+) -> Option<ContainerError> {
+    if existing.is_some() {
+        return None;
+    }
+    if oom_killed {
+        return Some(ContainerError {
+            kind: ContainerErrorKind::OutOfMemory,
+            message: OUT_OF_MEMORY_REASON.to_string(),
+        });
+    }
+    let docker_state_error = docker_state_error.trim();
+    (!docker_state_error.is_empty()).then(|| ContainerError {
+        kind: ContainerErrorKind::DockerState,
+        message: docker_state_error.to_string(),
+    })
 }
 
 /// §1: raise every container's desired status to the task's (it never lowers one). Returns true
@@ -1199,6 +1229,49 @@ mod tests {
             task.known_status = known;
             task.desired_status = desired;
             assert_eq!(is_steady(&task), expected, "{known}/{desired}");
+        }
+    }
+
+    /// (case, error already carried, OOMKilled, State.Error, expected new error).
+    type ReasonCase<'a> = (
+        &'a str,
+        Option<&'a ContainerError>,
+        bool,
+        &'a str,
+        Option<ContainerError>,
+    );
+
+    #[test]
+    fn a_stopped_containers_reason_comes_from_docker_unless_an_error_came_first() {
+        let failed_start = ContainerError {
+            kind: ContainerErrorKind::Other,
+            message: "cannot start: port is already allocated".to_string(),
+        };
+        let oom = Some(ContainerError {
+            kind: ContainerErrorKind::OutOfMemory,
+            message: "OutOfMemoryError: Container killed due to memory usage".to_string(),
+        });
+        let state_error = Some(ContainerError {
+            kind: ContainerErrorKind::DockerState,
+            message: "OCI runtime create failed: exec: \"nope\": not found".to_string(),
+        });
+        #[rustfmt::skip]
+        let table: [ReasonCase; 7] = [
+            ("plain exit",                    None,                false, "",    None),
+            ("blank Docker error",            None,                false, "  \n", None),
+            ("killed for memory",             None,                true,  "",    oom.clone()),
+            ("memory wins over Docker error", None,                true,  "x",   oom.clone()),
+            ("Docker error kept",             None,                false,
+                "OCI runtime create failed: exec: \"nope\": not found\n",      state_error),
+            ("earlier error wins over memory", Some(&failed_start), true,  "",   None),
+            ("earlier error wins over Docker", Some(&failed_start), false, "x",  None),
+        ];
+        for (case, existing, oom_killed, docker_error, expected) in table {
+            assert_eq!(
+                exit_error_from_inspection(existing, oom_killed, docker_error),
+                expected,
+                "{case}"
+            );
         }
     }
 }

@@ -260,6 +260,11 @@ pub enum ContainerErrorKind {
     Vanished,
     /// Docker is not reachable.
     Unreachable,
+    /// The kernel killed the container for exceeding its memory limit (Docker's `OOMKilled`).
+    OutOfMemory,
+    /// The container stopped and Docker recorded an error for it (`State.Error`, e.g. a start
+    /// that failed in the runtime).
+    DockerState,
     /// Any other error.
     Other,
 }
@@ -374,6 +379,11 @@ pub struct Task {
     /// Reason carried by the task's STOPPED event.
     pub stopped_reason: Option<String>,
     pub created_at: Millis,
+    /// Where the task came from, set by a control source at submit and saved with the task,
+    /// so that source can find its tasks again after a crash (`tasks.d:<file>:<content hash>`).
+    /// `None` for tasks submitted through the API (and in checkpoints written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl Task {
@@ -411,6 +421,7 @@ impl Task {
             execution_stopped_at: None,
             stopped_reason: None,
             created_at: now,
+            source: None,
         }
     }
 

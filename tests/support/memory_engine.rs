@@ -153,8 +153,12 @@ impl MemoryEngine {
     }
 }
 
-impl EngineHandle for MemoryEngine {
-    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+impl MemoryEngine {
+    fn accept(
+        &self,
+        definition: TaskDefinition,
+        source: Option<String>,
+    ) -> Result<Task, EngineError> {
         let mut state = self.lock();
         if let Some(error) = state.refusal.clone() {
             return Err(error);
@@ -167,13 +171,14 @@ impl EngineHandle for MemoryEngine {
             sequence.wrapping_mul(0x9e37_79b9_7f4a_7c15),
             0xd3c6_0000_0000_0000_u64 + sequence
         );
-        let task = Task::new(
+        let mut task = Task::new(
             id.clone(),
             &self.cluster,
             definition,
             sequence,
             now_millis(),
         );
+        task.source = source;
         state.calls.push(Call::Submit {
             id,
             family: task.family.clone(),
@@ -182,6 +187,20 @@ impl EngineHandle for MemoryEngine {
         drop(state);
         self.changed.notify_all();
         Ok(task)
+    }
+}
+
+impl EngineHandle for MemoryEngine {
+    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+        self.accept(definition, None)
+    }
+
+    fn submit_from_source(
+        &self,
+        definition: TaskDefinition,
+        source: String,
+    ) -> Result<Task, EngineError> {
+        self.accept(definition, Some(source))
     }
 
     fn stop(&self, task_id: &str) -> Result<(), EngineError> {
