@@ -230,11 +230,14 @@ pub struct ReactionSamples {
     pub to_arrival: Vec<Duration>,
     /// Docker's `die` → the time the agent recorded on the STOPPED event (millisecond steps).
     pub to_recorded: Vec<Duration>,
+    /// Docker's `die` → the same event arriving at the bench's own subscription: Docker's part.
+    pub die_delivery: Vec<Duration>,
 }
 
 /// Docker's `die` events for the bench's containers, read on a thread of their own.
 struct DieEvents {
-    events: Receiver<RuntimeEvent>,
+    /// Each event with the wall-clock time it arrived.
+    events: Receiver<(RuntimeEvent, SystemTime)>,
     canceller: StreamCanceller,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -252,7 +255,7 @@ impl DieEvents {
         let (sender, events) = unbounded();
         let thread = std::thread::spawn(move || {
             while let Ok(Some(event)) = stream.next_event() {
-                if sender.send(event).is_err() {
+                if sender.send((event, SystemTime::now())).is_err() {
                     return;
                 }
             }
@@ -264,15 +267,19 @@ impl DieEvents {
         })
     }
 
-    fn wait_for(&self, container_id: &str, timeout: Duration) -> Result<RuntimeEvent, String> {
+    fn wait_for(
+        &self,
+        container_id: &str,
+        timeout: Duration,
+    ) -> Result<(RuntimeEvent, SystemTime), String> {
         let deadline = Instant::now() + timeout;
         loop {
-            let event = self
+            let (event, arrived) = self
                 .events
                 .recv_deadline(deadline)
                 .map_err(|_| format!("no die event for {container_id} within {timeout:?}"))?;
             if event.id == container_id {
-                return Ok(event);
+                return Ok((event, arrived));
             }
         }
     }
@@ -315,15 +322,31 @@ pub fn measure_reaction(
         let container = containers
             .first()
             .ok_or_else(|| format!("task {task_id} is RUNNING but has no container"))?;
-        client
-            .kill_container(&container.id, "KILL")
-            .map_err(|error| format!("kill {}: {error}", container.name))?;
-        let die = die_events.wait_for(&container.id, TASK_DEADLINE)?;
-        let stopped = agent.wait_task_status(&task_id, "STOPPED", TASK_DEADLINE)?;
+        // Docker's kill call returns only once Docker has handled the exit, tens of
+        // milliseconds after its `die` event: kill from another thread so that the event long
+        // poll is already waiting when the agent records STOPPED.
+        let killer = {
+            let client = client.clone();
+            let container = container.clone();
+            std::thread::spawn(move || {
+                client
+                    .kill_container(&container.id, "KILL")
+                    .map_err(|error| format!("kill {}: {error}", container.name))
+            })
+        };
+        let stopped = agent.wait_task_status(&task_id, "STOPPED", TASK_DEADLINE);
+        killer
+            .join()
+            .unwrap_or_else(|_| Err("the kill thread panicked".to_string()))?;
+        let stopped = stopped?;
+        let (die, die_arrived) = die_events.wait_for(&container.id, TASK_DEADLINE)?;
         let die_at = Duration::from_nanos(u64::try_from(die.time_nano).unwrap_or(0));
         samples
             .to_arrival
             .push(since_epoch(stopped.wall).saturating_sub(die_at));
+        samples
+            .die_delivery
+            .push(since_epoch(die_arrived).saturating_sub(die_at));
         samples
             .to_recorded
             .push(Duration::from_millis(stopped.event_millis).saturating_sub(die_at));

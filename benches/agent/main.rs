@@ -2,7 +2,8 @@
 //! footprint (P3), scale (P4), idle CPU (P5) and restore (P6) on this machine, prints a table
 //! and writes `docs/PERFORMANCE.md`. Run with `bench/run.sh` (installs what it needs first) or
 //! `cargo bench --bench agent`; `BENCH_QUICK=1` runs few samples and writes
-//! `target/PERFORMANCE-quick.md` instead, as a smoke check.
+//! `target/PERFORMANCE-quick.md` instead, as a smoke check; `BENCH_ONLY=p2,p3` measures only
+//! those groups (p1, p2, p3 with p5, p4 with p6) and writes `target/PERFORMANCE-partial.md`.
 //!
 //! Figures, not tests: nothing here passes or fails on a target; a run fails only when a
 //! measurement could not be made (Docker unreachable, a task that never reached RUNNING).
@@ -36,8 +37,15 @@ use workload::{remove_labelled, Shape, BENCH_LABEL};
 
 fn settings() -> Settings {
     let quick = std::env::var("BENCH_QUICK").is_ok_and(|value| value == "1");
+    let only = std::env::var("BENCH_ONLY").ok().map(|groups| {
+        groups
+            .split(',')
+            .map(|group| group.trim().to_ascii_lowercase())
+            .collect()
+    });
     if quick {
         Settings {
+            only,
             quick,
             start_rounds: 3,
             reaction_runs: 10,
@@ -47,6 +55,7 @@ fn settings() -> Settings {
         }
     } else {
         Settings {
+            only,
             quick,
             start_rounds: 10,
             reaction_runs: 60,
@@ -102,9 +111,27 @@ fn measure(
     scratch: &TempDir,
     figures: &mut Figures,
 ) -> Result<(), String> {
+    if settings.wants("p1") || settings.wants("p2") {
+        latency_phases(client, settings, run_id, scratch, figures)?;
+    }
+    if settings.wants("p3") {
+        footprint_phase(client, settings, run_id, scratch, figures)?;
+    }
+    if settings.wants("p4") {
+        scale_phases(settings, scratch, figures)?;
+    }
+    Ok(())
+}
+
+fn latency_phases(
+    client: &DockerClient,
+    settings: &Settings,
+    run_id: &str,
+    scratch: &TempDir,
+    figures: &mut Figures,
+) -> Result<(), String> {
     let image = TEST_IMAGE;
     let compose = figures.compose_version.is_some();
-
     eprintln!(
         "P1 start latency, P2 reaction time: one agent, {} rounds",
         settings.start_rounds
@@ -132,7 +159,7 @@ fn measure(
             chain: false,
         },
     ];
-    for shape in shapes {
+    for shape in shapes.into_iter().filter(|_| settings.wants("p1")) {
         eprintln!("  P1 {}", shape.label());
         let samples = StartLatencyBench {
             client,
@@ -145,16 +172,27 @@ fn measure(
         .measure(shape, settings.start_rounds)?;
         figures.start.push((shape, samples));
     }
-    eprintln!("  P2 reaction, {} crashes", settings.reaction_runs);
-    figures.reaction = Some(measure_reaction(
-        client,
-        &mut agent,
-        image,
-        run_id,
-        settings.reaction_runs,
-    )?);
+    if settings.wants("p2") {
+        eprintln!("  P2 reaction, {} crashes", settings.reaction_runs);
+        figures.reaction = Some(measure_reaction(
+            client,
+            &mut agent,
+            image,
+            run_id,
+            settings.reaction_runs,
+        )?);
+    }
     agent.terminate(Duration::from_secs(10))?;
+    Ok(())
+}
 
+fn footprint_phase(
+    client: &DockerClient,
+    settings: &Settings,
+    run_id: &str,
+    scratch: &TempDir,
+    figures: &mut Figures,
+) -> Result<(), String> {
     eprintln!("P3 footprint, P5 idle CPU: a fresh agent, 10 then 100 tasks");
     let mut agent = AgentProcess::start(
         &scratch.path.join("agent-footprint"),
@@ -163,12 +201,19 @@ fn measure(
     )?;
     figures.footprint = Some(footprint::measure_footprint(
         &mut agent,
-        image,
+        TEST_IMAGE,
         run_id,
         settings.idle_window,
     )?);
     remove_labelled(client, &format!("{BENCH_LABEL}={run_id}"))?;
+    Ok(())
+}
 
+fn scale_phases(
+    settings: &Settings,
+    scratch: &TempDir,
+    figures: &mut Figures,
+) -> Result<(), String> {
     eprintln!(
         "P4 scale: {} tasks × 3 containers on the fake runtime",
         settings.scale_tasks

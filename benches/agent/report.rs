@@ -13,12 +13,22 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub struct Settings {
+    /// `BENCH_ONLY`: the groups to measure (`None`: all).
+    pub only: Option<Vec<String>>,
     pub quick: bool,
     pub start_rounds: usize,
     pub reaction_runs: usize,
     pub idle_window: Duration,
     pub scale_tasks: usize,
     pub checkpoint_changes: usize,
+}
+
+impl Settings {
+    pub fn wants(&self, group: &str) -> bool {
+        self.only
+            .as_ref()
+            .map_or(true, |groups| groups.iter().any(|wanted| wanted == group))
+    }
 }
 
 #[derive(Default)]
@@ -157,11 +167,19 @@ pub fn table(figures: &Figures) -> String {
             reaction.to_arrival.len()
         ));
         out.push_str(&format!(
-            "| the event's own time (agent clock, whole milliseconds) | {} | {} | {} | {} |\n\n",
+            "| the event's own time (agent clock, whole milliseconds) | {} | {} | {} | {} |\n",
             format_millis(recorded_p50),
             format_millis(recorded_p99),
             format_millis(reaction.to_recorded.iter().max().copied()),
             reaction.to_recorded.len()
+        ));
+        let (delivery_p50, delivery_p99) = p50_p99(&reaction.die_delivery);
+        out.push_str(&format!(
+            "| (Docker's part: the `die` event arriving at the bench's own event subscription) | {} | {} | {} | {} |\n\n",
+            format_millis(delivery_p50),
+            format_millis(delivery_p99),
+            format_millis(reaction.die_delivery.iter().max().copied()),
+            reaction.die_delivery.len()
         ));
     }
     if let Some(footprint) = &figures.footprint {
@@ -325,7 +343,9 @@ fn targets(figures: &Figures) -> String {
 
 pub fn destination(settings: &Settings) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    if settings.quick {
+    if settings.only.is_some() {
+        root.join("target").join("PERFORMANCE-partial.md")
+    } else if settings.quick {
         root.join("target").join("PERFORMANCE-quick.md")
     } else {
         root.join("docs").join("PERFORMANCE.md")
