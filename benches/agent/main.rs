@@ -206,8 +206,24 @@ fn footprint_phase(
         settings.idle_window,
     )?);
     remove_labelled(client, &format!("{BENCH_LABEL}={run_id}"))?;
+    eprintln!("P3 again with glibc's per-thread allocator caches off ({ALLOCATOR_TUNABLES})");
+    let mut agent = AgentProcess::start(
+        &scratch.path.join("agent-footprint-tunables"),
+        &format!("deckhand-bench-tunables-{run_id}"),
+        &[("GLIBC_TUNABLES", ALLOCATOR_TUNABLES)],
+    )?;
+    figures.footprint_tunables = Some(footprint::measure_footprint(
+        &mut agent,
+        TEST_IMAGE,
+        run_id,
+        Duration::ZERO,
+    )?);
+    remove_labelled(client, &format!("{BENCH_LABEL}={run_id}"))?;
     Ok(())
 }
+
+/// glibc malloc settings that trade its per-thread caches for memory: one arena, no tcache.
+pub const ALLOCATOR_TUNABLES: &str = "glibc.malloc.arena_max=1:glibc.malloc.tcache_count=0";
 
 fn scale_phases(
     settings: &Settings,

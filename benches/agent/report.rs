@@ -39,6 +39,8 @@ pub struct Figures {
     pub start: Vec<(Shape, StartSamples)>,
     pub reaction: Option<ReactionSamples>,
     pub footprint: Option<FootprintFigures>,
+    /// The same, with `ALLOCATOR_TUNABLES` in the agent's environment.
+    pub footprint_tunables: Option<FootprintFigures>,
     pub scale: Option<Value>,
     pub state: Option<Value>,
     pub elapsed: Duration,
@@ -184,17 +186,33 @@ pub fn table(figures: &Figures) -> String {
     }
     if let Some(footprint) = &figures.footprint {
         out.push_str("### P3 footprint of `deckhand run`, P5 idle CPU\n\n");
-        out.push_str("| running tasks | RSS | PSS | threads |\n|---|---|---|---|\n");
-        for (tasks, memory) in [
-            (0, footprint.idle),
-            (10, footprint.with_10),
-            (100, footprint.with_100),
-        ] {
+        out.push_str("| running tasks | RSS | PSS | threads | RSS: code and other files | RSS: anonymous | of which thread stacks |\n|---|---|---|---|---|---|---|\n");
+        let mut rows = vec![
+            ("0".to_string(), footprint.idle),
+            ("10".to_string(), footprint.with_10),
+            ("100".to_string(), footprint.with_100),
+        ];
+        if let Some(tuned) = &figures.footprint_tunables {
+            rows.push(("0, allocator caches off ¹".to_string(), tuned.idle));
+            rows.push(("100, allocator caches off ¹".to_string(), tuned.with_100));
+        }
+        for (tasks, memory) in rows {
             out.push_str(&format!(
-                "| {tasks} | {} | {} | {} |\n",
+                "| {tasks} | {} | {} | {} | {} | {} | {} ({} stacks, {:.0} KiB each) |\n",
                 format_mib(memory.rss_bytes),
                 format_mib(memory.pss_bytes),
-                memory.threads
+                memory.threads,
+                format_mib(memory.rss_file_bytes),
+                format_mib(memory.rss_anon_bytes),
+                format_mib(memory.stack_rss_bytes),
+                memory.stacks,
+                memory.stack_rss_bytes as f64 / 1024.0 / (memory.stacks.max(1) as f64),
+            ));
+        }
+        if figures.footprint_tunables.is_some() {
+            out.push_str(&format!(
+                "\n¹ `GLIBC_TUNABLES={}` in the agent's environment: one malloc arena, no per-thread cache.\n",
+                crate::ALLOCATOR_TUNABLES
             ));
         }
         out.push_str(&format!(
