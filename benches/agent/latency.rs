@@ -232,6 +232,9 @@ pub struct ReactionSamples {
     pub to_recorded: Vec<Duration>,
     /// Docker's `die` → the same event arriving at the bench's own subscription: Docker's part.
     pub die_delivery: Vec<Duration>,
+    /// The `die` event arriving at the bench → the STOPPED event arriving at the bench (both
+    /// subscribers hear Docker at about the same moment): deckhand's own part.
+    pub deckhand_part: Vec<Duration>,
 }
 
 /// Docker's `die` events for the bench's containers, read on a thread of their own.
@@ -347,6 +350,9 @@ pub fn measure_reaction(
         samples
             .die_delivery
             .push(since_epoch(die_arrived).saturating_sub(die_at));
+        samples
+            .deckhand_part
+            .push(stopped.wall.duration_since(die_arrived).unwrap_or_default());
         samples
             .to_recorded
             .push(Duration::from_millis(stopped.event_millis).saturating_sub(die_at));

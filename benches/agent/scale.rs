@@ -157,13 +157,38 @@ fn checkpoint_cost(directory: &Path, tasks: usize, changes: usize) -> Result<Val
             .map_err(|error| format!("save: {error}"))?;
         samples.push(started.elapsed());
     }
+    // The file system alone, in the same directory: the same bytes written the same way (temp
+    // file, fsync, rename, fsync of the directory) with no serialisation and no locking.
+    let bytes = serde_json::to_vec(&saved[0]).map_err(|error| error.to_string())?;
+    let mut bare = Vec::with_capacity(changes);
+    let tasks_directory = directory.join("tasks");
+    for change in 0..changes {
+        let path = tasks_directory.join(format!("{:032x}.json", (change * 7919) % tasks));
+        let started = Instant::now();
+        bare_atomic_write(&tasks_directory, &path, &bytes)
+            .map_err(|error| format!("bare write of {}: {error}", path.display()))?;
+        bare.push(started.elapsed());
+    }
     let micros = |duration: Option<Duration>| duration.map_or(0.0, |d| d.as_secs_f64() * 1e6);
     Ok(json!({
         "tasks": tasks,
         "changes": changes,
         "median_micros": micros(median(&samples)),
         "p99_micros": micros(percentile(&samples, 99.0)),
+        "bare_median_micros": micros(median(&bare)),
+        "bytes": bytes.len(),
     }))
+}
+
+fn bare_atomic_write(directory: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let temporary = path.with_extension("json.bare-tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_data()?;
+    drop(file);
+    std::fs::rename(&temporary, path)?;
+    std::fs::File::open(directory)?.sync_all()
 }
 
 /// The state phase: checkpoint cost at 10, 100, 1,000 saved tasks; restore of 1,000.
