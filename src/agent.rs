@@ -1,8 +1,11 @@
 //! `deckhand run`: wires the agent together and takes it down in order.
 //!
-//! Start: configuration (exit 78 on error) → logging (`ECS_LOGLEVEL`, `RUST_LOG` wins) → Docker
-//! client → engine → local API + ECS introspection + `tasks.d` watcher → `READY=1` to systemd
-//! (and watchdog pings at half of `WATCHDOG_USEC` when the unit sets one).
+//! Start: configuration (exit 78 on error) → logging (`ECS_LOGLEVEL`, `RUST_LOG` wins) → state
+//! store under `ECS_DATADIR` (exit 78 for a file written by a newer deckhand; corrupt files are
+//! quarantined and reported) → Docker client (waiting, with back-off and a log line, while
+//! Docker is not up yet: systemd may start deckhand first) → engine, restoring every saved task
+//! → local API + ECS introspection + `tasks.d` watcher → `READY=1` to systemd (and watchdog
+//! pings at half of `WATCHDOG_USEC` when the unit sets one).
 //!
 //! Signals: SIGTERM or SIGINT stops accepting commands (the API goes first), ends the `tasks.d`
 //! watcher and every managed-task loop, and exits 0 — leaving every container running; the next
@@ -15,7 +18,8 @@ use crate::config::{Config, EXIT_CONFIG};
 use crate::control::tasks_d::{TasksDirWatcher, DEFAULT_RESCAN_INTERVAL};
 use crate::docker::{DockerClient, DockerHost};
 use crate::engine::{EngineConfig, EngineHandle, TaskEngine};
-use crate::runtime::{ContainerRuntime, Timeouts};
+use crate::runtime::{ContainerRuntime, RuntimeError, Timeouts};
+use crate::state::StateStore;
 use crossbeam_channel::{never, select, tick, unbounded, Receiver};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -26,8 +30,10 @@ use std::time::Duration;
 
 /// A shutdown that takes longer than this is cut short.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_millis(4500);
-/// Exit code of a runtime failure (Docker unreachable, socket in use).
+/// Exit code of a runtime failure (socket in use, state directory unusable).
 const EXIT_RUNTIME: u8 = 1;
+/// Longest wait between two attempts to reach Docker at start-up.
+const DOCKER_WAIT_MAXIMUM: Duration = Duration::from_secs(30);
 
 /// What the signal thread tells the main loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +96,52 @@ fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
     }
 }
 
+/// Connects to Docker, waiting while it is not up (systemd may start deckhand before Docker).
+/// `Ok(None)`: a termination signal came while waiting; `Err`: Docker answered, but not in a
+/// way deckhand can work with (an API version too old), which waiting does not mend.
+fn connect_to_docker(
+    host: &DockerHost,
+    config: &Config,
+    signals: &Receiver<SignalEvent>,
+) -> Result<Option<DockerClient>, RuntimeError> {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        match DockerClient::connect(host.clone(), docker_timeouts(config)) {
+            Ok(client) => return Ok(Some(client)),
+            // Waiting does not mend a socket this user may not open (group membership is fixed
+            // when the process starts): say so and exit. The transport words that case so.
+            Err(RuntimeError::Unreachable { message })
+                if message.starts_with("permission denied") =>
+            {
+                return Err(RuntimeError::Unreachable { message })
+            }
+            Err(error @ (RuntimeError::Unreachable { .. } | RuntimeError::Timeout { .. })) => {
+                log::warn!(
+                    "Docker at {} does not answer ({error}); waiting for it, next try in {}s",
+                    host.source,
+                    backoff.as_secs()
+                );
+            }
+            Err(error) => return Err(error),
+        }
+        let deadline = crossbeam_channel::after(backoff);
+        loop {
+            select! {
+                recv(signals) -> event => match event {
+                    Ok(SignalEvent::Rescan) => continue,
+                    Ok(SignalEvent::Terminate(signal)) => {
+                        log::info!("signal {signal} while waiting for Docker: exiting");
+                        return Ok(None);
+                    }
+                    Err(_) => return Ok(None),
+                },
+                recv(deadline) -> _ => break,
+            }
+        }
+        backoff = (backoff * 2).min(DOCKER_WAIT_MAXIMUM);
+    }
+}
+
 /// Runs the agent until SIGTERM/SIGINT; returns the process exit code.
 pub fn run(config_path: Option<&Path>) -> ExitCode {
     let config = match Config::from_process_env(config_path) {
@@ -119,8 +171,34 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let client = match DockerClient::connect(host, docker_timeouts(&config)) {
-        Ok(client) => client,
+    let (store, loaded) = match StateStore::open(&config.data_dir) {
+        Ok(opened) => opened,
+        Err(error) if error.is_future_schema() => {
+            log::error!("{error}");
+            eprintln!("deckhand: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+        Err(error) => {
+            log::error!("cannot open the state directory: {error}");
+            eprintln!("deckhand: cannot open the state directory: {error}");
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    for file in &loaded.quarantined {
+        // Already logged by the store as a warning; say once more that start-up goes on.
+        log::error!("state: {file}; continuing without it");
+    }
+    log::info!(
+        "state: {} saved task(s) in {}, next event {}",
+        loaded.tasks.len(),
+        config.data_dir.display(),
+        loaded.events.next_seq
+    );
+    let store = Arc::new(store);
+
+    let client = match connect_to_docker(&host, &config, &signals) {
+        Ok(Some(client)) => client,
+        Ok(None) => return ExitCode::SUCCESS,
         Err(error) => {
             log::error!("{error}");
             eprintln!("deckhand: {error}");
@@ -139,7 +217,12 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     }
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
 
-    let engine = match TaskEngine::start(runtime, EngineConfig::from_agent_config(&config)) {
+    let engine = match TaskEngine::start_durable(
+        runtime,
+        EngineConfig::from_agent_config(&config),
+        store,
+        loaded.tasks,
+    ) {
         Ok(engine) => Arc::new(engine),
         Err(error) => {
             log::error!("cannot start the task engine: {error}");

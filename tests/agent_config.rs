@@ -1,5 +1,7 @@
-//! `deckhand run` refuses a bad configuration with exit code 78 and a message naming the key,
-//! before it touches Docker or any socket (so these tests need no Docker).
+//! `deckhand run` refuses a bad configuration, or a state file written by a newer deckhand, with
+//! exit code 78 and a message naming the key or file, before it touches Docker or any socket; it
+//! quarantines a corrupt task file and goes on; and with Docker not up yet it waits for it
+//! (saying so) instead of exiting. None of these tests needs Docker.
 
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,13 +106,142 @@ fn a_missing_config_file_given_on_the_command_line_exits_78() {
         .contains("/nonexistent/deckhand-test/deckhand.conf"));
 }
 
+/// `deckhand run` with Docker unreachable, its stderr lines on a channel.
+fn spawn_without_docker(
+    directory: &std::path::Path,
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader};
+    std::fs::create_dir_all(directory).expect("temp dir");
+    let config = directory.join("deckhand.conf");
+    std::fs::write(&config, "").expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .env("DECKHAND_API_SOCKET", directory.join("api.sock"))
+        .env("DECKHAND_TASKS_DIR", directory.join("tasks.d"))
+        .env("ECS_DATADIR", directory.join("data"))
+        .env("DECKHAND_INTROSPECTION_ADDR", "")
+        .env(
+            "DOCKER_HOST",
+            "unix:///nonexistent/deckhand-test/docker.sock",
+        )
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines_sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_sender.send(line);
+        }
+    });
+    (child, lines)
+}
+
+fn wait_for_line(lines: &mpsc::Receiver<String>, text: &str) -> String {
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("deckhand never logged {text:?}"));
+        if line.contains(text) {
+            return line;
+        }
+    }
+}
+
+/// SIGTERM, then the exit status (within 30 s).
+fn terminate(child: std::process::Child) -> std::process::ExitStatus {
+    let killed = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -TERM {}", child.id()))
+        .status()
+        .expect("sh");
+    assert!(killed.success());
+    let (sender, receiver) = mpsc::channel();
+    let mut child = child;
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait());
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(30))
+        .expect("deckhand exits on SIGTERM")
+        .expect("wait")
+}
+
 #[test]
-fn a_good_configuration_with_docker_unreachable_exits_1_not_78() {
-    let output = run_agent(None, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+fn a_good_configuration_with_docker_unreachable_waits_for_docker_and_stops_on_sigterm() {
+    let directory = std::env::temp_dir().join(format!("dh-agent-wait-{}", std::process::id()));
+    let (mut child, lines) = spawn_without_docker(&directory);
+    // systemd may start deckhand before Docker: it must wait (saying so), not exit.
+    let waiting_line = wait_for_line(&lines, "waiting for it");
     assert!(
-        stderr.contains("/nonexistent/deckhand-test/docker.sock"),
-        "{stderr}"
+        waiting_line.contains("/nonexistent/deckhand-test/docker.sock"),
+        "{waiting_line}"
     );
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "deckhand exited instead of waiting for Docker"
+    );
+    assert_eq!(terminate(child).code(), Some(0));
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn a_corrupt_task_file_is_quarantined_with_an_error_naming_it_and_start_up_goes_on() {
+    let directory = std::env::temp_dir().join(format!("dh-agent-corrupt-{}", std::process::id()));
+    let tasks = directory.join("data").join("tasks");
+    std::fs::create_dir_all(&tasks).expect("tasks dir");
+    std::fs::write(
+        tasks.join("0123abcd.json"),
+        b"{\"schema\": 1, \"task\": {trunc",
+    )
+    .expect("file");
+    let (child, lines) = spawn_without_docker(&directory);
+    let error_line = wait_for_line(&lines, "0123abcd.json");
+    assert!(error_line.contains("quarantine"), "{error_line}");
+    // Start-up went on, to the point of waiting for Docker.
+    wait_for_line(&lines, "waiting for it");
+    assert_eq!(terminate(child).code(), Some(0));
+    assert!(!tasks.join("0123abcd.json").exists(), "moved away");
+    let quarantined: Vec<String> = std::fs::read_dir(directory.join("data").join("quarantine"))
+        .expect("quarantine dir")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        quarantined
+            .iter()
+            .any(|name| name.starts_with("0123abcd.json")),
+        "{quarantined:?}"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn a_state_file_from_a_newer_deckhand_stops_start_up_with_78() {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let directory = std::env::temp_dir().join(format!(
+        "dh-agent-future-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    ));
+    let data = directory.join("data");
+    std::fs::create_dir_all(data.join("tasks")).expect("data dir");
+    std::fs::write(
+        data.join("agent.json"),
+        r#"{"schema": 99, "agent": {"next_sequence": 5}}"#,
+    )
+    .expect("agent.json");
+    let output = run_agent(None, &[("ECS_DATADIR", &data.to_string_lossy())]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("agent.json"), "{stderr}");
+    assert!(stderr.contains("schema version 99"), "{stderr}");
+    let kept = std::fs::read_to_string(data.join("agent.json")).expect("left in place");
+    assert!(kept.contains("99"), "the newer file is not touched");
+    let _ = std::fs::remove_dir_all(&directory);
 }

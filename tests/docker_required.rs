@@ -1,6 +1,7 @@
 //! The rule every real-Docker test relies on: without Docker a test skips with a message, but
 //! with `DECKHAND_REQUIRE_DOCKER=1` it fails. Checked by running this test binary again, in a
-//! child process pointed at a socket that does not exist. Also checks `deckhand run`.
+//! child process pointed at a socket that does not exist. Also checks what `deckhand run` says
+//! about a Docker it cannot reach (it waits) or may not use (it exits 1).
 
 #[path = "support/docker.rs"]
 mod docker_support;
@@ -56,19 +57,49 @@ fn docker_client_or_skip_obeys_deckhand_require_docker() {
 }
 
 #[test]
-fn deckhand_run_explains_an_unreachable_docker() {
-    let deckhand = env!("CARGO_BIN_EXE_deckhand");
-    let unreachable = Command::new(deckhand)
+fn deckhand_run_explains_an_unreachable_docker_while_it_waits_for_it() {
+    use std::io::{BufRead, BufReader};
+    // systemd may start deckhand before Docker: it waits, saying why, and a SIGTERM ends it.
+    let directory = docker_support::TempDir::new("deckhand-unreachable");
+    let config_path = directory.path.join("deckhand.conf");
+    std::fs::write(&config_path, "").expect("write the config file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
         .arg("run")
+        .arg("--config")
+        .arg(&config_path)
         .env("DOCKER_HOST", MISSING_SOCKET)
-        .output()
+        .env("ECS_DATADIR", directory.path.join("data"))
+        .env("DECKHAND_API_SOCKET", directory.path.join("api.sock"))
+        .env("DECKHAND_TASKS_DIR", directory.path.join("tasks.d"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("running deckhand");
-    assert_eq!(unreachable.status.code(), Some(1));
-    let message = String::from_utf8_lossy(&unreachable.stderr);
+    let stderr = child.stderr.take().expect("stderr");
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    let message = loop {
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("deckhand explains what it waits for");
+        if line.contains("waiting for it") {
+            break line;
+        }
+    };
     assert!(
         message.contains("no Docker socket at /nonexistent/deckhand-test/docker.sock"),
         "{message}"
     );
+    let killed = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -TERM {}", child.id()))
+        .status()
+        .expect("sh");
+    assert!(killed.success());
+    assert_eq!(child.wait().expect("wait").code(), Some(0));
 
     // With Docker reachable, `deckhand run` is the agent and keeps running: the versions it
     // logs at start are checked by tests/agent_cli.rs.
@@ -105,10 +136,14 @@ fn deckhand_run_explains_a_socket_it_may_not_use() {
     // so that the Docker socket is what it trips over.
     let config_path = directory.path.join("deckhand.conf");
     std::fs::write(&config_path, "").expect("write the config file");
+    // And a state directory `nobody` may create (the state is opened before Docker).
+    std::fs::set_permissions(&directory.path, std::fs::Permissions::from_mode(0o777))
+        .expect("chmod the temp dir");
     let output = command
         .arg("run")
         .arg("--config")
         .arg(&config_path)
+        .env("ECS_DATADIR", directory.path.join("data"))
         .env("DOCKER_HOST", format!("unix://{}", socket_path.display()))
         .output()
         .expect("running deckhand (setpriv comes with util-linux)");

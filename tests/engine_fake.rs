@@ -930,10 +930,13 @@ fn a_restart_policy_restarts_an_exited_container_in_place() {
         task.and_then(|t| t.container("app"))
             .is_some_and(|c| c.restart_count == 1)
     });
-    assert_eq!(
-        harness.fake.container("app").map(|c| c.start_count),
-        Some(2)
-    );
+    // The fake records a call before it performs it: wait for the restart to be done.
+    harness
+        .fake
+        .wait_for(DEADLINE, |fake| {
+            fake.container("app").map(|c| c.start_count) == Some(2)
+        })
+        .expect("the container is started a second time, in place");
     // An ignored exit code is a normal exit: the essential container stops the task.
     harness.fake.exit("app", 0);
     let stopped = harness.wait_event(&id, Some("app"), "STOPPED");

@@ -215,7 +215,12 @@ pub fn run_events_thread(
             loop {
                 match stream.next_event() {
                     Ok(Some(event)) => route_event(&index, &event),
-                    Ok(None) => break,
+                    Ok(None) => {
+                        if !control.is_stopping() {
+                            log::warn!("Docker event stream ended; reconnecting");
+                        }
+                        break;
+                    }
                     Err(error) => {
                         log::warn!("Docker event stream broke: {error}");
                         break;

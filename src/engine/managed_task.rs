@@ -177,7 +177,7 @@ pub enum Effect {
         event: NewEvent,
         reported: Reported,
     },
-    /// The task changed: publish the snapshot (and, later, write the checkpoint).
+    /// The task changed: publish the snapshot and write the checkpoint.
     Checkpoint,
     ArmTimer {
         timer: TimerKind,
@@ -233,6 +233,9 @@ pub struct ManagedTask {
     /// Containers (by index) whose create was sent: one whose answer was lost may exist in
     /// Docker under its fixed name without the task knowing its id.
     create_sent: Vec<bool>,
+    /// An exit (by index) seen while the start call was unanswered, under a restart policy:
+    /// handled once the start's answer arrived.
+    exit_during_start: Vec<Option<ContainerChange>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -378,7 +381,9 @@ impl ManagedTask {
         let emitted_task = task.sent_status;
         let finished_nanos = vec![None; task.containers.len()];
         let create_sent = vec![false; task.containers.len()];
+        let exit_during_start = vec![None; task.containers.len()];
         ManagedTask {
+            exit_during_start,
             task,
             settings,
             phase: Phase::New,
@@ -415,8 +420,12 @@ impl ManagedTask {
         }
         self.apply_essential_rule();
         if let Some(known) = derive_task_known_status(&self.task) {
-            self.task.known_status = known;
-            self.task.known_status_time = Some(now);
+            // A restored task keeps the time it reached its status: cleanup of a task that was
+            // STOPPED before the restart is clocked from then, not from the restart.
+            if known != self.task.known_status || self.task.known_status_time.is_none() {
+                self.task.known_status = known;
+                self.task.known_status_time = Some(now);
+            }
         }
         for index in 0..self.task.containers.len() {
             self.emit_container_event_if_due(index, now, &mut effects);
@@ -464,11 +473,14 @@ impl ManagedTask {
         }
         if self.dirty {
             self.dirty = false;
-            // The change is recorded before any event about it leaves: a reader who saw the
-            // event finds the snapshot (and, later, the checkpoint) at least as new.
+            // The change is recorded before any event about it leaves and before any Docker
+            // call it leads to: a reader who saw the event finds the snapshot and the checkpoint
+            // at least as new, and a container's fixed name (and the fact that its create is
+            // under way) is on disk before the create, so a crash mid-create is adopted by name
+            // at restore instead of duplicated.
             let first_event = effects
                 .iter()
-                .position(|effect| matches!(effect, Effect::Emit { .. }))
+                .position(|effect| matches!(effect, Effect::Emit { .. } | Effect::Docker(_)))
                 .unwrap_or(effects.len());
             effects.insert(first_event, Effect::Checkpoint);
         }
@@ -528,6 +540,9 @@ impl ManagedTask {
                     }
                 };
                 self.container_change(index, change, now, effects);
+                if let Some(exit) = self.exit_during_start[index].take() {
+                    self.container_change(index, exit, now, effects);
+                }
             }
             Input::Inspected { container, result } => {
                 let Some(index) = self.task.container_index(&container) else {
@@ -879,6 +894,21 @@ impl ManagedTask {
             if change.status == container.known_status && change.error.is_none() {
                 self.copy_metadata(index, &change, now);
             }
+            return;
+        }
+        // §12 while the start call is still unanswered (Docker's `start` event made the
+        // container RUNNING, then it exited before the call returned): hold the exit until that
+        // answer clears `applied`, so the restart is decided then and never runs beside the
+        // start call.
+        if change.status == ContainerStatus::Stopped
+            && change.error.is_none()
+            && !change.from_transition
+            && !change.restart_failed
+            && container.applied_status == Some(ContainerStatus::Running)
+            && container.known_status == ContainerStatus::Running
+            && should_restart(container, change.exit_code, now)
+        {
+            self.exit_during_start[index] = Some(change);
             return;
         }
         // §12: an exit under a restart policy starts the container again instead; on success
@@ -1341,11 +1371,14 @@ impl TaskRoute {
 }
 
 /// A desired-status command on a task's inbox (see [`Input::Desired`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct DesiredCommand {
     pub status: TaskStatus,
     pub sequence: u64,
     pub registered: bool,
+    /// Answered once the change is durable (its checkpoint written), or with why it is not:
+    /// a stop is acknowledged only after that.
+    pub durable: Option<Sender<Result<(), String>>>,
 }
 
 /// The receiving ends of a task's inboxes, owned by its thread.
@@ -1365,6 +1398,12 @@ struct LoopState {
     timers: std::collections::BTreeMap<TimerKind, std::time::Instant>,
     wait_group_ready: Option<Receiver<()>>,
     tracked_docker_ids: Vec<String>,
+    /// The last checkpoint write failed with this (the file on disk is older than the task).
+    checkpoint_error: Option<String>,
+    /// Who waits for the desired change being handled to be durable.
+    durable_reply: Option<Sender<Result<(), String>>>,
+    /// An event the reporter could not record; logged once until recording works again.
+    report_failing: bool,
 }
 
 /// Milliseconds since the epoch, now.
@@ -1394,10 +1433,13 @@ fn next_event(
     };
     crossbeam_channel::select_biased! {
         recv(inboxes.shutdown) -> _ => None,
-        recv(inboxes.desired) -> command => command.ok().map(|command| Input::Desired {
-            status: command.status,
-            sequence: command.sequence,
-            registered: command.registered,
+        recv(inboxes.desired) -> command => command.ok().map(|command| {
+            state.durable_reply = command.durable;
+            Input::Desired {
+                status: command.status,
+                sequence: command.sequence,
+                registered: command.registered,
+            }
         }),
         // Docker events before worker results: an event is usually older news than the
         // answer of a call made after it (a `start` event and then the stop's result).
@@ -1455,10 +1497,43 @@ fn perform(
                         .map(|reason| format!(": {reason}"))
                         .unwrap_or_default()
                 );
-                shared.reporter.record(event);
-                queue.extend(machine.handle(Input::Reported(reported), now_millis()));
+                match shared.reporter.record(event) {
+                    Ok(_) => {
+                        state.report_failing = false;
+                        queue.extend(machine.handle(Input::Reported(reported), now_millis()));
+                    }
+                    Err(error) => {
+                        // Not reported: `sent` stays below, so the event is emitted again
+                        // after the next restart, and cleanup waits for it.
+                        if !state.report_failing {
+                            log::error!(
+                                "task {}: cannot record a state-change event: {error}",
+                                machine.task().id
+                            );
+                            state.report_failing = true;
+                        }
+                    }
+                }
             }
-            Effect::Checkpoint => shared.publish_snapshot(machine.task()),
+            Effect::Checkpoint => {
+                // On disk first, then visible: whoever sees the snapshot finds the file as new.
+                let written = shared.checkpoint(machine.task());
+                shared.publish_snapshot(machine.task());
+                match written {
+                    Ok(()) => {
+                        if state.checkpoint_error.take().is_some() {
+                            log::info!("task {}: checkpoint written again", machine.task().id);
+                        }
+                    }
+                    Err(error) => {
+                        let message = error.to_string();
+                        if state.checkpoint_error.is_none() {
+                            log::error!("task {}: checkpoint failed: {message}", machine.task().id);
+                        }
+                        state.checkpoint_error = Some(message);
+                    }
+                }
+            }
             Effect::ArmTimer { timer, at } => {
                 let delay = Duration::from_millis(at.saturating_sub(now_millis()));
                 state
@@ -1521,43 +1596,95 @@ fn spawn_worker(
 
 /// The managed task's thread: start, then wait for one input at a time, handle it, perform
 /// the effects; on `Done`, forget the task. On shutdown it just returns (containers keep running).
+///
+/// A panic in the loop (a bug) must not wedge the engine: it is caught and logged, the stop
+/// number the task held is finished (so later starts are not blocked forever), and the task is
+/// forgotten in memory. Its checkpoint stays on disk, so the next start of the agent restores
+/// it; its containers keep running meanwhile.
 pub(crate) fn run_managed_task(
     mut machine: ManagedTask,
     inboxes: TaskInboxes,
     shared: std::sync::Arc<EngineShared>,
 ) {
+    let task_id = machine.task().id.clone();
+    let mut state = LoopState::default();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_managed_task_loop(&mut machine, &inboxes, &shared, &mut state)
+    }));
+    match outcome {
+        Ok(false) => {}
+        Ok(true) => shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            log::error!(
+                "task {task_id}: its managed-task loop panicked ({message}); releasing its stop \
+                 number and dropping it from memory; it is restored from its checkpoint at the \
+                 next start of deckhand"
+            );
+            if let Some(sequence) = machine.unfinished_stop.take() {
+                shared.wait_group.done(sequence);
+            }
+            if let Some(reply) = state.durable_reply.take() {
+                let _ = reply.send(Err(format!("task {task_id} failed internally: {message}")));
+            }
+            shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, false);
+        }
+    }
+}
+
+/// The loop itself; true once the task is done (cleaned up), false on shutdown.
+fn run_managed_task_loop(
+    machine: &mut ManagedTask,
+    inboxes: &TaskInboxes,
+    shared: &EngineShared,
+    state: &mut LoopState,
+) -> bool {
     // Boxed: an unbounded channel allocates its slots 31 at a time and keeps one block per
     // live channel, so unboxed `Input`s would cost every idle task about 14 KiB.
     let (results_sender, results) = crossbeam_channel::unbounded::<Box<Input>>();
-    let mut state = LoopState::default();
     let effects = machine.start(now_millis());
     let mut done = perform(
-        &mut machine,
+        machine,
         effects,
-        &mut state,
-        &shared,
+        state,
+        shared,
         &inboxes.route,
         &results_sender,
     );
     while !done {
-        let Some(input) = next_event(&inboxes, &results, &mut state) else {
-            return;
+        let Some(input) = next_event(inboxes, &results, state) else {
+            return false;
         };
         let effects = machine.handle(input, now_millis());
         done = perform(
-            &mut machine,
+            machine,
             effects,
-            &mut state,
-            &shared,
+            state,
+            shared,
             &inboxes.route,
             &results_sender,
         );
+        if state.checkpoint_error.is_some() {
+            // The file on disk is behind the task: try again now rather than only at the next
+            // change (a disk that was full may have room again).
+            if shared.checkpoint(machine.task()).is_ok() {
+                log::info!("task {}: checkpoint written again", machine.task().id);
+                state.checkpoint_error = None;
+            }
+        }
+        if let Some(reply) = state.durable_reply.take() {
+            let answer = match &state.checkpoint_error {
+                None => Ok(()),
+                Some(error) => Err(error.clone()),
+            };
+            let _ = reply.send(answer);
+        }
     }
-    shared.forget(
-        &machine.task().id,
-        &state.tracked_docker_ids,
-        &inboxes.desired,
-    );
+    true
 }
 
 #[cfg(test)]
@@ -1609,6 +1736,57 @@ mod tests {
         effects
             .iter()
             .any(|effect| matches!(effect, Effect::Docker(DockerCall::Remove { .. })))
+    }
+
+    #[test]
+    fn the_checkpoint_comes_before_the_create_call_and_before_any_event() {
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        let started = machine.start(1_000);
+        assert!(started
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))));
+        let effects = machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        let checkpoint = effects
+            .iter()
+            .position(|effect| *effect == Effect::Checkpoint)
+            .expect("the pull's answer changes the task: checkpoint");
+        let create = effects
+            .iter()
+            .position(|effect| matches!(effect, Effect::Docker(DockerCall::Create { .. })))
+            .expect("then the create");
+        assert!(checkpoint < create, "{effects:?}");
+        let effects = machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        let effects = [
+            effects,
+            machine.handle(transition(ContainerStatus::Running, None), 1_003),
+        ]
+        .concat();
+        let first_emit = effects
+            .iter()
+            .position(|effect| matches!(effect, Effect::Emit { .. }))
+            .expect("RUNNING is emitted");
+        let last_checkpoint_before = effects[..first_emit].contains(&Effect::Checkpoint);
+        assert!(last_checkpoint_before, "{effects:?}");
+    }
+
+    #[test]
+    fn a_restored_stopped_task_is_cleaned_up_on_its_saved_clock() {
+        // Saved STOPPED at t=10 s, reported; restored at t=100 s with a 60 s cleanup wait: the
+        // deadline (70 s) has passed, so the removal starts at once instead of 60 s later.
+        let mut task = one_container_task();
+        task.desired_status = TaskStatus::Stopped;
+        task.known_status = TaskStatus::Stopped;
+        task.known_status_time = Some(10_000);
+        task.sent_status = TaskStatus::Stopped;
+        let container = &mut task.containers[0];
+        container.desired_status = ContainerStatus::Stopped;
+        container.known_status = ContainerStatus::Stopped;
+        container.sent_status = ContainerStatus::Stopped;
+        container.docker_id = Some("id-1".into());
+        let mut machine = ManagedTask::new(task, settings(Duration::from_secs(60)), None);
+        let effects = machine.start(100_000);
+        assert!(removes(&effects), "{effects:?}");
+        assert_eq!(machine.task().known_status_time, Some(10_000));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod container_spec;
 pub mod docker_events;
 pub mod handle;
 pub mod managed_task;
+pub mod restore;
 #[cfg(test)]
 mod simulation;
 pub mod task_engine;
@@ -16,4 +17,4 @@ pub mod wait_group;
 pub mod workers;
 
 pub use handle::{EngineError, EngineHandle};
-pub use task_engine::{EngineConfig, TaskEngine};
+pub use task_engine::{EngineConfig, EngineStartError, TaskEngine};

@@ -5,9 +5,20 @@
 //! Commands (submit, stop) are serialised by one lock so sequence numbers follow acceptance order,
 //! and a stop is registered in the wait group before the lock is released: a start accepted
 //! after it always sees it (ENGINE-SEMANTICS §9). Nothing here writes a task's statuses; only the
-//! task's own thread does, and it publishes a snapshot after each change.
+//! task's own thread does, and it publishes a snapshot (and writes its checkpoint) after each
+//! change.
+//!
+//! Durability (§11), when the engine has a state store: a sequence number is durable before it
+//! is handed out; a submitted task's file is written before `submit` answers; a stop is
+//! acknowledged only once the task's thread wrote the checkpoint that holds it; a cleaned-up
+//! task's file is deleted. [`TaskEngine::start_durable`] restores saved tasks: it subscribes to
+//! Docker events first, routes the saved Docker ids, reconciles each container with Docker
+//! (waiting for Docker when it does not answer), reports leftover containers, re-adds stop
+//! numbers to the wait group, and only then starts the tasks' loops.
 
-use crate::engine::container_spec::{assign_docker_names, create_request, new_task_id, random_hex};
+use crate::engine::container_spec::{
+    assign_docker_names, create_request, new_task_id, random_hex, LABEL_CLUSTER,
+};
 use crate::engine::docker_events::{
     event_filter, run_events_thread, DockerIndex, EventsThreadControl, Reconnect,
 };
@@ -16,11 +27,13 @@ use crate::engine::managed_task::{
     now_millis, run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes,
     TaskRoute, DOCKER_EVENT_INBOX_CAPACITY,
 };
+use crate::engine::restore::{leftover_containers, reconcile_task};
 use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::workers::{StopRetry, WorkerContext};
 use crate::report::{Event, EventLog, DEFAULT_EVENT_CAPACITY};
 use crate::runtime::ContainerRuntime;
+use crate::state::{StateError, StateStore};
 use crate::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -53,8 +66,13 @@ pub struct EngineConfig {
     pub event_capacity: usize,
     /// Retries of a failed stop call.
     pub stop_retry: StopRetry,
-    /// Back-off when the Docker event stream breaks.
+    /// Back-off when the Docker event stream breaks (also used while restore waits for Docker).
     pub events_reconnect: Reconnect,
+    /// `DECKHAND_REMOVE_ORPHANS`: remove, at restore, containers of this cluster that no saved
+    /// task knows (otherwise they are only reported).
+    pub remove_orphans: bool,
+    /// How long a stop waits for its checkpoint before it is refused.
+    pub durable_ack_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -75,6 +93,8 @@ impl Default for EngineConfig {
                 initial: Duration::from_secs(1),
                 maximum: Duration::from_secs(30),
             },
+            remove_orphans: false,
+            durable_ack_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -90,6 +110,7 @@ impl EngineConfig {
             pull_behavior: config.image_pull_behavior,
             pull_dependent_containers_upfront: config.pull_dependent_containers_upfront,
             disable_privileged: config.privileged_disabled,
+            remove_orphans: config.remove_orphans,
             ..EngineConfig::default()
         }
     }
@@ -119,6 +140,8 @@ pub(crate) struct EngineShared {
     pub(crate) wait_group: Arc<SequentialWaitGroup>,
     pub(crate) docker_index: Arc<DockerIndex>,
     pub(crate) worker_context: WorkerContext,
+    /// Where tasks are checkpointed; `None` for an engine that keeps nothing on disk (tests).
+    pub(crate) store: Option<Arc<StateStore>>,
     /// The latest published state of every task; only each task's own thread writes its entry.
     snapshots: Mutex<BTreeMap<String, Task>>,
     /// Signalled whenever a snapshot is published or removed.
@@ -144,16 +167,35 @@ impl EngineShared {
         self.snapshot_changed.notify_all();
     }
 
-    /// Called by a task's own thread once it is cleaned up. Under the command lock, so no stop
-    /// can slip in between: any registered stop still in its inbox is finished here.
+    /// Writes a task's checkpoint (nothing to do without a store).
+    pub(crate) fn checkpoint(&self, task: &Task) -> Result<(), StateError> {
+        match &self.store {
+            Some(store) => store.save_task(task),
+            None => Ok(()),
+        }
+    }
+
+    /// Called by a task's own thread once it is cleaned up (or its loop failed). Under the
+    /// command lock, so no stop can slip in between: any registered stop still in its inbox is
+    /// finished here. A cleaned-up task's checkpoint is deleted; a failed loop's is kept so the
+    /// next start restores the task.
     pub(crate) fn forget(
         &self,
         task_id: &str,
         tracked_docker_ids: &[String],
         desired: &Receiver<DesiredCommand>,
+        cleaned_up: bool,
     ) {
         let mut commands = self.commands();
         commands.tasks.remove(task_id);
+        if cleaned_up {
+            if let Some(store) = &self.store {
+                if let Err(error) = store.delete_task(task_id) {
+                    // The next start restores it, finds its containers gone, and cleans up again.
+                    log::warn!("task {task_id}: cannot delete its checkpoint: {error}");
+                }
+            }
+        }
         while let Ok(command) = desired.try_recv() {
             if command.registered {
                 self.wait_group.done(command.sequence);
@@ -170,7 +212,9 @@ impl EngineShared {
         drop(index);
         self.snapshots().remove(task_id);
         self.snapshot_changed.notify_all();
-        log::info!("task {task_id}: cleaned up and forgotten");
+        if cleaned_up {
+            log::info!("task {task_id}: cleaned up and forgotten");
+        }
     }
 
     fn settings(&self) -> ManagedTaskSettings {
@@ -205,8 +249,35 @@ impl TaskEngine {
         runtime: Arc<dyn ContainerRuntime>,
         config: EngineConfig,
     ) -> std::io::Result<TaskEngine> {
+        let reporter = EventLog::new(config.event_capacity);
+        TaskEngine::start_with(runtime, config, None, reporter)
+    }
+
+    /// Starts the engine over a state store and restores `saved` (the tasks the store loaded):
+    /// ENGINE-SEMANTICS §11. Returns once every saved task's loop runs; waits (logging why)
+    /// while Docker does not answer.
+    pub fn start_durable(
+        runtime: Arc<dyn ContainerRuntime>,
+        config: EngineConfig,
+        store: Arc<StateStore>,
+        saved: Vec<Task>,
+    ) -> Result<TaskEngine, EngineStartError> {
+        let reporter = EventLog::durable(config.event_capacity, store.event_log())
+            .map_err(EngineStartError::State)?;
+        let engine = TaskEngine::start_with(runtime, config, Some(store), reporter)
+            .map_err(EngineStartError::Thread)?;
+        engine.restore(saved).map_err(EngineStartError::Thread)?;
+        Ok(engine)
+    }
+
+    fn start_with(
+        runtime: Arc<dyn ContainerRuntime>,
+        config: EngineConfig,
+        store: Option<Arc<StateStore>>,
+        reporter: EventLog,
+    ) -> std::io::Result<TaskEngine> {
         let shared = Arc::new(EngineShared {
-            reporter: Arc::new(EventLog::new(config.event_capacity)),
+            reporter: Arc::new(reporter),
             wait_group: Arc::new(SequentialWaitGroup::new()),
             docker_index: Arc::new(RwLock::new(HashMap::new())),
             worker_context: WorkerContext {
@@ -214,7 +285,9 @@ impl TaskEngine {
                 pull_behavior: config.pull_behavior,
                 pulled_images: Arc::new(Mutex::new(HashSet::new())),
                 stop_retry: config.stop_retry,
+                store: store.clone(),
             },
+            store,
             snapshots: Mutex::new(BTreeMap::new()),
             snapshot_changed: Condvar::new(),
             commands: Mutex::new(Commands::default()),
@@ -341,6 +414,176 @@ impl TaskEngine {
         self.shared.commands().tasks.len()
     }
 
+    /// The next command sequence number: durable before it is used when there is a store.
+    fn next_sequence(&self, commands: &Commands) -> Result<u64, EngineError> {
+        match &self.shared.store {
+            Some(store) => store
+                .next_sequence()
+                .map_err(|error| unavailable("cannot save the sequence counter", error)),
+            None => Ok(commands.last_sequence + 1),
+        }
+    }
+
+    fn spawn_task(
+        &self,
+        task: Task,
+        unfinished_stop: Option<u64>,
+        inboxes: TaskInboxes,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let id = task.id.clone();
+        let machine = ManagedTask::new(task, self.shared.settings(), unfinished_stop);
+        let shared = Arc::clone(&self.shared);
+        std::thread::Builder::new()
+            .name(format!("task-{id}"))
+            .spawn(move || run_managed_task(machine, inboxes, shared))
+    }
+
+    fn route_containers(&self, task: &Task, route: &TaskRoute) {
+        let mut index = self
+            .shared
+            .docker_index
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner());
+        for docker_id in task.containers.iter().filter_map(|c| c.docker_id.as_ref()) {
+            index.insert(docker_id.clone(), route.clone());
+        }
+    }
+
+    /// §11: reconcile every saved task with Docker and start its loop. The Docker event
+    /// subscription already exists (made in `start_with`), and each task's saved Docker ids are
+    /// routed before any container is inspected, so no change in between is lost.
+    fn restore(&self, saved: Vec<Task>) -> std::io::Result<()> {
+        let started = std::time::Instant::now();
+        let runtime = Arc::clone(&self.shared.worker_context.runtime);
+        let mut prepared: Vec<(Task, Sender<DesiredCommand>, Sender<()>, TaskInboxes)> = saved
+            .into_iter()
+            .map(|task| {
+                let (desired, shutdown, inboxes) = new_inboxes();
+                self.route_containers(&task, &inboxes.route);
+                (task, desired, shutdown, inboxes)
+            })
+            .collect();
+
+        let mut waiting: Vec<usize> = (0..prepared.len()).collect();
+        let mut backoff = self.shared.config.events_reconnect.initial;
+        loop {
+            let mut unanswered = Vec::new();
+            for index in waiting {
+                let (task, _, _, inboxes) = &mut prepared[index];
+                let outcome = reconcile_task(runtime.as_ref(), task, now_millis());
+                if outcome.adopted {
+                    self.route_containers(task, &inboxes.route);
+                    // Events about it before its id was routed were dropped: re-inspect.
+                    let _ = inboxes.route.resync.try_send(());
+                }
+                if outcome.docker_unreachable {
+                    unanswered.push(index);
+                }
+            }
+            if unanswered.is_empty() {
+                break;
+            }
+            log::warn!(
+                "restore: Docker does not answer; {} saved task(s) wait to be reconciled; \
+                 retrying in {}s",
+                unanswered.len(),
+                backoff.as_secs_f64()
+            );
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(self.shared.config.events_reconnect.maximum);
+            waiting = unanswered;
+        }
+
+        self.report_leftovers(&prepared.iter().map(|p| p.0.clone()).collect::<Vec<_>>());
+
+        let mut commands = self.shared.commands();
+        // Every saved stop that has not finished blocks later starts again (§9), before any
+        // loop runs.
+        for (task, _, _, _) in &prepared {
+            if task.stop_sequence > 0 && task.known_status < TaskStatus::Stopped {
+                self.shared.wait_group.add(task.stop_sequence, 1);
+            }
+            commands.last_sequence = commands
+                .last_sequence
+                .max(task.start_sequence)
+                .max(task.stop_sequence);
+        }
+        let count = prepared.len();
+        for (task, desired, shutdown, inboxes) in prepared {
+            let unfinished_stop = (task.stop_sequence > 0
+                && task.known_status < TaskStatus::Stopped)
+                .then_some(task.stop_sequence);
+            let stop_registered = task.stop_sequence > 0;
+            let id = task.id.clone();
+            self.shared.publish_snapshot(&task);
+            let thread = match self.spawn_task(task, unfinished_stop, inboxes) {
+                Ok(thread) => thread,
+                Err(error) => {
+                    if let Some(sequence) = unfinished_stop {
+                        self.shared.wait_group.done(sequence);
+                    }
+                    return Err(error);
+                }
+            };
+            commands.tasks.insert(
+                id,
+                TaskHandle {
+                    desired,
+                    shutdown,
+                    stop_registered,
+                    thread: Some(thread),
+                },
+            );
+        }
+        drop(commands);
+        if count > 0 {
+            log::info!(
+                "restored {count} task(s) in {} ms",
+                started.elapsed().as_millis()
+            );
+        }
+        Ok(())
+    }
+
+    /// Containers of this cluster that no saved task knows: reported, and removed only when
+    /// `DECKHAND_REMOVE_ORPHANS=true`.
+    fn report_leftovers(&self, tasks: &[Task]) {
+        let runtime = &self.shared.worker_context.runtime;
+        let filter = vec![format!("{}={}", LABEL_CLUSTER, self.shared.config.cluster)];
+        let listed = match runtime.list_containers(&filter) {
+            Ok(listed) => listed,
+            Err(error) => {
+                log::warn!("cannot list this cluster's containers to look for leftovers: {error}");
+                return;
+            }
+        };
+        for leftover in leftover_containers(&listed, tasks) {
+            if self.shared.config.remove_orphans {
+                match runtime.remove_container(&leftover.id, true) {
+                    Ok(()) => log::warn!(
+                        "removed leftover container {} ({}): it carries this cluster's labels \
+                         but belongs to no saved task (DECKHAND_REMOVE_ORPHANS=true)",
+                        leftover.name,
+                        leftover.id
+                    ),
+                    Err(error) => log::warn!(
+                        "cannot remove leftover container {} ({}): {error}",
+                        leftover.name,
+                        leftover.id
+                    ),
+                }
+            } else {
+                log::warn!(
+                    "leftover container {} ({}) carries this cluster's labels but belongs to no \
+                     saved task; leaving it alone (set DECKHAND_REMOVE_ORPHANS=true to remove such \
+                     containers at start-up)",
+                    leftover.name,
+                    leftover.id
+                );
+            }
+        }
+    }
+
     fn reject_if_invalid(&self, task: &Task) -> Result<(), EngineError> {
         if self.shared.config.disable_privileged {
             if let Some(container) = task.containers.iter().find(|c| c.definition.privileged) {
@@ -360,10 +603,49 @@ impl TaskEngine {
     }
 }
 
-fn unavailable(what: &str, error: std::io::Error) -> EngineError {
+fn unavailable(what: &str, error: impl std::fmt::Display) -> EngineError {
     EngineError::Unavailable {
         reason: format!("{what}: {error}"),
     }
+}
+
+/// Why a durable engine could not start.
+#[derive(Debug)]
+pub enum EngineStartError {
+    /// The durable event log could not be read.
+    State(StateError),
+    /// A thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl std::fmt::Display for EngineStartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineStartError::State(error) => write!(f, "cannot restore state: {error}"),
+            EngineStartError::Thread(error) => write!(f, "cannot start a thread: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineStartError {}
+
+/// A task's inboxes: the engine keeps the senders, the task's thread the receivers.
+fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
+    let (desired_sender, desired) = unbounded();
+    let (shutdown_sender, shutdown) = bounded(1);
+    let (docker_events_sender, docker_events) = bounded(DOCKER_EVENT_INBOX_CAPACITY);
+    let (resync_sender, resync) = bounded(1);
+    let inboxes = TaskInboxes {
+        shutdown,
+        desired,
+        docker_events,
+        resync,
+        route: TaskRoute {
+            docker_events: docker_events_sender,
+            resync: resync_sender,
+        },
+    };
+    (desired_sender, shutdown_sender, inboxes)
 }
 
 impl EngineHandle for TaskEngine {
@@ -377,7 +659,7 @@ impl EngineHandle for TaskEngine {
             .map(|_| random_hex(8))
             .collect::<std::io::Result<Vec<String>>>()
             .map_err(|error| unavailable("cannot make container names", error))?;
-        let sequence = commands.last_sequence + 1;
+        let sequence = self.next_sequence(&commands)?;
         let mut task = Task::new(
             id.clone(),
             &self.shared.config.cluster,
@@ -388,29 +670,20 @@ impl EngineHandle for TaskEngine {
         let mut suffixes = suffixes.into_iter();
         assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
         self.reject_if_invalid(&task)?;
+        // Durable before it is acknowledged, with its containers' fixed names.
+        self.shared
+            .checkpoint(&task)
+            .map_err(|error| unavailable("cannot save the task", error))?;
 
-        let (desired_sender, desired) = unbounded();
-        let (shutdown_sender, shutdown) = bounded(1);
-        let (docker_events_sender, docker_events) = bounded(DOCKER_EVENT_INBOX_CAPACITY);
-        let (resync_sender, resync) = bounded(1);
-        let inboxes = TaskInboxes {
-            shutdown,
-            desired,
-            docker_events,
-            resync,
-            route: TaskRoute {
-                docker_events: docker_events_sender,
-                resync: resync_sender,
-            },
-        };
-        let machine = ManagedTask::new(task.clone(), self.shared.settings(), None);
+        let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
         self.shared.publish_snapshot(&task);
-        let shared = Arc::clone(&self.shared);
-        let thread = std::thread::Builder::new()
-            .name(format!("task-{id}"))
-            .spawn(move || run_managed_task(machine, inboxes, shared))
+        let thread = self
+            .spawn_task(task.clone(), None, inboxes)
             .map_err(|error| {
                 self.shared.snapshots().remove(&id);
+                if let Some(store) = &self.shared.store {
+                    let _ = store.delete_task(&id);
+                }
                 unavailable("cannot start the task's thread", error)
             })?;
         commands.last_sequence = sequence;
@@ -436,7 +709,12 @@ impl EngineHandle for TaskEngine {
         if commands.shutting_down {
             return Err(EngineError::ShuttingDown);
         }
-        let sequence = commands.last_sequence + 1;
+        if !commands.tasks.contains_key(task_id) {
+            return Err(EngineError::NotFound {
+                task: task_id.to_string(),
+            });
+        }
+        let sequence = self.next_sequence(&commands)?;
         let handle = commands
             .tasks
             .get_mut(task_id)
@@ -449,16 +727,39 @@ impl EngineHandle for TaskEngine {
             self.shared.wait_group.add(sequence, 1);
             handle.stop_registered = true;
         }
+        let (durable_sender, durable) = bounded(1);
         let command = DesiredCommand {
             status: TaskStatus::Stopped,
             sequence,
             registered,
+            durable: self.shared.store.is_some().then_some(durable_sender),
         };
         if handle.desired.send(command).is_err() && registered {
             // The task's loop is gone (it cannot be: forget() removes the handle first).
             self.shared.wait_group.done(sequence);
         }
         commands.last_sequence = sequence;
+        // Wait for the checkpoint without the command lock: the task's thread may need it
+        // (to forget itself) before it gets to the stop.
+        drop(commands);
+        if self.shared.store.is_some() {
+            match durable.recv_timeout(self.shared.config.durable_ack_timeout) {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    return Err(unavailable("the stop could not be saved", error));
+                }
+                // The task finished and was forgotten before it read the stop: it is stopped.
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    return Err(EngineError::Unavailable {
+                        reason: format!(
+                            "the stop of task {task_id} was not saved within {}s",
+                            self.shared.config.durable_ack_timeout.as_secs()
+                        ),
+                    });
+                }
+            }
+        }
         log::info!("task {task_id}: stop accepted with sequence number {sequence}");
         Ok(())
     }

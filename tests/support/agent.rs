@@ -53,6 +53,9 @@ pub struct Agent {
     pub introspection: Option<SocketAddr>,
     pub cluster: String,
     pub docker: DockerClient,
+    /// Environment of the agent process, kept so that [`Agent::restart`] starts it the same way.
+    env: Vec<(String, String)>,
+    config: PathBuf,
     log: Arc<Mutex<Vec<String>>>,
     log_lines: Receiver<String>,
 }
@@ -88,45 +91,31 @@ impl Agent {
         } else {
             None
         };
-        let mut command = Command::new(env!("CARGO_BIN_EXE_deckhand"));
-        command
-            .arg("run")
-            .arg("--config")
-            .arg(&config)
-            .env("DECKHAND_API_SOCKET", &socket)
-            .env("DECKHAND_TASKS_DIR", &tasks_dir)
-            .env("ECS_DATADIR", directory.path.join("data"))
-            .env("ECS_CLUSTER", &cluster)
-            .env(
-                "DECKHAND_INTROSPECTION_ADDR",
+        let mut env: Vec<(String, String)> = vec![
+            (
+                "DECKHAND_API_SOCKET".into(),
+                socket.to_string_lossy().into_owned(),
+            ),
+            (
+                "DECKHAND_TASKS_DIR".into(),
+                tasks_dir.to_string_lossy().into_owned(),
+            ),
+            (
+                "ECS_DATADIR".into(),
+                directory.path.join("data").to_string_lossy().into_owned(),
+            ),
+            ("ECS_CLUSTER".into(), cluster.clone()),
+            (
+                "DECKHAND_INTROSPECTION_ADDR".into(),
                 introspection.map(|a| a.to_string()).unwrap_or_default(),
-            )
+            ),
             // The test image exists only locally: never try a registry.
-            .env("ECS_IMAGE_PULL_BEHAVIOR", "prefer-cached")
-            .env("ECS_CONTAINER_STOP_TIMEOUT", "2s")
-            .env("ECS_LOGLEVEL", "info")
-            .env_remove("RUST_LOG")
-            .env_remove("NOTIFY_SOCKET")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (key, value) in &options.extra_env {
-            command.env(key, value);
-        }
-        let mut child = command.spawn().expect("spawn deckhand run");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (sender, log_lines) = mpsc::channel();
-        {
-            let log = log.clone();
-            thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    eprintln!("[agent] {line}");
-                    log.lock().expect("log").push(line.clone());
-                    let _ = sender.send(line);
-                }
-            });
-        }
+            ("ECS_IMAGE_PULL_BEHAVIOR".into(), "prefer-cached".into()),
+            ("ECS_CONTAINER_STOP_TIMEOUT".into(), "2s".into()),
+            ("ECS_LOGLEVEL".into(), "info".into()),
+        ];
+        env.extend(options.extra_env.iter().cloned());
+        let (child, log, log_lines) = spawn_agent(&config, &env);
         let agent = Agent {
             child: Some(child),
             directory,
@@ -135,11 +124,37 @@ impl Agent {
             introspection,
             cluster,
             docker,
+            env,
+            config,
             log,
             log_lines,
         };
         agent.wait_for_log(" ready: ");
         agent
+    }
+
+    /// SIGKILLs the agent (no clean-up of any kind) and waits until it is gone.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the agent again over the same data directory, cluster, socket and port (after
+    /// [`Agent::kill9`] or an exit) and waits until it is ready. The log starts afresh.
+    pub fn restart(&mut self) {
+        self.restart_without_waiting();
+        self.wait_for_log(" ready: ");
+    }
+
+    /// Like [`Agent::restart`] without waiting for readiness.
+    pub fn restart_without_waiting(&mut self) {
+        assert!(self.child.is_none(), "the agent is still running");
+        let (child, log, log_lines) = spawn_agent(&self.config, &self.env);
+        self.child = Some(child);
+        self.log = log;
+        self.log_lines = log_lines;
     }
 
     /// Waits for a log line containing `text` (lines already logged count).
@@ -291,6 +306,39 @@ impl Agent {
     pub fn socket_path(&self) -> &Path {
         &self.socket
     }
+}
+
+type SpawnedAgent = (Child, Arc<Mutex<Vec<String>>>, Receiver<String>);
+
+fn spawn_agent(config: &Path, env: &[(String, String)]) -> SpawnedAgent {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_deckhand"));
+    command
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("spawn deckhand run");
+    let stderr = child.stderr.take().expect("stderr");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (sender, log_lines) = mpsc::channel();
+    {
+        let log = log.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[agent] {line}");
+                log.lock().expect("log").push(line.clone());
+                let _ = sender.send(line);
+            }
+        });
+    }
+    (child, log, log_lines)
 }
 
 impl Drop for Agent {

@@ -371,6 +371,14 @@ impl EventCollector {
         }
     }
 
+    /// The next event, waiting at most `within`; `None` when none came (or the stream ended).
+    pub fn next_within(&self, within: Duration) -> Option<deckhand::runtime::RuntimeEvent> {
+        match self.receiver.recv_timeout(within) {
+            Ok(Ok(event)) => Some(event),
+            _ => None,
+        }
+    }
+
     /// Every event that arrived so far, without waiting.
     pub fn drain(&self) -> Vec<deckhand::runtime::RuntimeEvent> {
         self.receiver.try_iter().filter_map(Result::ok).collect()

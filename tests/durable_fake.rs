@@ -1,0 +1,431 @@
+//! The durable engine (`TaskEngine::start_durable` over a real state directory) against the
+//! scripted fake runtime: restore after a restart (adopt by name, vanished containers, stop
+//! numbers), a Docker event stream cut while a container exits, refused commands on a failing
+//! disk, and the restore time of 1,000 saved tasks (printed, not asserted:
+//! `cargo test --release --test durable_fake -- --nocapture restore_of_a_thousand`).
+
+#[path = "support/definitions.rs"]
+mod definitions;
+#[path = "support/fake_runtime.rs"]
+mod fake_runtime;
+
+use deckhand::engine::docker_events::Reconnect;
+use deckhand::engine::workers::StopRetry;
+use deckhand::engine::{EngineConfig, EngineError, EngineHandle, TaskEngine};
+use deckhand::runtime::ContainerRuntime;
+use deckhand::state::{FaultInjector, FsStep, StateStore, DEFAULT_RETAIN_EVENTS};
+use deckhand::task::{ContainerErrorKind, ContainerStatus, Task, TaskDefinition, TaskStatus};
+use definitions::{container, task};
+use fake_runtime::{FakeRuntime, Op};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const APP_IMAGE: &str = "test/app:1";
+const DEADLINE: Duration = Duration::from_secs(30);
+/// ENOSPC on Linux.
+const NO_SPACE: i32 = 28;
+
+fn fast_config() -> EngineConfig {
+    EngineConfig {
+        cluster: "durable-cluster".to_string(),
+        cleanup_wait: Duration::from_secs(3600),
+        stop_timeout: Duration::from_secs(2),
+        steady_check_interval: Duration::from_secs(3600),
+        dependency_poll_interval: Duration::from_millis(20),
+        sent_poll_interval: Duration::from_millis(20),
+        stop_retry: StopRetry {
+            attempts: 2,
+            initial_backoff: Duration::from_millis(5),
+            maximum_backoff: Duration::from_millis(10),
+        },
+        events_reconnect: Reconnect {
+            initial: Duration::from_millis(10),
+            maximum: Duration::from_millis(50),
+        },
+        ..EngineConfig::default()
+    }
+}
+
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(name: &str) -> ScratchDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos())
+            .unwrap_or(0);
+        let path =
+            std::env::temp_dir().join(format!("dh-durable-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).expect("scratch dir");
+        ScratchDir(path)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Opens the store under `datadir` and starts a durable engine that restores what it holds.
+fn start_engine(datadir: &Path, fake: &Arc<FakeRuntime>) -> (TaskEngine, Arc<StateStore>) {
+    let (store, loaded) = StateStore::open(datadir).expect("the state store opens");
+    let store = Arc::new(store);
+    let engine = TaskEngine::start_durable(
+        fake.clone(),
+        fast_config(),
+        Arc::clone(&store),
+        loaded.tasks,
+    )
+    .expect("the engine starts");
+    (engine, store)
+}
+
+fn one_container(family: &str) -> TaskDefinition {
+    task(family, vec![container("app", APP_IMAGE)])
+}
+
+fn wait_known(engine: &TaskEngine, id: &str, status: TaskStatus) -> Task {
+    assert!(
+        engine.wait_for_task(id, DEADLINE, |task| task
+            .is_some_and(|task| task.known_status == status)),
+        "task {id} never reached {status:?}: {:?}",
+        engine.task(id)
+    );
+    engine.task(id).expect("the task is held")
+}
+
+fn saved_task(datadir: &Path, id: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(datadir.join("tasks").join(format!("{id}.json")))
+        .expect("the task's checkpoint exists");
+    serde_json::from_str(&text).expect("the checkpoint is JSON")
+}
+
+#[test]
+fn a_submitted_task_is_on_disk_when_submit_answers_and_restored_with_its_containers() {
+    let dir = ScratchDir::new("restore");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let gate = fake.hold_next(Op::Pull, "app");
+    let id = engine
+        .submit(one_container("restore"))
+        .expect("accepted")
+        .id;
+    // Durable before the answer, with its container's fixed name.
+    let saved = saved_task(&dir.0, &id);
+    assert_eq!(saved["schema"], 1);
+    assert_eq!(saved["task"]["id"], id.as_str());
+    assert!(saved["task"]["containers"][0]["docker_name"]
+        .as_str()
+        .is_some_and(|name| name.starts_with("deckhand-restore-1-app-")));
+    gate.release();
+    wait_known(&engine, &id, TaskStatus::Running);
+    // Reported (and the report saved): both RUNNING events are in the durable log.
+    assert!(engine.wait_for_task(&id, DEADLINE, |task| task
+        .is_some_and(|task| task.sent_status == TaskStatus::Running)));
+    let running = engine.task(&id).expect("held");
+    let docker_id = running.containers[0].docker_id.clone().expect("an id");
+    let events_before = engine.event_log().last_sequence();
+    engine.shutdown();
+
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let restored = wait_known(&engine, &id, TaskStatus::Running);
+    assert_eq!(
+        restored.containers[0].docker_id.as_deref(),
+        Some(&*docker_id)
+    );
+    assert_eq!(fake.count(Op::Create, "app"), 1, "no second container");
+    assert_eq!(
+        engine.event_log().last_sequence(),
+        events_before,
+        "everything was reported before: nothing is emitted again"
+    );
+    let old_events = engine.events_since(0, Duration::ZERO);
+    assert_eq!(old_events.len() as u64, events_before, "old events survive");
+    engine.stop(&id).expect("stop accepted");
+    wait_known(&engine, &id, TaskStatus::Stopped);
+    let numbers: Vec<u64> = engine
+        .events_since(0, Duration::ZERO)
+        .iter()
+        .map(|event| event.seq)
+        .collect();
+    let expected: Vec<u64> = (1..=numbers.len() as u64).collect();
+    assert_eq!(numbers, expected, "numbering continues without gaps");
+    engine.shutdown();
+}
+
+#[test]
+fn a_container_created_but_not_recorded_before_a_crash_is_adopted_by_name() {
+    let dir = ScratchDir::new("adopt");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let gate = fake.hold_next(Op::Create, "app");
+    let id = engine.submit(one_container("adopt")).expect("accepted").id;
+    fake.wait_for_calls(Op::Create, "app", 1, DEADLINE)
+        .expect("the call comes");
+    // The agent goes away while the create is in Docker's hands; Docker then creates it.
+    engine.shutdown();
+    gate.release();
+    fake.wait_for(DEADLINE, |fake| fake.container("app").is_some())
+        .expect("Docker creates it");
+    let created = fake.container("app").expect("created");
+
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let restored = wait_known(&engine, &id, TaskStatus::Running);
+    assert_eq!(
+        restored.containers[0].docker_id.as_deref(),
+        Some(created.id.as_str()),
+        "the container Docker created is adopted"
+    );
+    assert_eq!(fake.count(Op::Create, "app"), 1, "no second create");
+    assert_eq!(fake.containers().len(), 1);
+    engine.shutdown();
+}
+
+#[test]
+fn a_container_that_vanished_while_the_agent_was_down_stops_the_task_with_a_reason() {
+    let dir = ScratchDir::new("vanished");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let id = engine
+        .submit(one_container("vanished"))
+        .expect("accepted")
+        .id;
+    let running = wait_known(&engine, &id, TaskStatus::Running);
+    engine.shutdown();
+    let docker_id = running.containers[0].docker_id.clone().expect("an id");
+    fake.remove_container(&docker_id, true).expect("removed");
+
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let stopped = wait_known(&engine, &id, TaskStatus::Stopped);
+    let app = &stopped.containers[0];
+    assert_eq!(app.known_status, ContainerStatus::Stopped);
+    let error = app.applying_error.as_ref().expect("a reason is recorded");
+    assert_eq!(error.kind, ContainerErrorKind::Vanished);
+    assert!(error.message.contains(&docker_id), "{}", error.message);
+    assert_eq!(fake.count(Op::Create, "app"), 1, "not recreated");
+    engine.shutdown();
+}
+
+#[test]
+fn a_saved_stop_still_holds_back_a_later_start_after_a_restart() {
+    let dir = ScratchDir::new("order");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    fake.add_image("test/new:1");
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let old = engine.submit(one_container("old")).expect("accepted").id;
+    wait_known(&engine, &old, TaskStatus::Running);
+    // The stop is accepted and saved, but Docker has not answered it when the agent goes away.
+    let stop_gate = fake.hold_next(Op::Stop, "app");
+    engine.stop(&old).expect("stop accepted");
+    assert_eq!(
+        saved_task(&dir.0, &old)["task"]["desired_status"],
+        "STOPPED"
+    );
+    fake.wait_for_calls(Op::Stop, "app", 1, DEADLINE)
+        .expect("the call comes");
+    let new = engine
+        .submit(task("new", vec![container("new", "test/new:1")]))
+        .expect("accepted")
+        .id;
+    engine.shutdown();
+    let second_stop = fake.hold_next(Op::Stop, "app");
+
+    let (engine, _) = start_engine(&dir.0, &fake);
+    // The new task waits for the old one's stop, saved before the restart.
+    fake.wait_for_calls(Op::Stop, "app", 2, DEADLINE)
+        .expect("the call comes");
+    assert_eq!(
+        fake.count(Op::Create, "new"),
+        0,
+        "the later start waits for the earlier stop"
+    );
+    second_stop.release();
+    stop_gate.release();
+    wait_known(&engine, &old, TaskStatus::Stopped);
+    wait_known(&engine, &new, TaskStatus::Running);
+    engine.shutdown();
+}
+
+#[test]
+fn a_stream_cut_while_a_container_exits_is_reconciled_and_survives_a_restart() {
+    let dir = ScratchDir::new("cut");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let id = engine.submit(one_container("cut")).expect("accepted").id;
+    wait_known(&engine, &id, TaskStatus::Running);
+    // Docker goes away: the stream breaks, the container dies meanwhile, its event is lost.
+    fake.set_docker_down(true);
+    fake.set_drop_events(true);
+    let subscriptions = fake.count(Op::Events, "");
+    fake.break_event_streams();
+    fake.wait_for_calls(Op::Events, "", subscriptions + 1, DEADLINE)
+        .expect("the call comes");
+    fake.exit("app", 9);
+    fake.set_drop_events(false);
+    fake.set_docker_down(false);
+    let stopped = wait_known(&engine, &id, TaskStatus::Stopped);
+    assert_eq!(stopped.containers[0].exit_code, Some(9));
+    engine.shutdown();
+
+    let saved = saved_task(&dir.0, &id);
+    assert_eq!(saved["task"]["known_status"], "STOPPED");
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let restored = wait_known(&engine, &id, TaskStatus::Stopped);
+    assert_eq!(restored.containers[0].exit_code, Some(9));
+    engine.shutdown();
+}
+
+#[test]
+fn a_failing_disk_refuses_commands_and_keeps_the_files_intact() {
+    let dir = ScratchDir::new("disk");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let faults = Arc::new(FaultInjector::new());
+    let (store, loaded) =
+        StateStore::open_with_faults(&dir.0, Arc::clone(&faults), DEFAULT_RETAIN_EVENTS)
+            .expect("open");
+    let store = Arc::new(store);
+    let engine = TaskEngine::start_durable(fake.clone(), fast_config(), store, loaded.tasks)
+        .expect("the engine starts");
+    let id = engine.submit(one_container("disk")).expect("accepted").id;
+    wait_known(&engine, &id, TaskStatus::Running);
+    faults.fail_always(FsStep::Write, "tasks", NO_SPACE);
+    match engine.submit(one_container("refused")) {
+        Err(EngineError::Unavailable { reason }) => {
+            assert!(reason.contains("cannot save the task"), "{reason}")
+        }
+        other => panic!("a submit on a full disk must be refused: {other:?}"),
+    }
+    match engine.stop(&id) {
+        Err(EngineError::Unavailable { reason }) => {
+            assert!(reason.contains("No space left"), "{reason}")
+        }
+        other => panic!("a stop on a full disk must be refused: {other:?}"),
+    }
+    // What is on disk is the last good checkpoint: whole, and without the refused stop.
+    let after = saved_task(&dir.0, &id);
+    assert_eq!(after["task"]["desired_status"], "RUNNING");
+    assert_eq!(after["task"]["stop_sequence"], 0);
+    assert_eq!(
+        std::fs::read_dir(dir.0.join("tasks"))
+            .expect("list")
+            .count(),
+        1,
+        "the refused task left no file"
+    );
+
+    faults.clear();
+    engine
+        .stop(&id)
+        .expect("the stop is accepted once the disk has room");
+    assert_eq!(saved_task(&dir.0, &id)["task"]["desired_status"], "STOPPED");
+    wait_known(&engine, &id, TaskStatus::Stopped);
+    engine.shutdown();
+}
+
+#[test]
+fn restore_of_a_thousand_saved_tasks() {
+    const TASKS: usize = 1000;
+    let dir = ScratchDir::new("thousand");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let submitted = Instant::now();
+    let ids: Vec<String> = (0..TASKS)
+        .map(|index| {
+            engine
+                .submit(one_container(&format!("many{index}")))
+                .expect("accepted")
+                .id
+        })
+        .collect();
+    let submit_time = submitted.elapsed();
+    let docker_ids: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            wait_known(&engine, id, TaskStatus::Running).containers[0]
+                .docker_id
+                .clone()
+                .expect("an id")
+        })
+        .collect();
+    engine.shutdown();
+    let creates = fake.calls_of(Op::Create).len();
+    assert_eq!(creates, TASKS);
+
+    let restore_started = Instant::now();
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let restore_time = restore_started.elapsed();
+    for (id, docker_id) in ids.iter().zip(&docker_ids) {
+        let task = wait_known(&engine, id, TaskStatus::Running);
+        assert_eq!(
+            task.containers[0].docker_id.as_deref(),
+            Some(docker_id.as_str())
+        );
+    }
+    let all_running = restore_started.elapsed();
+    assert_eq!(fake.calls_of(Op::Create).len(), TASKS, "nothing recreated");
+    println!(
+        "restore of {TASKS} saved tasks on the fake runtime: store open + reconcile + loops started in {:.0} ms, all RUNNING in snapshots after {:.0} ms (submitting them, each durable: {:.0} ms)",
+        restore_time.as_secs_f64() * 1000.0,
+        all_running.as_secs_f64() * 1000.0,
+        submit_time.as_secs_f64() * 1000.0
+    );
+    engine.shutdown();
+}
+
+/// A container labelled for this cluster that no saved task knows (state deleted by hand).
+fn leftover(fake: &Arc<FakeRuntime>) -> String {
+    let spec = deckhand::runtime::CreateContainer {
+        name: "deckhand-gone-1-app-0123456789abcdef".to_string(),
+        image: APP_IMAGE.to_string(),
+        labels: [
+            ("com.amazonaws.ecs.cluster", "durable-cluster"),
+            ("com.amazonaws.ecs.container-name", "leftover"),
+        ]
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect(),
+        ..Default::default()
+    };
+    fake.create_container(&spec).expect("created")
+}
+
+#[test]
+fn a_leftover_container_is_left_alone_unless_orphans_are_to_be_removed() {
+    let dir = ScratchDir::new("leftover");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let id = leftover(&fake);
+    let (engine, _) = start_engine(&dir.0, &fake);
+    engine.shutdown();
+    assert!(
+        fake.containers().iter().any(|container| container.id == id),
+        "reported, not removed, by default"
+    );
+    assert_eq!(fake.count(Op::Remove, "leftover"), 0);
+
+    let (store, loaded) = StateStore::open(&dir.0).expect("open");
+    let engine = TaskEngine::start_durable(
+        fake.clone(),
+        EngineConfig {
+            remove_orphans: true,
+            ..fast_config()
+        },
+        Arc::new(store),
+        loaded.tasks,
+    )
+    .expect("the engine starts");
+    engine.shutdown();
+    assert!(
+        fake.containers().iter().all(|container| container.id != id),
+        "removed with DECKHAND_REMOVE_ORPHANS=true"
+    );
+}
