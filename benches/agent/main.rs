@@ -66,14 +66,14 @@ fn settings() -> Settings {
     }
 }
 
-/// `--phase scale <tasks>` / `--phase state <directory> <changes>`: a measurement in a process
+/// `--phase scale <tasks> <directory>` / `--phase state <directory> <changes>`: a measurement in a process
 /// of its own (see `scale.rs`).
 fn child_phase(args: &[String]) -> ExitCode {
     let result = match args {
-        [phase, tasks] if phase == "scale" => tasks
+        [phase, tasks, directory] if phase == "scale" => tasks
             .parse()
             .map_err(|error| format!("tasks {tasks:?}: {error}"))
-            .and_then(scale::scale_phase),
+            .and_then(|tasks| scale::scale_phase(tasks, std::path::Path::new(directory))),
         [phase, directory, changes] if phase == "state" => changes
             .parse()
             .map_err(|error| format!("changes {changes:?}: {error}"))
@@ -236,9 +236,12 @@ fn scale_phases(
     );
     figures.scale = Some(scale::run_phase_in_child(
         "scale",
-        &[&settings.scale_tasks.to_string()],
+        &[
+            &settings.scale_tasks.to_string(),
+            &scratch.path.join("scale-state").to_string_lossy(),
+        ],
     )?);
-    eprintln!("P4 checkpoint cost, P6 restore");
+    eprintln!("P4 checkpoint cost, loading a 1,000-task store");
     let state_directory = scratch.path.join("state");
     figures.state = Some(scale::run_phase_in_child(
         "state",

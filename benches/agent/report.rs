@@ -255,9 +255,16 @@ pub fn table(figures: &Figures) -> String {
             format_mib(bytes(scale, "rss_running_bytes")),
             format_mib(bytes(scale, "peak_rss_bytes")),
         ));
+        out.push_str(&format!(
+            "P6 restore: the engine started over {} saved tasks ({} × 3 containers running in the fake runtime; loading, reconciling each container, one thread per task) in {:.0} ms; {} of them RUNNING when it returned.\n\n",
+            scale["restored_tasks"],
+            scale["restored_tasks"],
+            1000.0 * number(scale, "restore_seconds"),
+            scale["restored_running"],
+        ));
     }
     if let Some(state) = &figures.state {
-        out.push_str("### P4 checkpoint cost per change, P6 restore\n\n");
+        out.push_str("### P4 checkpoint cost per change\n\n");
         out.push_str("| tasks saved | median per change | p99 per change | the file system alone (same bytes, same steps), median | task file size | changes |\n|---|---|---|---|---|---|\n");
         for cost in state["checkpoint"].as_array().into_iter().flatten() {
             out.push_str(&format!(
@@ -271,7 +278,7 @@ pub fn table(figures: &Figures) -> String {
             ));
         }
         out.push_str(&format!(
-            "\nP6: opening the state store and loading {} saved tasks: {:.1} ms (median of 5).\n\n",
+            "\nOpening the state store and loading {} saved tasks (the disk side of P6): {:.1} ms (median of 5).\n\n",
             state["restore_tasks_loaded"],
             number(state, "restore_open_median_millis"),
         ));
@@ -361,10 +368,12 @@ fn targets(figures: &Figures) -> String {
                 met(growth <= 1.5),
             ));
         }
-        let restore = number(state, "restore_open_median_millis");
+    }
+    if let Some(scale) = &figures.scale {
+        let restore = 1000.0 * number(scale, "restore_seconds");
         rows.push((
-            "P6 restore of 1,000 tasks ≤ 1 s".to_string(),
-            format!("{restore:.1} ms (store load)"),
+            format!("P6 restore of {} tasks ≤ 1 s", scale["restored_tasks"]),
+            format!("{restore:.0} ms"),
             met(restore <= 1000.0),
         ));
     }

@@ -14,11 +14,13 @@ use crate::fake_runtime::FakeRuntime;
 use crate::footprint::{memory_of, peak_rss_of};
 use crate::stats::{median, percentile};
 use deckhand::engine::{EngineConfig, EngineHandle, TaskEngine};
+use deckhand::runtime::ContainerRuntime;
 use deckhand::state::StateStore;
-use deckhand::task::{DependencyCondition, PullBehavior, Task, TaskDefinition};
+use deckhand::task::{DependencyCondition, PullBehavior, Task, TaskDefinition, TaskStatus};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const FAKE_IMAGE: &str = "bench/fake:latest";
@@ -68,22 +70,43 @@ fn wait_all(
     Ok(cursor)
 }
 
-/// The scale phase; prints nothing, returns the figures as JSON.
-pub fn scale_phase(tasks: usize) -> Result<Value, String> {
-    let fake = FakeRuntime::new();
-    fake.add_image(FAKE_IMAGE);
-    let engine = TaskEngine::start(
-        fake,
-        EngineConfig {
-            cluster: "bench-scale".to_string(),
-            pull_behavior: PullBehavior::PreferCached,
-            cleanup_wait: Duration::from_secs(3600),
-            // Room for every RUNNING and STOPPED event of the run, so none is dropped.
-            event_capacity: tasks * 10,
-            ..EngineConfig::default()
-        },
+fn engine_config(tasks: usize) -> EngineConfig {
+    EngineConfig {
+        cluster: "bench-scale".to_string(),
+        pull_behavior: PullBehavior::PreferCached,
+        cleanup_wait: Duration::from_secs(3600),
+        // Room for every RUNNING and STOPPED event of the run, so none is dropped.
+        event_capacity: tasks * 10,
+        ..EngineConfig::default()
+    }
+}
+
+fn open_durable_engine(
+    fake: &Arc<FakeRuntime>,
+    directory: &Path,
+    tasks: usize,
+) -> Result<(TaskEngine, usize), String> {
+    let (store, loaded) = StateStore::open(directory)
+        .map_err(|error| format!("cannot open the state store: {error}"))?;
+    let restored = loaded.tasks.len();
+    let engine = TaskEngine::start_durable(
+        Arc::clone(fake) as Arc<dyn ContainerRuntime>,
+        engine_config(tasks),
+        Arc::new(store),
+        loaded.tasks,
     )
     .map_err(|error| format!("the engine did not start: {error}"))?;
+    Ok((engine, restored))
+}
+
+/// The scale phase (P4, and P6 in between): the engine checkpoints under `directory` as
+/// `deckhand run` does. Submit → all RUNNING; shut the engine down (containers keep running)
+/// and start a new one over the same directory and runtime — that start-up, which loads and
+/// reconciles every saved task, is P6; then stop → all STOPPED. Prints nothing, returns JSON.
+pub fn scale_phase(tasks: usize, directory: &Path) -> Result<Value, String> {
+    let fake = FakeRuntime::new();
+    fake.add_image(FAKE_IMAGE);
+    let (engine, _) = open_durable_engine(&fake, directory, tasks)?;
     let pid = std::process::id();
     let before = memory_of(pid)?;
     let started = Instant::now();
@@ -95,10 +118,27 @@ pub fn scale_phase(tasks: usize) -> Result<Value, String> {
         ids.insert(accepted.id);
     }
     let submitted = started.elapsed();
-    let cursor = wait_all(&engine, &ids, "RUNNING", 0)?;
+    wait_all(&engine, &ids, "RUNNING", 0)?;
     let running = started.elapsed();
     let at_peak = memory_of(pid)?;
+    let peak_rss = peak_rss_of(pid)?;
+    engine.shutdown();
+    drop(engine);
+
+    let restarting = Instant::now();
+    let (engine, restored) = open_durable_engine(&fake, directory, tasks)?;
+    let restore = restarting.elapsed();
+    let all_running = engine
+        .tasks()
+        .iter()
+        .filter(|task| ids.contains(&task.id) && task.known_status == TaskStatus::Running)
+        .count();
+
     let stopping = Instant::now();
+    let cursor = engine
+        .events_since(0, Duration::ZERO)
+        .last()
+        .map_or(0, |event| event.seq);
     for id in &ids {
         engine
             .stop(id)
@@ -106,8 +146,6 @@ pub fn scale_phase(tasks: usize) -> Result<Value, String> {
     }
     wait_all(&engine, &ids, "STOPPED", cursor)?;
     let stopped = stopping.elapsed();
-    let total = started.elapsed();
-    let peak_rss = peak_rss_of(pid)?;
     engine.shutdown();
     Ok(json!({
         "tasks": tasks,
@@ -115,11 +153,14 @@ pub fn scale_phase(tasks: usize) -> Result<Value, String> {
         "submit_seconds": submitted.as_secs_f64(),
         "to_running_seconds": running.as_secs_f64(),
         "stop_seconds": stopped.as_secs_f64(),
-        "total_seconds": total.as_secs_f64(),
+        "total_seconds": (running + stopped).as_secs_f64(),
         "rss_before_bytes": before.rss_bytes,
         "rss_running_bytes": at_peak.rss_bytes,
         "threads_running": at_peak.threads,
         "peak_rss_bytes": peak_rss,
+        "restore_seconds": restore.as_secs_f64(),
+        "restored_tasks": restored,
+        "restored_running": all_running,
     }))
 }
 
@@ -157,15 +198,22 @@ fn checkpoint_cost(directory: &Path, tasks: usize, changes: usize) -> Result<Val
             .map_err(|error| format!("save: {error}"))?;
         samples.push(started.elapsed());
     }
-    // The file system alone, in the same directory: the same bytes written the same way (temp
-    // file, fsync, rename, fsync of the directory) with no serialisation and no locking.
+    // The file system alone, on the same disk: a directory holding as many files of the
+    // same size, each change written the same way (temp file, fsync, rename, fsync of the
+    // directory) with no serialisation and no locking.
     let bytes = serde_json::to_vec(&saved[0]).map_err(|error| error.to_string())?;
+    let bare_directory = directory.join("bare");
+    std::fs::create_dir_all(&bare_directory)
+        .map_err(|error| format!("cannot create {}: {error}", bare_directory.display()))?;
+    for index in 0..tasks {
+        std::fs::write(bare_directory.join(format!("{index}.json")), &bytes)
+            .map_err(|error| format!("cannot write into {}: {error}", bare_directory.display()))?;
+    }
     let mut bare = Vec::with_capacity(changes);
-    let tasks_directory = directory.join("tasks");
     for change in 0..changes {
-        let path = tasks_directory.join(format!("{:032x}.json", (change * 7919) % tasks));
+        let path = bare_directory.join(format!("{}.json", (change * 7919) % tasks));
         let started = Instant::now();
-        bare_atomic_write(&tasks_directory, &path, &bytes)
+        bare_atomic_write(&bare_directory, &path, &bytes)
             .map_err(|error| format!("bare write of {}: {error}", path.display()))?;
         bare.push(started.elapsed());
     }
@@ -198,7 +246,7 @@ pub fn state_phase(scratch: &Path, changes: usize) -> Result<Value, String> {
         let directory = scratch.join(format!("state-{tasks}"));
         costs.push(checkpoint_cost(&directory, tasks, changes)?);
     }
-    // Restore: open the 1,000-task store afresh, as `deckhand run` does at start-up.
+    // The disk side of a restart: open the 1,000-task store afresh, as `deckhand run` does.
     let directory = scratch.join("state-1000");
     let mut opens = Vec::new();
     let mut loaded = 0;
