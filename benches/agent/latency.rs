@@ -31,6 +31,8 @@ const TASK_DEADLINE: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone, Default)]
 pub struct StartSamples {
     pub deckhand: Vec<Duration>,
+    /// deckhand with its state directory on tmpfs (no fsync cost).
+    pub deckhand_on_tmpfs: Vec<Duration>,
     pub direct_concurrent: Vec<Duration>,
     pub direct_sequential: Vec<Duration>,
     pub compose: Vec<Duration>,
@@ -52,6 +54,9 @@ impl StartSamples {
 pub struct StartLatencyBench<'a> {
     pub client: &'a DockerClient,
     pub agent: &'a mut AgentProcess,
+    /// The same agent with its state directory on tmpfs, where fsync costs nothing: the
+    /// difference is what durability costs on this disk.
+    pub agent_on_tmpfs: &'a mut AgentProcess,
     pub image: &'a str,
     pub run_id: &'a str,
     pub scratch: &'a Path,
@@ -63,7 +68,17 @@ impl StartLatencyBench<'_> {
         remove_labelled(self.client, &format!("{BENCH_LABEL}={}", self.run_id)).map(|_| ())
     }
 
-    fn deckhand_once(&mut self, shape: Shape, sample: usize) -> Result<Duration, String> {
+    fn deckhand_once(
+        &mut self,
+        shape: Shape,
+        sample: usize,
+        on_tmpfs: bool,
+    ) -> Result<Duration, String> {
+        let agent: &mut AgentProcess = if on_tmpfs {
+            self.agent_on_tmpfs
+        } else {
+            self.agent
+        };
         let definition = task_definition_json(
             &format!("bench-{}-{sample}", shape.containers),
             self.image,
@@ -71,15 +86,12 @@ impl StartLatencyBench<'_> {
             self.run_id,
         );
         let started = Instant::now();
-        let (task_id, _) = self.agent.submit(&definition)?;
-        let running = self
-            .agent
-            .wait_task_status(&task_id, "RUNNING", TASK_DEADLINE)?;
+        let (task_id, _) = agent.submit(&definition)?;
+        let running = agent.wait_task_status(&task_id, "RUNNING", TASK_DEADLINE)?;
         let took = running.instant - started;
-        self.agent.stop(&task_id)?;
-        self.agent
-            .wait_task_status(&task_id, "STOPPED", TASK_DEADLINE)?;
-        self.agent.forget(&task_id);
+        agent.stop(&task_id)?;
+        agent.wait_task_status(&task_id, "STOPPED", TASK_DEADLINE)?;
+        agent.forget(&task_id);
         self.clean()?;
         Ok(took)
     }
@@ -196,12 +208,19 @@ impl StartLatencyBench<'_> {
     pub fn measure(&mut self, shape: Shape, rounds: usize) -> Result<StartSamples, String> {
         let mut samples = StartSamples::default();
         for round in 0..=rounds {
-            let mut order: Vec<u8> = vec![0, 1, 2, 3];
-            order.rotate_left(round % 4);
+            let mut order: Vec<u8> = vec![0, 1, 2, 3, 4];
+            order.rotate_left(round % 5);
             for method in order {
-                let sample = round * 4 + method as usize;
+                let sample = round * 5 + method as usize;
                 let (target, took) = match method {
-                    0 => (&mut samples.deckhand, self.deckhand_once(shape, sample)?),
+                    0 => (
+                        &mut samples.deckhand,
+                        self.deckhand_once(shape, sample, false)?,
+                    ),
+                    4 => (
+                        &mut samples.deckhand_on_tmpfs,
+                        self.deckhand_once(shape, sample, true)?,
+                    ),
                     1 => (
                         &mut samples.direct_concurrent,
                         self.direct_once(shape, sample, true)?,

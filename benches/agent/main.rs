@@ -141,6 +141,15 @@ fn latency_phases(
         &format!("deckhand-bench-{run_id}"),
         &[],
     )?;
+    // Removed when dropped, like the other scratch directories.
+    let tmpfs_directory = TempDir {
+        path: std::path::Path::new("/dev/shm").join(format!("deckhand-bench-{run_id}")),
+    };
+    let mut agent_on_tmpfs = AgentProcess::start(
+        &tmpfs_directory.path,
+        &format!("deckhand-bench-tmpfs-{run_id}"),
+        &[],
+    )?;
     let shapes = [
         Shape {
             containers: 1,
@@ -164,6 +173,7 @@ fn latency_phases(
         let samples = StartLatencyBench {
             client,
             agent: &mut agent,
+            agent_on_tmpfs: &mut agent_on_tmpfs,
             image,
             run_id,
             scratch: &scratch.path,
@@ -183,6 +193,7 @@ fn latency_phases(
         )?);
     }
     agent.terminate(Duration::from_secs(10))?;
+    agent_on_tmpfs.terminate(Duration::from_secs(10))?;
     Ok(())
 }
 

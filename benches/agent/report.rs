@@ -139,14 +139,15 @@ const MIB: u64 = 1024 * 1024;
 pub fn table(figures: &Figures) -> String {
     let mut out = String::new();
     out.push_str("### P1 start latency (submit → task RUNNING), medians\n\n");
-    out.push_str("| task | deckhand | direct, concurrent | direct, sequential | docker-compose up -d | deckhand / limit | deckhand / compose | runs |\n");
-    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| task | deckhand | deckhand, state on tmpfs ² | direct, concurrent | direct, sequential | docker-compose up -d | deckhand / limit | deckhand / compose | runs |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
     for (shape, samples) in &figures.start {
         let deckhand = median(&samples.deckhand);
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             shape.label(),
             format_millis(deckhand),
+            format_millis(median(&samples.deckhand_on_tmpfs)),
             format_millis(median(&samples.direct_concurrent)),
             format_millis(median(&samples.direct_sequential)),
             format_millis(median(&samples.compose)),
@@ -155,7 +156,7 @@ pub fn table(figures: &Figures) -> String {
             samples.deckhand.len(),
         ));
     }
-    out.push_str("\nThe limit is the faster of the two direct orders (a chain: created concurrently, started in order).\n\n");
+    out.push_str("\nThe limit is the faster of the two direct orders (a chain: created concurrently, started in order). ² The same agent with `ECS_DATADIR` on tmpfs, where fsync costs nothing: the difference from the first column is what writing every change durably costs on this disk.\n\n");
     if let Some(reaction) = &figures.reaction {
         let (p50, p99) = p50_p99(&reaction.to_arrival);
         let (recorded_p50, recorded_p99) = p50_p99(&reaction.to_recorded);
