@@ -291,6 +291,10 @@ fn main() -> ExitCode {
     let outcome = measure(&client, &settings, &run_id, &scratch, &mut figures);
     let cleanup = remove_labelled(&client, BENCH_LABEL);
     figures.elapsed = started.elapsed();
+    figures.machine.push((
+        "load average at the end".to_string(),
+        report::load_average(),
+    ));
     if let Err(error) = outcome {
         eprintln!("bench: a measurement failed: {error}");
         return ExitCode::FAILURE;

@@ -72,6 +72,16 @@ fn proc_line(file: &str, key: &str) -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
+/// The 1, 5 and 15 minute load averages: other work on the machine moves every figure.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl Figures {
     pub fn collect_machine(client: &DockerClient, compose_version: Option<String>) -> Figures {
         let docker = client
@@ -98,15 +108,7 @@ impl Figures {
                     .unwrap_or_else(|| "not installed: compose column empty".to_string()),
             ),
             ("rustc".to_string(), command_output("rustc", &["--version"])),
-            (
-                "load average at start".to_string(),
-                std::fs::read_to_string("/proc/loadavg")
-                    .unwrap_or_default()
-                    .split_whitespace()
-                    .take(3)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
+            ("load average at start".to_string(), load_average()),
         ];
         Figures {
             date: command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
