@@ -125,6 +125,9 @@ pub enum Input {
     TimerFired(TimerKind),
     /// The reporter recorded an event.
     Reported(Reported),
+    /// The reporter could not record an event (the durable log failed): it is emitted again at
+    /// the next re-check (steady state, or cleanup's wait for the STOPPED report).
+    ReportFailed(Reported),
     /// Cleanup removed the containers.
     Removed,
 }
@@ -404,6 +407,13 @@ impl ManagedTask {
         &self.task
     }
 
+    /// The task given to [`ManagedTask::new`] differs from its checkpoint (restore reconciled
+    /// it with Docker): the first pass writes it.
+    pub fn unsaved_changes(mut self) -> Self {
+        self.dirty = true;
+        self
+    }
+
     pub fn phase(&self) -> Phase {
         self.phase
     }
@@ -412,6 +422,9 @@ impl ManagedTask {
     /// or begin progressing.
     pub fn start(&mut self, now: Millis) -> Vec<Effect> {
         let mut effects = Vec::new();
+        // Checkpoint only what changed: restoring 1,000 unchanged tasks must not write 1,000
+        // files (the caller marks changes made before the loop with `unsaved_changes`).
+        let before = self.task.clone();
         let desired = self.task.desired_status.container_status();
         for container in &mut self.task.containers {
             if container.desired_status < desired {
@@ -431,7 +444,7 @@ impl ManagedTask {
             self.emit_container_event_if_due(index, now, &mut effects);
         }
         self.emit_task_event_if_due(now, &mut effects);
-        self.dirty = true;
+        self.dirty = self.dirty || self.task != before;
         if self.task.known_status == TaskStatus::Stopped {
             self.enter_stopped(now, &mut effects);
         } else if self.task.start_sequence > 0 && self.task.desired_status != TaskStatus::Stopped {
@@ -676,6 +689,7 @@ impl ManagedTask {
             }
             Input::TimerFired(TimerKind::SteadyCheck) => {
                 self.steady_timer_armed = false;
+                self.emit_unreported(now, effects);
                 if self.task.known_status < TaskStatus::Stopped {
                     self.inspect_all(effects);
                 }
@@ -695,6 +709,14 @@ impl ManagedTask {
                         self.dirty = true;
                     }
                 }
+            }
+            Input::ReportFailed(Reported::Container { name, .. }) => {
+                if let Some(index) = self.task.container_index(&name) {
+                    self.emitted_container[index] = self.task.containers[index].sent_status;
+                }
+            }
+            Input::ReportFailed(Reported::Task { .. }) => {
+                self.emitted_task = self.task.sent_status;
             }
             Input::Reported(Reported::Task { status }) => {
                 if self.task.sent_status < status {
@@ -1042,6 +1064,14 @@ impl ManagedTask {
         });
     }
 
+    /// Emits again what the reporter failed to record (a no-op for events still on their way).
+    fn emit_unreported(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        for index in 0..self.task.containers.len() {
+            self.emit_container_event_if_due(index, now, effects);
+        }
+        self.emit_task_event_if_due(now, effects);
+    }
+
     fn emit_task_event_if_due(&mut self, now: Millis, effects: &mut Vec<Effect>) {
         let known = self.task.known_status;
         if !matches!(known, TaskStatus::Running | TaskStatus::Stopped)
@@ -1115,6 +1145,7 @@ impl ManagedTask {
             return;
         }
         if self.task.sent_status < TaskStatus::Stopped {
+            self.emit_unreported(now, effects);
             let poll =
                 u64::try_from(self.settings.sent_poll_interval.as_millis()).unwrap_or(u64::MAX);
             effects.push(Effect::ArmTimer {
@@ -1503,8 +1534,9 @@ fn perform(
                         queue.extend(machine.handle(Input::Reported(reported), now_millis()));
                     }
                     Err(error) => {
-                        // Not reported: `sent` stays below, so the event is emitted again
-                        // after the next restart, and cleanup waits for it.
+                        // Not reported: `sent` stays below, cleanup waits for it, and the
+                        // task emits it again at its next re-check (or after a restart).
+                        queue.extend(machine.handle(Input::ReportFailed(reported), now_millis()));
                         if !state.report_failing {
                             log::error!(
                                 "task {}: cannot record a state-change event: {error}",
@@ -1767,6 +1799,51 @@ mod tests {
             .expect("RUNNING is emitted");
         let last_checkpoint_before = effects[..first_emit].contains(&Effect::Checkpoint);
         assert!(last_checkpoint_before, "{effects:?}");
+    }
+
+    #[test]
+    fn an_event_the_reporter_failed_to_record_is_emitted_again_while_cleanup_waits() {
+        let mut task = one_container_task();
+        task.desired_status = TaskStatus::Stopped;
+        task.known_status = TaskStatus::Stopped;
+        task.known_status_time = Some(10_000);
+        let container = &mut task.containers[0];
+        container.desired_status = ContainerStatus::Stopped;
+        container.known_status = ContainerStatus::Stopped;
+        container.sent_status = ContainerStatus::Stopped;
+        container.docker_id = Some("id-1".into());
+        let mut machine = ManagedTask::new(task, settings(Duration::from_secs(60)), None);
+        let task_stopped_emits = |effects: &[Effect]| {
+            effects
+                .iter()
+                .filter(|effect| {
+                    matches!(effect, Effect::Emit { reported: Reported::Task { status }, .. }
+                        if *status == TaskStatus::Stopped)
+                })
+                .count()
+        };
+        let effects = machine.start(20_000);
+        assert_eq!(task_stopped_emits(&effects), 1, "{effects:?}");
+        // While the event is on its way, a re-check emits nothing twice.
+        let effects = machine.handle(Input::TimerFired(TimerKind::Cleanup), 80_000);
+        assert_eq!(task_stopped_emits(&effects), 0, "{effects:?}");
+        assert!(!removes(&effects), "not reported yet: no removal");
+        // The durable log refused it: the next re-check emits it again.
+        machine.handle(
+            Input::ReportFailed(Reported::Task {
+                status: TaskStatus::Stopped,
+            }),
+            80_001,
+        );
+        let effects = machine.handle(Input::TimerFired(TimerKind::Cleanup), 110_000);
+        assert_eq!(task_stopped_emits(&effects), 1, "{effects:?}");
+        let effects = machine.handle(
+            Input::Reported(Reported::Task {
+                status: TaskStatus::Stopped,
+            }),
+            110_001,
+        );
+        assert!(removes(&effects), "reported: removal starts");
     }
 
     #[test]

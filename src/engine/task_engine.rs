@@ -424,14 +424,19 @@ impl TaskEngine {
         }
     }
 
+    /// `unsaved`: the task differs from its checkpoint (its first pass writes it).
     fn spawn_task(
         &self,
         task: Task,
         unfinished_stop: Option<u64>,
+        unsaved: bool,
         inboxes: TaskInboxes,
     ) -> std::io::Result<JoinHandle<()>> {
         let id = task.id.clone();
-        let machine = ManagedTask::new(task, self.shared.settings(), unfinished_stop);
+        let mut machine = ManagedTask::new(task, self.shared.settings(), unfinished_stop);
+        if unsaved {
+            machine = machine.unsaved_changes();
+        }
         let shared = Arc::clone(&self.shared);
         std::thread::Builder::new()
             .name(format!("task-{id}"))
@@ -455,12 +460,18 @@ impl TaskEngine {
     fn restore(&self, saved: Vec<Task>) -> std::io::Result<()> {
         let started = std::time::Instant::now();
         let runtime = Arc::clone(&self.shared.worker_context.runtime);
-        let mut prepared: Vec<(Task, Sender<DesiredCommand>, Sender<()>, TaskInboxes)> = saved
+        let mut prepared: Vec<Prepared> = saved
             .into_iter()
             .map(|task| {
                 let (desired, shutdown, inboxes) = new_inboxes();
                 self.route_containers(&task, &inboxes.route);
-                (task, desired, shutdown, inboxes)
+                Prepared {
+                    task,
+                    changed: false,
+                    desired,
+                    shutdown,
+                    inboxes,
+                }
             })
             .collect();
 
@@ -469,8 +480,14 @@ impl TaskEngine {
         loop {
             let mut unanswered = Vec::new();
             for index in waiting {
-                let (task, _, _, inboxes) = &mut prepared[index];
+                let Prepared {
+                    task,
+                    changed,
+                    inboxes,
+                    ..
+                } = &mut prepared[index];
                 let outcome = reconcile_task(runtime.as_ref(), task, now_millis());
+                *changed |= outcome.changed;
                 if outcome.adopted {
                     self.route_containers(task, &inboxes.route);
                     // Events about it before its id was routed were dropped: re-inspect.
@@ -494,12 +511,17 @@ impl TaskEngine {
             waiting = unanswered;
         }
 
-        self.report_leftovers(&prepared.iter().map(|p| p.0.clone()).collect::<Vec<_>>());
+        self.report_leftovers(
+            &prepared
+                .iter()
+                .map(|prepared| prepared.task.clone())
+                .collect::<Vec<_>>(),
+        );
 
         let mut commands = self.shared.commands();
         // Every saved stop that has not finished blocks later starts again (§9), before any
         // loop runs.
-        for (task, _, _, _) in &prepared {
+        for Prepared { task, .. } in &prepared {
             if task.stop_sequence > 0 && task.known_status < TaskStatus::Stopped {
                 self.shared.wait_group.add(task.stop_sequence, 1);
             }
@@ -509,14 +531,21 @@ impl TaskEngine {
                 .max(task.stop_sequence);
         }
         let count = prepared.len();
-        for (task, desired, shutdown, inboxes) in prepared {
+        for Prepared {
+            task,
+            changed,
+            desired,
+            shutdown,
+            inboxes,
+        } in prepared
+        {
             let unfinished_stop = (task.stop_sequence > 0
                 && task.known_status < TaskStatus::Stopped)
                 .then_some(task.stop_sequence);
             let stop_registered = task.stop_sequence > 0;
             let id = task.id.clone();
             self.shared.publish_snapshot(&task);
-            let thread = match self.spawn_task(task, unfinished_stop, inboxes) {
+            let thread = match self.spawn_task(task, unfinished_stop, changed, inboxes) {
                 Ok(thread) => thread,
                 Err(error) => {
                     if let Some(sequence) = unfinished_stop {
@@ -609,6 +638,16 @@ fn unavailable(what: &str, error: impl std::fmt::Display) -> EngineError {
     }
 }
 
+/// A saved task on its way back: reconciled (`changed`: it differs from its file) and routed,
+/// its loop not started yet.
+struct Prepared {
+    task: Task,
+    changed: bool,
+    desired: Sender<DesiredCommand>,
+    shutdown: Sender<()>,
+    inboxes: TaskInboxes,
+}
+
 /// Why a durable engine could not start.
 #[derive(Debug)]
 pub enum EngineStartError {
@@ -678,7 +717,7 @@ impl EngineHandle for TaskEngine {
         let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
         self.shared.publish_snapshot(&task);
         let thread = self
-            .spawn_task(task.clone(), None, inboxes)
+            .spawn_task(task.clone(), None, false, inboxes)
             .map_err(|error| {
                 self.shared.snapshots().remove(&id);
                 if let Some(store) = &self.shared.store {
