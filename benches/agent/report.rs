@@ -1,0 +1,434 @@
+//! What one bench run found, and its two renderings: the table printed at the end and
+//! `docs/PERFORMANCE.md` (machine, versions, commands, figures, targets, date). The analysis
+//! that explains the figures is hand-written in `bench/NOTES.md` and copied in below them, so
+//! regenerating the figures never loses it.
+
+use crate::footprint::FootprintFigures;
+use crate::latency::{p50_p99, ReactionSamples, StartSamples};
+use crate::stats::{format_mib, format_millis, format_ratio, median, millis};
+use crate::workload::Shape;
+use deckhand::docker::DockerClient;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub struct Settings {
+    /// `BENCH_ONLY`: the groups to measure (`None`: all).
+    pub only: Option<Vec<String>>,
+    pub quick: bool,
+    pub start_rounds: usize,
+    pub reaction_runs: usize,
+    pub idle_window: Duration,
+    pub scale_tasks: usize,
+    pub checkpoint_changes: usize,
+}
+
+impl Settings {
+    pub fn wants(&self, group: &str) -> bool {
+        self.only
+            .as_ref()
+            .map_or(true, |groups| groups.iter().any(|wanted| wanted == group))
+    }
+}
+
+#[derive(Default)]
+pub struct Figures {
+    pub date: String,
+    pub machine: Vec<(String, String)>,
+    pub compose_version: Option<String>,
+    pub start: Vec<(Shape, StartSamples)>,
+    pub reaction: Option<ReactionSamples>,
+    pub footprint: Option<FootprintFigures>,
+    /// The same, with `ALLOCATOR_TUNABLES` in the agent's environment.
+    pub footprint_tunables: Option<FootprintFigures>,
+    pub scale: Option<Value>,
+    pub state: Option<Value>,
+    pub elapsed: Duration,
+}
+
+fn command_output(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn proc_line(file: &str, key: &str) -> String {
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(key))
+                .map(|rest| {
+                    rest.trim_start_matches([' ', '\t', ':', '='])
+                        .trim()
+                        .trim_matches('"')
+                        .to_string()
+                })
+        })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The 1, 5 and 15 minute load averages: other work on the machine moves every figure.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Figures {
+    pub fn collect_machine(client: &DockerClient, compose_version: Option<String>) -> Figures {
+        let docker = client
+            .version()
+            .map(|version| format!("{} (API {})", version.version, version.api_version))
+            .unwrap_or_else(|error| format!("unknown ({error})"));
+        let cores = std::thread::available_parallelism().map_or(0, usize::from);
+        let machine = vec![
+            (
+                "CPU".to_string(),
+                format!("{} × {}", cores, proc_line("/proc/cpuinfo", "model name")),
+            ),
+            ("memory".to_string(), proc_line("/proc/meminfo", "MemTotal")),
+            (
+                "OS".to_string(),
+                proc_line("/etc/os-release", "PRETTY_NAME"),
+            ),
+            ("kernel".to_string(), command_output("uname", &["-r"])),
+            ("Docker Engine".to_string(), docker),
+            (
+                "docker-compose".to_string(),
+                compose_version
+                    .clone()
+                    .unwrap_or_else(|| "not installed: compose column empty".to_string()),
+            ),
+            ("rustc".to_string(), command_output("rustc", &["--version"])),
+            ("load average at start".to_string(), load_average()),
+        ];
+        Figures {
+            date: command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+            machine,
+            compose_version,
+            ..Figures::default()
+        }
+    }
+}
+
+fn met(condition: bool) -> &'static str {
+    if condition {
+        "met"
+    } else {
+        "**missed**"
+    }
+}
+
+fn number(value: &Value, key: &str) -> f64 {
+    value[key].as_f64().unwrap_or(f64::NAN)
+}
+
+fn bytes(value: &Value, key: &str) -> u64 {
+    value[key].as_u64().unwrap_or(0)
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// The figures as Markdown tables (also what the bench prints).
+pub fn table(figures: &Figures) -> String {
+    let mut out = String::new();
+    out.push_str("### P1 start latency (submit → task RUNNING), medians\n\n");
+    out.push_str("| task | deckhand | deckhand, state on tmpfs ² | direct, concurrent | direct, sequential | docker-compose up -d | deckhand / limit | deckhand / compose | runs |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for (shape, samples) in &figures.start {
+        let deckhand = median(&samples.deckhand);
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            shape.label(),
+            format_millis(deckhand),
+            format_millis(median(&samples.deckhand_on_tmpfs)),
+            format_millis(median(&samples.direct_concurrent)),
+            format_millis(median(&samples.direct_sequential)),
+            format_millis(median(&samples.compose)),
+            format_ratio(deckhand, samples.limit()),
+            format_ratio(deckhand, median(&samples.compose)),
+            samples.deckhand.len(),
+        ));
+    }
+    out.push_str("\nThe limit is the faster of the two direct orders (a chain: created concurrently, started in order). ² The same agent with `ECS_DATADIR` on tmpfs, where fsync costs nothing: the difference from the first column is what writing every change durably costs on this disk.\n\n");
+    if let Some(reaction) = &figures.reaction {
+        let (p50, p99) = p50_p99(&reaction.to_arrival);
+        let (recorded_p50, recorded_p99) = p50_p99(&reaction.to_recorded);
+        out.push_str("### P2 reaction time (Docker `die` → task STOPPED event)\n\n");
+        out.push_str("| measured to | p50 | p99 | max | runs |\n|---|---|---|---|---|\n");
+        out.push_str(&format!(
+            "| the event arriving at an API client (long poll) | {} | {} | {} | {} |\n",
+            format_millis(p50),
+            format_millis(p99),
+            format_millis(reaction.to_arrival.iter().max().copied()),
+            reaction.to_arrival.len()
+        ));
+        out.push_str(&format!(
+            "| the event's own time (agent clock, whole milliseconds) | {} | {} | {} | {} |\n",
+            format_millis(recorded_p50),
+            format_millis(recorded_p99),
+            format_millis(reaction.to_recorded.iter().max().copied()),
+            reaction.to_recorded.len()
+        ));
+        let (own_p50, own_p99) = p50_p99(&reaction.deckhand_part);
+        out.push_str(&format!(
+            "| (deckhand's part: the bench's own `die` arrival → the STOPPED event's arrival) | {} | {} | {} | {} |\n",
+            format_millis(own_p50),
+            format_millis(own_p99),
+            format_millis(reaction.deckhand_part.iter().max().copied()),
+            reaction.deckhand_part.len()
+        ));
+        let (delivery_p50, delivery_p99) = p50_p99(&reaction.die_delivery);
+        out.push_str(&format!(
+            "| (Docker's part: the `die` event arriving at the bench's own event subscription) | {} | {} | {} | {} |\n\n",
+            format_millis(delivery_p50),
+            format_millis(delivery_p99),
+            format_millis(reaction.die_delivery.iter().max().copied()),
+            reaction.die_delivery.len()
+        ));
+    }
+    if let Some(footprint) = &figures.footprint {
+        out.push_str("### P3 footprint of `deckhand run`, P5 idle CPU\n\n");
+        out.push_str("| running tasks | RSS | PSS | threads | RSS: code and other files | RSS: anonymous | of which thread stacks |\n|---|---|---|---|---|---|---|\n");
+        let mut rows = vec![
+            ("0".to_string(), footprint.idle),
+            ("10".to_string(), footprint.with_10),
+            ("100".to_string(), footprint.with_100),
+        ];
+        if let Some(tuned) = &figures.footprint_tunables {
+            rows.push(("0, allocator caches off ¹".to_string(), tuned.idle));
+            rows.push(("100, allocator caches off ¹".to_string(), tuned.with_100));
+        }
+        for (tasks, memory) in rows {
+            out.push_str(&format!(
+                "| {tasks} | {} | {} | {} | {} | {} | {} ({} stacks, {:.0} KiB each) |\n",
+                format_mib(memory.rss_bytes),
+                format_mib(memory.pss_bytes),
+                memory.threads,
+                format_mib(memory.rss_file_bytes),
+                format_mib(memory.rss_anon_bytes),
+                format_mib(memory.stack_rss_bytes),
+                memory.stacks,
+                memory.stack_rss_bytes as f64 / 1024.0 / (memory.stacks.max(1) as f64),
+            ));
+        }
+        if figures.footprint_tunables.is_some() {
+            out.push_str(&format!(
+                "\n¹ `GLIBC_TUNABLES={}` in the agent's environment: one malloc arena, no per-thread cache.\n",
+                crate::ALLOCATOR_TUNABLES
+            ));
+        }
+        out.push_str(&format!(
+            "\nPeak RSS {}; stripped release binary {} ({} bytes); 90 tasks submitted at once reached RUNNING in {:.1} s; SIGTERM → exit with 100 stopped tasks {:.0} ms.\n\n",
+            format_mib(footprint.peak_rss_bytes),
+            format_mib(footprint.binary_bytes),
+            footprint.binary_bytes,
+            footprint.submit_100.as_secs_f64(),
+            millis(footprint.shutdown),
+        ));
+        out.push_str(&format!(
+            "P5: {:.2} CPU seconds used over {} s idle with 100 running tasks ({:.3} % of one core).\n\n",
+            footprint.idle_cpu.as_secs_f64(),
+            footprint.idle_window.as_secs(),
+            100.0 * footprint.idle_cpu.as_secs_f64() / footprint.idle_window.as_secs_f64().max(1e-9),
+        ));
+    }
+    if let Some(scale) = &figures.scale {
+        let tasks = number(scale, "tasks");
+        out.push_str("### P4 scale on the fake runtime\n\n");
+        out.push_str("| tasks × containers | submit all | → all RUNNING | stop → all STOPPED | total | per task | threads at RUNNING | RSS at RUNNING | peak RSS |\n|---|---|---|---|---|---|---|---|---|\n");
+        out.push_str(&format!(
+            "| {} × {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {:.2} ms | {} | {} | {} |\n\n",
+            tasks,
+            number(scale, "containers_per_task"),
+            number(scale, "submit_seconds"),
+            number(scale, "to_running_seconds"),
+            number(scale, "stop_seconds"),
+            number(scale, "total_seconds"),
+            1000.0 * number(scale, "total_seconds") / tasks,
+            scale["threads_running"],
+            format_mib(bytes(scale, "rss_running_bytes")),
+            format_mib(bytes(scale, "peak_rss_bytes")),
+        ));
+        out.push_str(&format!(
+            "P6 restore: the engine started over {} saved tasks ({} × 3 containers running in the fake runtime; loading, reconciling each container, one thread per task) in {:.0} ms; {} of them RUNNING when it returned.\n\n",
+            scale["restored_tasks"],
+            scale["restored_tasks"],
+            1000.0 * number(scale, "restore_seconds"),
+            scale["restored_running"],
+        ));
+    }
+    if let Some(state) = &figures.state {
+        out.push_str("### P4 checkpoint cost per change\n\n");
+        out.push_str("| tasks saved | median per change | p99 per change | the file system alone (same bytes, same steps), median | task file size | changes |\n|---|---|---|---|---|---|\n");
+        for cost in state["checkpoint"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "| {} | {:.0} µs | {:.0} µs | {:.0} µs | {} B | {} |\n",
+                cost["tasks"],
+                number(cost, "median_micros"),
+                number(cost, "p99_micros"),
+                number(cost, "bare_median_micros"),
+                cost["bytes"],
+                cost["changes"]
+            ));
+        }
+        out.push_str(&format!(
+            "\nOpening the state store and loading {} saved tasks (the disk side of P6): {:.1} ms (median of 5).\n\n",
+            state["restore_tasks_loaded"],
+            number(state, "restore_open_median_millis"),
+        ));
+    }
+    out.push_str(&targets(figures));
+    out
+}
+
+/// The issue's targets next to what was measured.
+fn targets(figures: &Figures) -> String {
+    let mut rows: Vec<(String, String, &'static str)> = Vec::new();
+    for (shape, samples) in &figures.start {
+        let deckhand = median(&samples.deckhand);
+        if let (Some(deckhand), Some(limit)) = (deckhand, samples.limit()) {
+            let ratio = deckhand.as_secs_f64() / limit.as_secs_f64();
+            rows.push((
+                format!("P1 {}: ≤ 1.05 × limit", shape.label()),
+                format!("{ratio:.2}×"),
+                met(ratio <= 1.05),
+            ));
+        }
+        if let (Some(deckhand), Some(compose)) = (deckhand, median(&samples.compose)) {
+            rows.push((
+                format!("P1 {}: faster than compose", shape.label()),
+                format_ratio(Some(deckhand), Some(compose)),
+                met(deckhand < compose),
+            ));
+        }
+    }
+    if let Some(reaction) = &figures.reaction {
+        if let (_, Some(p99)) = p50_p99(&reaction.to_arrival) {
+            rows.push((
+                "P2 p99 ≤ 10 ms".to_string(),
+                format_millis(Some(p99)),
+                met(p99 <= Duration::from_millis(10)),
+            ));
+        }
+    }
+    if let Some(footprint) = &figures.footprint {
+        rows.push((
+            "P3 idle RSS ≤ 3 MiB".to_string(),
+            format_mib(footprint.idle.rss_bytes),
+            met(footprint.idle.rss_bytes <= 3 * MIB),
+        ));
+        rows.push((
+            "P3 RSS with 100 tasks ≤ 8 MiB".to_string(),
+            format_mib(footprint.with_100.rss_bytes),
+            met(footprint.with_100.rss_bytes <= 8 * MIB),
+        ));
+        rows.push((
+            "P3 binary ≤ 3 MiB".to_string(),
+            format_mib(footprint.binary_bytes),
+            met(footprint.binary_bytes <= 3 * MIB),
+        ));
+        let share =
+            footprint.idle_cpu.as_secs_f64() / footprint.idle_window.as_secs_f64().max(1e-9);
+        rows.push((
+            "P5 idle CPU ≈ 0 (< 0.1 % of a core)".to_string(),
+            format!(
+                "{:.2} s / {} s",
+                footprint.idle_cpu.as_secs_f64(),
+                footprint.idle_window.as_secs()
+            ),
+            met(share < 0.001),
+        ));
+    }
+    if let Some(state) = &figures.state {
+        let costs: Vec<(f64, f64)> = state["checkpoint"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|cost| {
+                (
+                    number(cost, "median_micros"),
+                    number(cost, "bare_median_micros"),
+                )
+            })
+            .collect();
+        if let (Some(first), Some(last)) = (costs.first(), costs.last()) {
+            let growth = last.0 / first.0;
+            rows.push((
+                "P4 checkpoint flat from 10 to 1,000 tasks (≤ 1.5×)".to_string(),
+                format!(
+                    "{growth:.2}× (the file system alone: {:.2}×)",
+                    last.1 / first.1
+                ),
+                met(growth <= 1.5),
+            ));
+        }
+    }
+    if let Some(scale) = &figures.scale {
+        let restore = 1000.0 * number(scale, "restore_seconds");
+        rows.push((
+            format!("P6 restore of {} tasks ≤ 1 s", scale["restored_tasks"]),
+            format!("{restore:.0} ms"),
+            met(restore <= 1000.0),
+        ));
+    }
+    let mut out = String::from("### Targets\n\n| target | measured | |\n|---|---|---|\n");
+    for (target, measured, verdict) in rows {
+        out.push_str(&format!("| {target} | {measured} | {verdict} |\n"));
+    }
+    out
+}
+
+pub fn destination(settings: &Settings) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if settings.only.is_some() {
+        root.join("target").join("PERFORMANCE-partial.md")
+    } else if settings.quick {
+        root.join("target").join("PERFORMANCE-quick.md")
+    } else {
+        root.join("docs").join("PERFORMANCE.md")
+    }
+}
+
+/// The whole `docs/PERFORMANCE.md`.
+pub fn markdown(figures: &Figures, settings: &Settings) -> String {
+    let mut out = String::from("# Performance\n\n");
+    out.push_str("<!-- Written by `bench/run.sh` (cargo bench --bench agent); edit bench/NOTES.md instead. -->\n\n");
+    out.push_str(&format!(
+        "Measured {} on this machine in one run of `bench/run.sh`{} that took {:.0} s. Figures move with the machine's load: compare the columns of one run, not runs across machines.\n\n",
+        figures.date,
+        if settings.quick { " with BENCH_QUICK=1 (few samples: a smoke check, not figures to quote)" } else { "" },
+        figures.elapsed.as_secs_f64()
+    ));
+    out.push_str("| machine | |\n|---|---|\n");
+    for (key, value) in &figures.machine {
+        out.push_str(&format!("| {key} | {value} |\n"));
+    }
+    out.push_str(&format!(
+        "\nSamples: P1 {} rounds after one warm-up (each round runs every method once, in a rotating order); P2 {} crashes; P5 an idle window of {} s; P4 {} tasks; {} checkpointed changes per size.\n\n",
+        settings.start_rounds,
+        settings.reaction_runs,
+        settings.idle_window.as_secs(),
+        settings.scale_tasks,
+        settings.checkpoint_changes
+    ));
+    out.push_str("## Commands\n\n    bench/run.sh                  # installs docker-compose and busybox-static if missing, then:\n    cargo bench --bench agent     # the measurements; writes this file\n    BENCH_QUICK=1 bench/run.sh    # smoke check: few samples, writes target/PERFORMANCE-quick.md\n\n");
+    out.push_str("## Figures\n\n");
+    out.push_str(&table(figures));
+    let notes_path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("bench")
+        .join("NOTES.md");
+    if let Ok(notes) = std::fs::read_to_string(notes_path) {
+        out.push('\n');
+        out.push_str(&notes);
+    }
+    out
+}
