@@ -7,7 +7,6 @@ use crate::runtime::{
 };
 use crate::task::ContainerDefinition;
 use crossbeam_channel::Sender;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A runtime with no Docker behind it: it reports each pull (`pull <image>`) on a channel,
@@ -61,29 +60,5 @@ impl ContainerRuntime for UnitRuntime {
 
 /// An essential container running `image`, with nothing else set.
 pub(crate) fn container_definition(name: &str, image: &str) -> ContainerDefinition {
-    ContainerDefinition {
-        name: name.to_string(),
-        image: image.to_string(),
-        essential: true,
-        command: None,
-        entry_point: None,
-        environment: Vec::new(),
-        depends_on: Vec::new(),
-        links: Vec::new(),
-        volumes_from: Vec::new(),
-        mount_points: Vec::new(),
-        port_mappings: Vec::new(),
-        health_check: None,
-        stop_timeout_secs: None,
-        start_timeout_secs: None,
-        memory_mib: None,
-        memory_reservation_mib: None,
-        cpu: None,
-        privileged: false,
-        user: None,
-        working_directory: None,
-        docker_labels: BTreeMap::new(),
-        log_configuration: None,
-        restart_policy: None,
-    }
+    ContainerDefinition::new(name, image)
 }

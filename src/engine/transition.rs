@@ -580,31 +580,7 @@ mod tests {
     const NOW: Millis = 1_000_000;
 
     fn definition(name: &str) -> ContainerDefinition {
-        ContainerDefinition {
-            name: name.to_string(),
-            image: "deckhand-test/busybox:latest".to_string(),
-            essential: true,
-            command: None,
-            entry_point: None,
-            environment: Vec::new(),
-            depends_on: Vec::new(),
-            links: Vec::new(),
-            volumes_from: Vec::new(),
-            mount_points: Vec::new(),
-            port_mappings: Vec::new(),
-            health_check: None,
-            stop_timeout_secs: None,
-            start_timeout_secs: None,
-            memory_mib: None,
-            memory_reservation_mib: None,
-            cpu: None,
-            privileged: false,
-            user: None,
-            working_directory: None,
-            docker_labels: Default::default(),
-            log_configuration: None,
-            restart_policy: None,
-        }
+        ContainerDefinition::new(name, "deckhand-test/busybox:latest")
     }
 
     fn depends(
