@@ -30,6 +30,10 @@ pub enum DockerObservation {
     },
     /// `health_status: …`: a health update only, never a status change.
     Health { health: HealthStatus },
+    /// `oom`: the kernel killed a process of the container for exceeding its memory limit.
+    /// Docker sends it before the container's `die`, so the task records the out-of-memory
+    /// reason at once and its STOPPED event carries it without waiting for an inspection.
+    OutOfMemory,
     /// Not an event: the re-list after a reconnect found this container (the routed Docker id)
     /// under the fixed name `docker_name` of one of the task's containers, which never recorded
     /// an id (its create's answer was lost). The task adopts it.
@@ -37,7 +41,8 @@ pub enum DockerObservation {
 }
 
 /// The actions deckhand subscribes to (explicitly, so Docker sends nothing else).
-pub const SUBSCRIBED_ACTIONS: [&str; 5] = ["create", "start", "stop", "die", "health_status"];
+pub const SUBSCRIBED_ACTIONS: [&str; 6] =
+    ["create", "start", "stop", "die", "oom", "health_status"];
 
 /// The subscription: this cluster's containers, the actions above.
 pub fn event_filter(cluster: &str) -> EventFilter {
@@ -61,6 +66,9 @@ pub fn observation_for_event(event: &RuntimeEvent) -> Option<DockerObservation> 
             _ => HealthStatus::Unknown,
         };
         return Some(DockerObservation::Health { health });
+    }
+    if action == "oom" {
+        return Some(DockerObservation::OutOfMemory);
     }
     let status = match action {
         "create" => ContainerStatus::Created,
@@ -309,7 +317,7 @@ mod tests {
             ),
             (event("kill", &[("signal", "15")]), None),
             (event("destroy", &[]), None),
-            (event("oom", &[]), None),
+            (event("oom", &[]), Some(DockerObservation::OutOfMemory)),
         ];
         for (input, expected) in table {
             assert_eq!(observation_for_event(&input), expected, "{}", input.action);
@@ -325,7 +333,7 @@ mod tests {
         );
         assert_eq!(
             filter.actions,
-            vec!["create", "start", "stop", "die", "health_status"]
+            vec!["create", "start", "stop", "die", "oom", "health_status"]
         );
     }
 

@@ -239,11 +239,6 @@ pub struct ManagedTask {
     /// An exit (by index) seen while the start call was unanswered, under a restart policy:
     /// handled once the start's answer arrived.
     exit_during_start: Vec<Option<ContainerChange>>,
-    /// An exit (by index) that a Docker event reported, held until the inspection it asked for
-    /// answers: only that inspection says why the container stopped (killed for memory, a
-    /// runtime error), and the STOPPED event must carry the reason. Applied as reported if the
-    /// inspection fails.
-    exit_awaiting_inspection: Vec<Option<ContainerChange>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -401,10 +396,8 @@ impl ManagedTask {
         let finished_nanos = vec![None; task.containers.len()];
         let create_sent = vec![false; task.containers.len()];
         let exit_during_start = vec![None; task.containers.len()];
-        let exit_awaiting_inspection = vec![None; task.containers.len()];
         ManagedTask {
             exit_during_start,
-            exit_awaiting_inspection,
             task,
             settings,
             phase: Phase::New,
@@ -579,17 +572,6 @@ impl ManagedTask {
                 let Some(index) = self.task.container_index(&container) else {
                     return;
                 };
-                let held_exit = self.exit_awaiting_inspection[index].take();
-                if let (Some(exit), Ok(info)) = (&held_exit, &result) {
-                    // Running again already (started by hand): the exit still happened first.
-                    if status_from_inspect(info) < ContainerStatus::Stopped {
-                        self.container_change(index, exit.clone(), now, effects);
-                    }
-                }
-                if let (Some(exit), Err(_)) = (held_exit, &result) {
-                    // No reason to be had: apply the exit as the event reported it.
-                    self.container_change(index, exit, now, effects);
-                }
                 match result {
                     Ok(info) => {
                         let status = status_from_inspect(&info);
@@ -654,26 +636,27 @@ impl ManagedTask {
                             ..ContainerChange::default()
                         };
                         let known = self.task.containers[index].known_status;
-                        if status == ContainerStatus::Stopped && known < ContainerStatus::Stopped {
-                            // Hold the exit until Docker's inspection says why it happened (and
-                            // gives the exit code and finish time): its STOPPED event carries
-                            // that reason. One inspection per exit is enough.
-                            if self.exit_awaiting_inspection[index]
-                                .replace(change)
-                                .is_none()
-                            {
-                                effects.push(Effect::Docker(DockerCall::Inspect {
-                                    container: self.task.containers[index].name().to_string(),
-                                    docker_id,
-                                }));
-                            }
-                        } else {
-                            self.container_change(index, change, now, effects);
+                        let exited =
+                            status == ContainerStatus::Stopped && known < ContainerStatus::Stopped;
+                        // Applied at once: the STOPPED event must not wait on Docker, which
+                        // answers an inspection of a just-died container only after it has
+                        // finished handling the exit. A memory kill was recorded by the `oom`
+                        // event that came first.
+                        self.container_change(index, change, now, effects);
+                        if exited {
+                            // Then one inspection, in the background, for what the event does
+                            // not say: the exit code of a `stop`, the finish time, and Docker's
+                            // own error (recorded on the container if none came first).
+                            effects.push(Effect::Docker(DockerCall::Inspect {
+                                container: self.task.containers[index].name().to_string(),
+                                docker_id,
+                            }));
                         }
                     }
                     DockerObservation::Health { health } => {
                         self.set_health(index, health, None, now);
                     }
+                    DockerObservation::OutOfMemory => self.record_out_of_memory(index),
                     // Handled above: it names a container by its name, not its id.
                     DockerObservation::FoundByName { .. } => {}
                 }
@@ -950,6 +933,19 @@ impl ManagedTask {
             container: container.name().to_string(),
             docker_id,
         }));
+    }
+
+    /// Docker's `oom` event: the container was killed (or is about to exit) for exceeding its
+    /// memory limit. Recorded at once so the STOPPED event that follows carries the reason; an
+    /// error the container already carries was the first cause and stays.
+    fn record_out_of_memory(&mut self, index: usize) {
+        let container = &mut self.task.containers[index];
+        if let Some(reason) =
+            exit_error_from_inspection(container.applying_error.as_ref(), true, "")
+        {
+            container.applying_error = Some(reason);
+            self.dirty = true;
+        }
     }
 
     /// A STOPPED change whose inspection shows why the container stopped (killed for memory,
@@ -2255,45 +2251,115 @@ mod tests {
             .collect()
     }
 
-    /// (case, the inspection's answer, expected exit code, expected reason).
-    type ExitCase = (
+    fn oom_event() -> Input {
+        Input::DockerEvent {
+            docker_id: "id-1".into(),
+            observation: DockerObservation::OutOfMemory,
+        }
+    }
+
+    fn inspections(effects: &[Effect]) -> usize {
+        effects
+            .iter()
+            .filter(|effect| matches!(effect, Effect::Docker(DockerCall::Inspect { .. })))
+            .count()
+    }
+
+    fn expected_task_reason(container_reason: Option<&str>) -> String {
+        match container_reason {
+            Some(reason) => format!("Essential container app stopped: {reason}"),
+            None => "Essential container in task exited".to_string(),
+        }
+    }
+
+    #[test]
+    fn an_exit_is_stopped_at_once_carrying_an_out_of_memory_kill_docker_announced_first() {
+        let oom = Some(crate::engine::transition::OUT_OF_MEMORY_REASON.to_string());
+        // (case, an `oom` event before the `die`, an error the container carried already,
+        // expected reason on the STOPPED event).
+        let timeout = ContainerError {
+            kind: ContainerErrorKind::Timeout,
+            message: "stop timed out".into(),
+        };
+        #[rustfmt::skip]
+        let table = [
+            ("oom then die", true, None, oom.clone()),
+            ("die alone", false, None, None),
+            ("earlier error stays", true, Some(timeout.clone()), Some("stop timed out".to_string())),
+        ];
+        for (case, out_of_memory, earlier_error, reason) in table {
+            let mut machine = running_machine();
+            machine.task.containers[0].applying_error = earlier_error.clone();
+            if out_of_memory {
+                let effects = machine.handle(oom_event(), 1_999);
+                assert!(container_stops(&effects).is_empty(), "{case}: {effects:?}");
+                assert_eq!(
+                    machine.task().containers[0].known_status,
+                    ContainerStatus::Running,
+                    "{case}: `oom` alone is no exit"
+                );
+            }
+            let effects = machine.handle(die_event(137), 2_000);
+            assert_eq!(
+                container_stops(&effects),
+                vec![(Some(137), reason.clone())],
+                "{case}: STOPPED goes out with the die, before any inspection answers: {effects:?}"
+            );
+            assert_eq!(
+                inspections(&effects),
+                1,
+                "{case}: one background inspection follows: {effects:?}"
+            );
+            let task = machine.task();
+            assert_eq!(task.known_status, TaskStatus::Stopped, "{case}");
+            assert_eq!(
+                task.stopped_reason.as_deref(),
+                Some(expected_task_reason(reason.as_deref()).as_str()),
+                "{case}"
+            );
+            if let Some(earlier_error) = earlier_error {
+                assert_eq!(
+                    task.containers[0].applying_error,
+                    Some(earlier_error),
+                    "{case}"
+                );
+            }
+            // A second report of the same exit changes nothing and asks for no inspection.
+            let effects = machine.handle(die_event(137), 2_001);
+            assert!(container_stops(&effects).is_empty(), "{case}: {effects:?}");
+            assert_eq!(inspections(&effects), 0, "{case}: {effects:?}");
+        }
+    }
+
+    /// (case, the background inspection's answer, expected container error afterwards).
+    type LateInspectionCase = (
         &'static str,
         Result<ContainerInfo, RuntimeError>,
-        Option<i64>,
-        Option<String>,
+        Option<ContainerError>,
     );
 
     #[test]
-    fn an_exit_waits_for_its_inspection_and_carries_the_reason_docker_gives() {
-        let oom = Some(crate::engine::transition::OUT_OF_MEMORY_REASON.to_string());
+    fn a_late_inspection_records_why_the_container_stopped_on_the_container() {
+        let oom = ContainerError {
+            kind: ContainerErrorKind::OutOfMemory,
+            message: crate::engine::transition::OUT_OF_MEMORY_REASON.to_string(),
+        };
+        let docker_error = ContainerError {
+            kind: ContainerErrorKind::DockerState,
+            message: "exec: \"x\": not found".into(),
+        };
         #[rustfmt::skip]
-        let table: [ExitCase; 5] = [
-            ("killed for memory", Ok(exited_info(137, true, "")), Some(137), oom),
-            ("plain exit", Ok(exited_info(3, false, "")), Some(3), None),
-            ("Docker's error", Ok(exited_info(127, false, "exec: \"x\": not found")),
-                Some(127), Some("exec: \"x\": not found".into())),
-            ("inspection failed", Err(RuntimeError::Timeout { operation: "inspect".into(), after: Duration::from_secs(30) }),
-                Some(137), None),
-            ("container gone", Err(RuntimeError::NoSuchContainer { message: "gone".into() }),
-                Some(137), None),
+        let table: [LateInspectionCase; 5] = [
+            ("killed for memory", Ok(exited_info(137, true, "")), Some(oom)),
+            ("Docker's error", Ok(exited_info(137, false, "exec: \"x\": not found")), Some(docker_error)),
+            ("plain exit", Ok(exited_info(137, false, "")), None),
+            ("inspection failed", Err(RuntimeError::Timeout { operation: "inspect".into(), after: Duration::from_secs(30) }), None),
+            ("container gone", Err(RuntimeError::NoSuchContainer { message: "gone".into() }), None),
         ];
-        for (case, result, exit_code, reason) in table {
+        for (case, result, expected_error) in table {
             let mut machine = running_machine();
             let effects = machine.handle(die_event(137), 2_000);
-            assert!(container_stops(&effects).is_empty(), "{case}: {effects:?}");
-            assert_eq!(
-                machine.task().containers[0].known_status,
-                ContainerStatus::Running,
-                "{case}: the exit is held"
-            );
-            let inspections = effects
-                .iter()
-                .filter(|effect| matches!(effect, Effect::Docker(DockerCall::Inspect { .. })))
-                .count();
-            assert_eq!(inspections, 1, "{case}: {effects:?}");
-            // A second report of the same exit asks for no second inspection.
-            let effects = machine.handle(die_event(137), 2_001);
-            assert!(effects.is_empty(), "{case}: {effects:?}");
+            assert_eq!(container_stops(&effects), vec![(Some(137), None)], "{case}");
             let effects = machine.handle(
                 Input::Inspected {
                     container: "app".into(),
@@ -2301,44 +2367,42 @@ mod tests {
                 },
                 2_002,
             );
-            assert_eq!(
-                container_stops(&effects),
-                vec![(exit_code, reason.clone())],
-                "{case}: {effects:?}"
+            assert!(
+                container_stops(&effects).is_empty(),
+                "{case}: the STOPPED event went out already: {effects:?}"
             );
-            let task = machine.task();
-            assert_eq!(task.known_status, TaskStatus::Stopped, "{case}");
-            let expected_task_reason = match &reason {
-                Some(reason) => format!("Essential container app stopped: {reason}"),
-                None => "Essential container in task exited".to_string(),
-            };
-            assert_eq!(
-                task.stopped_reason.as_deref(),
-                Some(expected_task_reason.as_str()),
-                "{case}"
-            );
+            let container = &machine.task().containers[0];
+            assert_eq!(container.known_status, ContainerStatus::Stopped, "{case}");
+            assert_eq!(container.exit_code, Some(137), "{case}");
+            assert_eq!(container.applying_error, expected_error, "{case}");
+            if expected_error.is_some() {
+                assert!(
+                    effects.contains(&Effect::Checkpoint),
+                    "{case}: the recorded reason is saved: {effects:?}"
+                );
+            }
         }
     }
 
     #[test]
-    fn an_earlier_error_stays_the_reason_when_docker_later_shows_an_oom_kill() {
+    fn a_late_inspection_showing_an_oom_kill_leaves_an_earlier_error_as_the_reason() {
         let mut machine = running_machine();
         let error = ContainerError {
             kind: ContainerErrorKind::Timeout,
             message: "stop timed out".into(),
         };
         machine.task.containers[0].applying_error = Some(error.clone());
-        machine.handle(die_event(137), 2_000);
-        let effects = machine.handle(
+        let effects = machine.handle(die_event(137), 2_000);
+        assert_eq!(
+            container_stops(&effects),
+            vec![(Some(137), Some("stop timed out".to_string()))]
+        );
+        machine.handle(
             Input::Inspected {
                 container: "app".into(),
                 result: Ok(exited_info(137, true, "")),
             },
             2_001,
-        );
-        assert_eq!(
-            container_stops(&effects),
-            vec![(Some(137), Some("stop timed out".to_string()))]
         );
         assert_eq!(machine.task().containers[0].applying_error, Some(error));
     }
