@@ -636,6 +636,16 @@ impl ManagedTask {
                             ..ContainerChange::default()
                         };
                         let known = self.task.containers[index].known_status;
+                        if status == ContainerStatus::Running
+                            && known < ContainerStatus::Running
+                            && self.task.containers[index].applied_status
+                                == Some(ContainerStatus::Running)
+                        {
+                            // Our own start call is in flight: its answer brings RUNNING together
+                            // with the inspection (ports, start time), so a reader who sees RUNNING
+                            // also sees the container's port bindings, as ECS reports them.
+                            return;
+                        }
                         let exited =
                             status == ContainerStatus::Stopped && known < ContainerStatus::Stopped;
                         // Applied at once: the STOPPED event must not wait on Docker, which
@@ -2207,6 +2217,51 @@ mod tests {
         machine.handle(transition(ContainerStatus::Running, None), 1_003);
         assert_eq!(machine.task().known_status, TaskStatus::Running);
         machine
+    }
+
+    #[test]
+    fn a_start_event_during_our_start_call_waits_for_the_calls_answer() {
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        let effects = machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Start { .. }))),
+            "{effects:?}"
+        );
+        // Docker's `start` event arrives before the start call answers.
+        let effects = machine.handle(
+            Input::DockerEvent {
+                docker_id: "id-1".into(),
+                observation: DockerObservation::Status {
+                    status: ContainerStatus::Running,
+                    exit_code: None,
+                    at: None,
+                },
+            },
+            1_003,
+        );
+        assert!(
+            !effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Emit { .. })),
+            "no RUNNING before the call's answer: {effects:?}"
+        );
+        assert_eq!(
+            machine.task().containers[0].known_status,
+            ContainerStatus::Created
+        );
+        // The answer (with its inspection) makes it RUNNING.
+        let effects = machine.handle(transition(ContainerStatus::Running, None), 1_004);
+        assert!(effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Emit { .. })));
+        assert_eq!(
+            machine.task().containers[0].known_status,
+            ContainerStatus::Running
+        );
     }
 
     fn die_event(exit_code: i64) -> Input {
