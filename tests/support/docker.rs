@@ -5,6 +5,8 @@
 //!   Docker is unreachable — unless `DECKHAND_REQUIRE_DOCKER=1`, which makes the test FAIL instead.
 //! - [`ensure_busybox_image`]: the test image [`TEST_IMAGE`], imported once from Debian's static
 //!   busybox through the client's own import endpoint (no registry needed).
+//! - [`ensure_program`]: installs a Debian package a test needs when it is missing (as root with
+//!   `apt-get`), or fails with the command that installs it.
 //! - [`TestContainers`]: a unique label and names for one test's containers, and removal of every
 //!   container carrying that label when dropped.
 //! - [`LocalRegistry`]: a `docker-registry` on a free 127.0.0.1 port (optionally with htpasswd
@@ -18,6 +20,9 @@
 #[path = "scratch.rs"]
 mod scratch;
 pub use scratch::{unique_id, TempDir};
+#[path = "packages.rs"]
+mod packages;
+pub use packages::ensure_program;
 
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
@@ -80,9 +85,7 @@ pub fn ensure_busybox_image(client: &DockerClient) -> String {
 
 /// A tar of `/bin/busybox` plus a `/bin/<applet>` link for each applet, and empty `/tmp`, `/etc`.
 fn busybox_rootfs_tarball() -> Vec<u8> {
-    if !Path::new(BUSYBOX_PATH).exists() {
-        panic!("{BUSYBOX_PATH} is missing: install Debian's busybox-static (.ci/run does)");
-    }
+    ensure_program(BUSYBOX_PATH, "busybox-static");
     let root = TempDir::new("deckhand-busybox-rootfs");
     let bin = root.path.join("bin");
     for directory in [&bin, &root.path.join("tmp"), &root.path.join("etc")] {
@@ -192,6 +195,7 @@ impl LocalRegistry {
         }
         let config_path = config_dir.path.join("config.yml");
         std::fs::write(&config_path, config).expect("writing the registry config");
+        ensure_program("docker-registry", "docker-registry");
         let mut child = Command::new("docker-registry")
             .arg("serve")
             .arg(&config_path)
@@ -232,6 +236,7 @@ impl Drop for LocalRegistry {
 
 /// An htpasswd file (bcrypt, as the registry requires) holding one user.
 pub fn write_htpasswd(directory: &Path, user: &str, password: &str) -> PathBuf {
+    ensure_program("htpasswd", "apache2-utils");
     let output = Command::new("htpasswd")
         .args(["-Bbn", user, password])
         .output()
