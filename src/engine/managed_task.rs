@@ -293,6 +293,11 @@ pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> Containe
         {
             ContainerErrorKind::StartEof
         }
+        // A start whose answer was lost (the connection closed mid-answer) is the same case
+        // as a start error ending in EOF: it may have happened, so it is stopped (§6).
+        RuntimeError::Protocol { .. } if target == ContainerStatus::Running => {
+            ContainerErrorKind::StartEof
+        }
         _ => ContainerErrorKind::Other,
     };
     ContainerError {
@@ -2350,6 +2355,13 @@ mod tests {
                     message: "gone".into(),
                 },
                 ContainerErrorKind::Unreachable,
+            ),
+            (
+                ContainerStatus::Running,
+                RuntimeError::Protocol {
+                    message: "start container: connection closed mid-body".into(),
+                },
+                ContainerErrorKind::StartEof,
             ),
         ];
         for (target, error, kind) in table {
