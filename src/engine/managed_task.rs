@@ -259,6 +259,9 @@ pub struct ManagedTask {
     reinspect: Vec<bool>,
     /// Cleanup's removal failed because Docker was away: made again when `DockerRetry` fires.
     remove_deferred: bool,
+    /// A restart (§12, by container index) that failed because Docker was away, with the exit
+    /// code it answers: made again when Docker is back.
+    restart_pending: Vec<Option<Option<i64>>>,
     /// Inputs the task posts to itself (synthetic changes), handled before the next pass.
     own_inbox: VecDeque<Input>,
     dirty: bool,
@@ -425,6 +428,7 @@ impl ManagedTask {
             docker_retry_at: None,
             docker_retry_attempt: 0,
             remove_deferred: false,
+            restart_pending: vec![None; task.containers.len()],
             task,
             settings,
             phase: Phase::New,
@@ -744,11 +748,25 @@ impl ManagedTask {
                     restarted.applied_status = None;
                 }
                 match result {
-                    Ok(()) => log::info!(
-                        "task {}: restarted container {container} (restart {})",
-                        self.task.id,
-                        restarted.restart_count
-                    ),
+                    Ok(()) => {
+                        log::info!(
+                            "task {}: restarted container {container} (restart {})",
+                            self.task.id,
+                            restarted.restart_count
+                        );
+                        self.docker_answered();
+                    }
+                    // Docker is away (it restarts, and took the container down with it): the
+                    // restart is made when Docker is back, not given up.
+                    Err(error) if docker_away(DockerCallKind::Start, &error) => {
+                        log::warn!(
+                            "task {}: cannot restart container {container} while Docker is away \
+                             ({error}); restarting it when Docker is back",
+                            self.task.id
+                        );
+                        self.restart_pending[index] = Some(exit_code);
+                        self.arm_docker_retry(now, effects);
+                    }
                     Err(error) => {
                         log::warn!(
                             "task {}: restarting container {container} failed: {error}",
@@ -769,10 +787,12 @@ impl ManagedTask {
                 // waited for Docker is tried now rather than at the end of its back-off.
                 self.retry_docker_now();
                 self.inspect_all(effects);
+                self.retry_pending_restarts(effects);
             }
             Input::TimerFired(TimerKind::DockerRetry) => {
                 self.docker_retry_at = None;
                 self.reinspect_failed(effects);
+                self.retry_pending_restarts(effects);
                 // Progressing: the pass that follows makes the due calls again.
                 if std::mem::take(&mut self.remove_deferred) {
                     self.cleanup_if_due(now, effects);
@@ -1424,8 +1444,10 @@ impl ManagedTask {
         if matches!(self.phase, Phase::Removing | Phase::Done) {
             return;
         }
-        for (container, reinspect) in self.task.containers.iter().zip(&mut self.reinspect) {
-            if !std::mem::take(reinspect) {
+        let containers = self.task.containers.iter().zip(&self.restart_pending);
+        for ((container, restart_pending), reinspect) in containers.zip(&mut self.reinspect) {
+            // A container restarted next is not inspected: the inspection would only race it.
+            if !std::mem::take(reinspect) || restart_pending.is_some() {
                 continue;
             }
             if let Some(docker_id) = &container.docker_id {
@@ -1437,8 +1459,35 @@ impl ManagedTask {
         }
     }
 
+    /// Makes again the restarts Docker was away for. A container desired STOPPED meanwhile is
+    /// not restarted: the pass stops it (Docker answers that stop with its exit).
+    fn retry_pending_restarts(&mut self, effects: &mut Vec<Effect>) {
+        for index in 0..self.task.containers.len() {
+            let Some(exit_code) = self.restart_pending[index].take() else {
+                continue;
+            };
+            let container = &mut self.task.containers[index];
+            if container.desired_status.is_stopped() || container.applied_status.is_some() {
+                continue;
+            }
+            let Some(docker_id) = container.docker_id.clone() else {
+                continue;
+            };
+            container.applied_status = Some(ContainerStatus::Running);
+            effects.push(Effect::Docker(DockerCall::Restart {
+                container: container.name().to_string(),
+                docker_id,
+                exit_code,
+            }));
+        }
+    }
+
     fn inspect_all(&mut self, effects: &mut Vec<Effect>) {
-        for container in &self.task.containers {
+        for (container, restart_pending) in self.task.containers.iter().zip(&self.restart_pending) {
+            // Known to have exited, and restarted next: an inspection would only race it.
+            if restart_pending.is_some() {
+                continue;
+            }
             if let Some(docker_id) = &container.docker_id {
                 if container.known_status < ContainerStatus::Stopped {
                     effects.push(Effect::Docker(DockerCall::Inspect {
@@ -3026,5 +3075,69 @@ mod tests {
         let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), 3_100);
         assert!(removes(&effects), "the removal is made again: {effects:?}");
         assert_eq!(machine.handle(Input::Removed, 3_200), vec![Effect::Done]);
+    }
+
+    #[test]
+    fn a_restart_docker_was_away_for_is_made_when_docker_is_back() {
+        let mut task = one_container_task();
+        task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 60,
+        });
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(transition(ContainerStatus::Running, None), 1_003);
+        let effects = machine.handle(die_event(1), 100_000);
+        assert!(docker_calls(&effects)
+            .iter()
+            .any(|call| matches!(call, DockerCall::Restart { .. })));
+        let restarted = |result: Result<(), RuntimeError>| Input::Restarted {
+            container: "app".into(),
+            exit_code: Some(1),
+            result,
+        };
+        // Docker went down with the container: the restart waits for it, nothing stops (nor
+        // does the inspection after the exit, which fails too).
+        machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Err(unreachable()),
+            },
+            100_050,
+        );
+        let effects = machine.handle(restarted(Err(unreachable())), 100_100);
+        assert!(!emits_stopped(&effects), "{effects:?}");
+        assert_eq!(
+            retry_armed_at(&effects),
+            None,
+            "armed once for the round, by the inspection"
+        );
+        assert_eq!(machine.task().known_status, TaskStatus::Running);
+        // Back-off expired: still away. Only the restart is made, no inspection beside it.
+        let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), 101_100);
+        assert!(
+            matches!(docker_calls(&effects)[..], [DockerCall::Restart { .. }]),
+            "{effects:?}"
+        );
+        let effects = machine.handle(restarted(Err(unreachable())), 101_200);
+        assert_eq!(retry_armed_at(&effects), Some(103_200));
+        // Docker is back (its event stream reconnects): the restart is made at once, and the
+        // container is not inspected meanwhile (that would race the restart).
+        let effects = machine.handle(Input::Resync, 102_000);
+        assert!(
+            matches!(docker_calls(&effects)[..], [DockerCall::Restart { .. }]),
+            "{effects:?}"
+        );
+        let effects = machine.handle(restarted(Ok(())), 102_100);
+        assert!(!emits_stopped(&effects));
+        assert_eq!(
+            machine.task().containers[0].known_status,
+            ContainerStatus::Running
+        );
+        assert_eq!(machine.task().containers[0].restart_count, 1);
+        assert_eq!(machine.task().containers[0].applied_status, None);
     }
 }

@@ -716,6 +716,12 @@ fn handle_orphans(shared: &EngineShared, orphans: &[ContainerSummary], moment: &
 /// of this cluster that belong to no task are reported (and removed only when
 /// `DECKHAND_REMOVE_ORPHANS=true`). Runs on the events thread; never waits on a task.
 fn relist_by_label(shared: &EngineShared) {
+    // Docker is back: every task that waits to retry a call Docker was away for makes it now
+    // (those with containers in Docker were woken by the events thread already; this reaches
+    // the ones still pulling or creating). A full one-slot inbox already holds a wake-up.
+    for handle in shared.commands().tasks.values() {
+        let _ = handle.route.resync.try_send(());
+    }
     // The tasks first, then the list: a container listed after this snapshot was created by a
     // task in it (a newer task's containers are created later), so nothing new looks orphaned.
     let tasks: Vec<Task> = shared.snapshots().values().cloned().collect();
