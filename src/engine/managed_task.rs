@@ -610,21 +610,18 @@ impl ManagedTask {
                 let Some(index) = self.task.container_index(&container) else {
                     return;
                 };
-                if result
-                    .as_ref()
-                    .is_err_and(|error| !inspect_says_gone(error))
-                {
-                    // Not a fact about the container (a 500, a malformed answer, Docker away):
-                    // its status stays as it was; inspect it again after a back-off.
-                    if let Err(error) = &result {
+                if let Err(error) = &result {
+                    if !inspect_says_gone(error) {
+                        // Not a fact about the container (a 500, a malformed answer, Docker
+                        // away): its status stays as it was; inspect it again after a back-off.
                         log::debug!(
                             "task {}: inspecting {container} failed: {error}; inspecting again later",
                             self.task.id
                         );
+                        self.reinspect[index] = true;
+                        self.arm_docker_retry(now, effects);
+                        return;
                     }
-                    self.reinspect[index] = true;
-                    self.arm_docker_retry(now, effects);
-                    return;
                 }
                 self.docker_answered();
                 self.reinspect[index] = false;
@@ -1405,8 +1402,8 @@ impl ManagedTask {
             );
         }
         self.arm_docker_retry(now, effects);
-        // An exit held for the start's answer is not held by a start that Docker never saw
-        // (a start is never "away", but keep the rule local).
+        // An exit held until the start call answered (§12) is applied now that it did: the
+        // start Docker never received is made again, the exit is news about the container.
         if let Some(exit) = self.exit_during_start[index].take() {
             self.container_change(index, exit, now, effects);
         }
