@@ -380,6 +380,11 @@ pub fn essential_container_stopped(task: &Task) -> bool {
 }
 
 /// §6: what a failed transition result means. `target` is the status the call aimed at.
+///
+/// Only Docker's answers come here: a failure for which [`docker_away`] holds (Docker
+/// unreachable; a create or stop that timed out or lost its answer) is retried by the managed
+/// task without touching the container, so the STOPPED rows for "unreachable" and "timeout" are
+/// reached only through the error kinds themselves (they stay as the rule for such an error).
 pub fn error_outcome(
     target: ContainerStatus,
     error: &ContainerError,
