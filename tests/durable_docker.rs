@@ -5,7 +5,10 @@
 //! - the agent is down while a task's containers are stopped by hand → the same;
 //! - the agent's connection to Docker breaks (a Unix-socket relay between the agent and Docker
 //!   cuts every connection and refuses new ones for a moment) while a container is killed → the
-//!   agent reconnects, re-inspects and stops the task, without a restart.
+//!   agent reconnects, re-inspects and stops the task, without a restart;
+//! - Docker is cut off (the same relay) when a task is submitted → the task waits, nothing is
+//!   held against it, and it starts once the connection is back; a stop asked while Docker is
+//!   cut off leaves the containers running until Docker confirms the stop.
 
 #[path = "support/docker.rs"]
 mod docker_support;
@@ -258,4 +261,86 @@ fn a_broken_docker_connection_is_reconnected_and_a_container_that_died_meanwhile
         Some("Essential container in task exited")
     );
     assert_eq!(container_exit_code(&agent, &task, "app"), Some(137));
+}
+
+fn events_of_task(agent: &Agent, task: &str) -> Vec<(Option<String>, String)> {
+    let response = agent.request("GET", "/v1/events?since=0", None);
+    assert_eq!(response.status, 200, "{:?}", response.body);
+    response.body["events"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .filter(|event| event["task"].as_str() == Some(task))
+                .map(|event| {
+                    (
+                        event["container"].as_str().map(str::to_string),
+                        event["status"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_task_submitted_while_docker_is_cut_off_starts_once_it_is_back_and_a_stop_waits_for_it() {
+    let Some(docker) = docker_client_or_skip("durable_docker submit while Docker is cut off")
+    else {
+        return;
+    };
+    let relay = DockerRelay::start(docker_socket_path());
+    let agent = Agent::start(
+        docker.clone(),
+        AgentOptions {
+            introspection: false,
+            extra_env: vec![("DOCKER_HOST".to_string(), relay.docker_host())],
+        },
+    );
+    relay.cut();
+    agent.wait_for_log("Docker event stream");
+    let task = agent.submit(&two_container_definition("submitted-while-cut"));
+    agent.wait_for_log("Docker is away");
+    let waiting = agent.inspect(&task);
+    assert_eq!(waiting["DesiredStatus"], "RUNNING", "{waiting}");
+    assert_ne!(waiting["KnownStatus"], "STOPPED", "{waiting}");
+    relay.reopen();
+    agent.wait_for_task_status(&task, "RUNNING");
+    assert!(
+        !events_of_task(&agent, &task).contains(&(None, "STOPPED".to_string())),
+        "nothing was held against the task: {:?}",
+        events_of_task(&agent, &task)
+    );
+    let app = container_id(&agent, &task, "app");
+
+    // A stop while Docker is cut off: accepted, but the containers run until Docker is back.
+    relay.cut();
+    let output = agent.cli(&["stop", &task]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    agent.wait_for_log("does not answer a ping");
+    let inspect = agent.inspect(&task);
+    assert_eq!(inspect["KnownStatus"], "RUNNING", "{inspect}");
+    assert!(
+        docker
+            .inspect_container(&app)
+            .expect("Docker itself answers")
+            .state
+            .running,
+        "the container still runs"
+    );
+    relay.reopen();
+    let stopped = agent.wait_for_task_status(&task, "STOPPED");
+    assert_eq!(stopped.reason.as_deref(), Some("Task stopped by request"));
+    assert!(
+        !docker
+            .inspect_container(&app)
+            .expect("Docker answers")
+            .state
+            .running
+    );
 }

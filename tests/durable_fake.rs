@@ -301,15 +301,17 @@ fn stray_container(fake: &FakeRuntime, cluster: &str) -> String {
     fake.create_container(&spec).expect("the stray container")
 }
 
-/// Submits a task whose create happens in Docker but whose answer is lost (a timeout): the task
-/// holds the container's fixed name and no id. Returns the task id and the container's id.
+/// Submits a task whose create happens in Docker but is answered with an error (a 500 after
+/// the container was made): the task stops holding the container's fixed name and no id.
+/// Returns the task id and the container's id. (A create that timed out is no longer one: the
+/// task makes it again and adopts the container by its name.)
 fn submit_with_lost_create_answer(engine: &TaskEngine, fake: &FakeRuntime) -> (String, String) {
     fake.script(
         Op::Create,
         "app",
-        Script::EffectThenFail(RuntimeError::Timeout {
-            operation: "create".to_string(),
-            after: Duration::from_secs(240),
+        Script::EffectThenFail(RuntimeError::Api {
+            status: 500,
+            message: "the container was made, then the daemon failed".to_string(),
         }),
     );
     let id = engine.submit(one_container("lost")).expect("accepted").id;
@@ -571,4 +573,105 @@ fn a_leftover_container_is_left_alone_unless_orphans_are_to_be_removed() {
         fake.containers().iter().all(|container| container.id != id),
         "removed with DECKHAND_REMOVE_ORPHANS=true"
     );
+}
+
+/// Runs a one-container task, shuts the agent down, and returns the task and its container's id.
+fn running_then_shut_down(dir: &Path, fake: &Arc<FakeRuntime>, family: &str) -> (String, String) {
+    let (engine, _) = start_engine(dir, fake);
+    let id = engine.submit(one_container(family)).expect("accepted").id;
+    let running = wait_known(&engine, &id, TaskStatus::Running);
+    engine.shutdown();
+    let docker_id = running.containers[0].docker_id.clone().expect("an id");
+    (id, docker_id)
+}
+
+fn server_error() -> RuntimeError {
+    RuntimeError::Api {
+        status: 500,
+        message: "Internal Server Error".to_string(),
+    }
+}
+
+#[test]
+fn a_restore_whose_inspect_fails_for_a_while_keeps_the_task_running_and_stoppable() {
+    let dir = ScratchDir::new("inspect-500");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (id, _) = running_then_shut_down(&dir.0, &fake, "inspect-500");
+    // Docker answers the inspect with a 500, then a malformed answer, then another 500.
+    let inspections = fake.count(Op::Inspect, "app");
+    fake.fail_next(Op::Inspect, "app", server_error());
+    fake.fail_next(
+        Op::Inspect,
+        "app",
+        RuntimeError::Protocol {
+            message: "inspect answer: EOF while parsing an object".to_string(),
+        },
+    );
+    fake.fail_next(Op::Inspect, "app", server_error());
+
+    let (engine, _) = start_engine(&dir.0, &fake);
+    assert!(
+        fake.count(Op::Inspect, "app") >= inspections + 4,
+        "reconciled again until Docker answered"
+    );
+    let restored = engine.task(&id).expect("restored");
+    assert_eq!(restored.known_status, TaskStatus::Running, "{restored:#?}");
+    assert_eq!(
+        restored.containers[0].known_status,
+        ContainerStatus::Running
+    );
+    assert_eq!(restored.containers[0].applying_error, None);
+    // And the task still stops its container, which Docker runs.
+    engine.stop(&id).expect("stop accepted");
+    wait_known(&engine, &id, TaskStatus::Stopped);
+    assert_eq!(fake.count(Op::Stop, "app"), 1, "the container is stopped");
+    engine.shutdown();
+}
+
+#[test]
+fn a_restore_whose_inspect_keeps_failing_starts_the_task_with_its_saved_status() {
+    let dir = ScratchDir::new("inspect-500-forever");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (id, _) = running_then_shut_down(&dir.0, &fake, "inspect-500-forever");
+    for _ in 0..20 {
+        fake.fail_next(Op::Inspect, "app", server_error());
+    }
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let restored = engine
+        .task(&id)
+        .expect("restored without waiting for Docker forever");
+    assert_eq!(restored.known_status, TaskStatus::Running, "{restored:#?}");
+    assert_eq!(
+        restored.containers[0].known_status,
+        ContainerStatus::Running
+    );
+    // Its loop keeps inspecting (with back-off) and never marks it STOPPED for that.
+    let inspections = fake.count(Op::Inspect, "app");
+    fake.wait_for_calls(Op::Inspect, "app", inspections + 1, DEADLINE)
+        .expect("the loop inspects again");
+    let task = engine.task(&id).expect("held");
+    assert_eq!(task.known_status, TaskStatus::Running, "{task:#?}");
+    assert_eq!(task.desired_status, TaskStatus::Running);
+    engine.shutdown();
+}
+
+#[test]
+fn a_restore_whose_inspect_fails_and_whose_list_lacks_the_container_marks_it_vanished() {
+    let dir = ScratchDir::new("inspect-500-gone");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (id, docker_id) = running_then_shut_down(&dir.0, &fake, "inspect-500-gone");
+    fake.remove_container(&docker_id, true).expect("removed");
+    fake.fail_next(Op::Inspect, &docker_id, server_error());
+    let (engine, _) = start_engine(&dir.0, &fake);
+    let stopped = wait_known(&engine, &id, TaskStatus::Stopped);
+    let error = stopped.containers[0]
+        .applying_error
+        .as_ref()
+        .expect("a reason is recorded");
+    assert_eq!(error.kind, ContainerErrorKind::Vanished);
+    assert!(error.message.contains("500"), "{}", error.message);
+    engine.shutdown();
 }

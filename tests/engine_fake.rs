@@ -980,11 +980,8 @@ fn a_failed_restart_is_a_normal_exit() {
 }
 
 #[test]
-fn a_create_that_timed_out_but_happened_is_removed_at_cleanup() {
-    let harness = Harness::with_config(EngineConfig {
-        cleanup_wait: Duration::ZERO,
-        ..fast_config()
-    });
+fn a_create_that_timed_out_but_happened_is_made_again_and_adopts_the_container() {
+    let harness = Harness::new();
     harness.fake.script(
         Op::Create,
         "app",
@@ -994,11 +991,122 @@ fn a_create_that_timed_out_but_happened_is_removed_at_cleanup() {
         }),
     );
     let id = harness.submit(one_container_task("create-times-out"));
+    harness.wait_event(&id, None, "RUNNING");
+    assert_eq!(
+        harness.fake.count(Op::Create, "app"),
+        2,
+        "the timed-out create is made again"
+    );
+    let containers = harness.fake.containers();
+    assert_eq!(containers.len(), 1, "adopted, not duplicated");
+    let task = harness.engine.task(&id).expect("held");
+    assert_eq!(
+        task.containers[0].docker_id.as_ref(),
+        Some(&containers[0].id)
+    );
+    assert!(
+        !statuses(&harness.events_of(&id)).contains(&entry(None, "STOPPED")),
+        "a timed-out create is not the task's failure"
+    );
+}
+
+#[test]
+fn a_create_that_failed_but_happened_is_removed_at_cleanup() {
+    let harness = Harness::with_config(EngineConfig {
+        cleanup_wait: Duration::ZERO,
+        ..fast_config()
+    });
+    harness.fake.script(
+        Op::Create,
+        "app",
+        Script::EffectThenFail(RuntimeError::Api {
+            status: 500,
+            message: "the container was made, then the daemon failed".to_string(),
+        }),
+    );
+    let id = harness.submit(one_container_task("create-fails-late"));
     harness.wait_event(&id, None, "STOPPED");
     assert_eq!(harness.fake.count(Op::Start, "app"), 0);
     harness.wait_task(&id, "cleaned up", |task| task.is_none());
     assert!(
         harness.fake.containers().is_empty(),
-        "the container Docker made despite the timeout was removed by its fixed name"
+        "the container Docker made despite the error was removed by its fixed name"
     );
+}
+
+#[test]
+fn a_task_submitted_while_docker_is_away_starts_once_docker_is_back() {
+    let harness = Harness::new();
+    harness.fake.set_docker_down(true);
+    let id = harness.submit(one_container_task("docker-away-at-submit"));
+    // Docker is away: the pull is tried, then tried again after a back-off; the task waits.
+    harness.wait_calls(Op::Pull, APP_IMAGE, 2);
+    let task = harness.engine.task(&id).expect("held");
+    assert_eq!(task.desired_status, TaskStatus::Running, "{task:#?}");
+    assert_eq!(task.known_status, TaskStatus::None);
+    assert_eq!(task.stopped_reason, None);
+    assert!(
+        harness.events_of(&id).is_empty(),
+        "{:?}",
+        harness.events_of(&id)
+    );
+    // Docker is back: the next retry pulls, and the task runs.
+    harness.fake.set_docker_down(false);
+    harness.wait_event(&id, None, "RUNNING");
+    assert_eq!(
+        statuses(&harness.events_of(&id)),
+        vec![entry(Some("app"), "RUNNING"), entry(None, "RUNNING")]
+    );
+    assert_eq!(harness.fake.count(Op::Create, "app"), 1);
+}
+
+#[test]
+fn a_stop_asked_while_docker_is_away_completes_when_docker_is_back() {
+    let harness = Harness::new();
+    let id = harness.submit(one_container_task("stop-while-away"));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.fake.set_docker_down(true);
+    let pings = harness.fake.count(Op::Ping, "");
+    harness.engine.stop(&id).expect("the stop is accepted");
+    // The stop worker retried, pinged Docker and found it away; the task waits for Docker and
+    // tries the stop again.
+    harness.wait_calls(Op::Ping, "", pings + 2);
+    let task = harness.engine.task(&id).expect("held");
+    assert_eq!(task.desired_status, TaskStatus::Stopped);
+    assert_eq!(task.known_status, TaskStatus::Running, "{task:#?}");
+    assert_eq!(task.containers[0].known_status, ContainerStatus::Running);
+    assert_eq!(
+        harness.fake.container("app").map(|c| c.status),
+        Some(FakeStatus::Running)
+    );
+    assert!(!statuses(&harness.events_of(&id)).contains(&entry(None, "STOPPED")));
+    // Docker is back: the stop is made and confirmed.
+    harness.fake.set_docker_down(false);
+    let stopped = harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(stopped.reason.as_deref(), Some("Task stopped by request"));
+    assert_eq!(
+        harness.fake.container("app").map(|c| c.status),
+        Some(FakeStatus::Exited)
+    );
+}
+
+#[test]
+fn cleanup_while_docker_is_away_removes_the_containers_once_it_is_back() {
+    let harness = Harness::with_config(EngineConfig {
+        cleanup_wait: Duration::ZERO,
+        ..fast_config()
+    });
+    harness.fake.fail_next(
+        Op::Remove,
+        "app",
+        RuntimeError::Unreachable {
+            message: "connection refused".to_string(),
+        },
+    );
+    let id = harness.submit(one_container_task("cleanup-while-away"));
+    harness.wait_event(&id, None, "RUNNING");
+    harness.engine.stop(&id).expect("the stop is accepted");
+    harness.wait_task(&id, "cleaned up", |task| task.is_none());
+    assert_eq!(harness.fake.count(Op::Remove, "app"), 2, "removed again");
+    assert!(harness.fake.containers().is_empty());
 }

@@ -14,9 +14,10 @@ use crate::engine::container_spec::{create_request, task_volume_names};
 use crate::engine::docker_events::DockerObservation;
 use crate::engine::task_engine::EngineShared;
 use crate::engine::transition::{
-    derive_task_known_status, error_outcome, essential_container_stopped,
-    exit_error_from_inspection, is_steady, next_state, restop_on_running_report, should_restart,
-    stop_grace, unable_to_progress, DockerAction, NextState, ProgressVerdict, RuleConfig,
+    derive_task_known_status, docker_away, docker_retry_delay, error_outcome,
+    essential_container_stopped, exit_error_from_inspection, inspect_says_gone, is_steady,
+    next_state, restop_on_running_report, should_restart, stop_grace, unable_to_progress,
+    DockerAction, DockerCallKind, NextState, ProgressVerdict, RuleConfig,
 };
 use crate::engine::workers::run_docker_call;
 use crate::report::NewEvent;
@@ -57,6 +58,8 @@ pub enum TimerKind {
     SteadyCheck,
     DependencyPoll,
     Cleanup,
+    /// Docker was away (unreachable, hung): make the calls that failed for it again.
+    DockerRetry,
 }
 
 /// What a transition worker hands back on success.
@@ -130,6 +133,10 @@ pub enum Input {
     ReportFailed(Reported),
     /// Cleanup removed the containers.
     Removed,
+    /// Cleanup could not remove everything because Docker was away: it is tried again.
+    RemoveDeferred {
+        error: RuntimeError,
+    },
 }
 
 /// A Docker call the loop runs on a worker thread.
@@ -242,6 +249,19 @@ pub struct ManagedTask {
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
+    /// Docker was away for a call: until this time (the armed `DockerRetry` timer) the task
+    /// makes no new transition call, and then makes again whatever is still due.
+    docker_retry_at: Option<Millis>,
+    /// Consecutive rounds in which Docker was away: the back-off step of the next retry.
+    docker_retry_attempt: u32,
+    /// Containers (by index) whose last inspect failed without saying they are gone: inspected
+    /// again when the `DockerRetry` timer fires.
+    reinspect: Vec<bool>,
+    /// Cleanup's removal failed because Docker was away: made again when `DockerRetry` fires.
+    remove_deferred: bool,
+    /// A restart (§12, by container index) that failed because Docker was away, with the exit
+    /// code it answers: made again when Docker is back.
+    restart_pending: Vec<Option<Option<i64>>>,
     /// Inputs the task posts to itself (synthetic changes), handled before the next pass.
     own_inbox: VecDeque<Input>,
     dirty: bool,
@@ -274,6 +294,11 @@ pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> Containe
         _ if target == ContainerStatus::Running
             && error.to_string().trim_end().ends_with("EOF") =>
         {
+            ContainerErrorKind::StartEof
+        }
+        // A start whose answer was lost (the connection closed mid-answer) is the same case
+        // as a start error ending in EOF: it may have happened, so it is stopped (§6).
+        RuntimeError::Protocol { .. } if target == ContainerStatus::Running => {
             ContainerErrorKind::StartEof
         }
         _ => ContainerErrorKind::Other,
@@ -396,8 +421,14 @@ impl ManagedTask {
         let finished_nanos = vec![None; task.containers.len()];
         let create_sent = vec![false; task.containers.len()];
         let exit_during_start = vec![None; task.containers.len()];
+        let reinspect = vec![false; task.containers.len()];
         ManagedTask {
             exit_during_start,
+            reinspect,
+            docker_retry_at: None,
+            docker_retry_attempt: 0,
+            remove_deferred: false,
+            restart_pending: vec![None; task.containers.len()],
             task,
             settings,
             phase: Phase::New,
@@ -525,6 +556,13 @@ impl ManagedTask {
                 let Some(index) = self.task.container_index(&container) else {
                     return;
                 };
+                if let Err(error) = &result {
+                    if docker_away(DockerCallKind::for_target(target), error) {
+                        self.docker_away_for_transition(index, target, error, now, effects);
+                        return;
+                    }
+                }
+                self.docker_answered();
                 let change = match result {
                     Ok(output) => {
                         if let Some(docker_id) = &output.docker_id {
@@ -572,6 +610,21 @@ impl ManagedTask {
                 let Some(index) = self.task.container_index(&container) else {
                     return;
                 };
+                if let Err(error) = &result {
+                    if !inspect_says_gone(error) {
+                        // Not a fact about the container (a 500, a malformed answer, Docker
+                        // away): its status stays as it was; inspect it again after a back-off.
+                        log::debug!(
+                            "task {}: inspecting {container} failed: {error}; inspecting again later",
+                            self.task.id
+                        );
+                        self.reinspect[index] = true;
+                        self.arm_docker_retry(now, effects);
+                        return;
+                    }
+                }
+                self.docker_answered();
+                self.reinspect[index] = false;
                 match result {
                     Ok(info) => {
                         let status = status_from_inspect(&info);
@@ -599,12 +652,8 @@ impl ManagedTask {
                             self.container_change(index, change, now, effects);
                         }
                     }
-                    Err(error) => {
-                        log::debug!(
-                            "task {}: inspecting {container} failed: {error}",
-                            self.task.id
-                        );
-                    }
+                    // Handled above.
+                    Err(_) => {}
                 }
             }
             Input::DockerEvent {
@@ -696,11 +745,25 @@ impl ManagedTask {
                     restarted.applied_status = None;
                 }
                 match result {
-                    Ok(()) => log::info!(
-                        "task {}: restarted container {container} (restart {})",
-                        self.task.id,
-                        restarted.restart_count
-                    ),
+                    Ok(()) => {
+                        log::info!(
+                            "task {}: restarted container {container} (restart {})",
+                            self.task.id,
+                            restarted.restart_count
+                        );
+                        self.docker_answered();
+                    }
+                    // Docker is away (it restarts, and took the container down with it): the
+                    // restart is made when Docker is back, not given up.
+                    Err(error) if docker_away(DockerCallKind::Start, &error) => {
+                        log::warn!(
+                            "task {}: cannot restart container {container} while Docker is away \
+                             ({error}); restarting it when Docker is back",
+                            self.task.id
+                        );
+                        self.restart_pending[index] = Some(exit_code);
+                        self.arm_docker_retry(now, effects);
+                    }
                     Err(error) => {
                         log::warn!(
                             "task {}: restarting container {container} failed: {error}",
@@ -716,7 +779,22 @@ impl ManagedTask {
                     }
                 }
             }
-            Input::Resync => self.inspect_all(effects),
+            Input::Resync => {
+                // The event stream reconnected (Docker is back) or events were missed: what
+                // waited for Docker is tried now rather than at the end of its back-off.
+                self.retry_docker_now();
+                self.inspect_all(effects);
+                self.retry_pending_restarts(effects);
+            }
+            Input::TimerFired(TimerKind::DockerRetry) => {
+                self.docker_retry_at = None;
+                self.reinspect_failed(effects);
+                self.retry_pending_restarts(effects);
+                // Progressing: the pass that follows makes the due calls again.
+                if std::mem::take(&mut self.remove_deferred) {
+                    self.cleanup_if_due(now, effects);
+                }
+            }
             Input::WaitGroupReady => {
                 if self.phase == Phase::WaitingForStops {
                     self.phase = Phase::Progressing;
@@ -766,6 +844,18 @@ impl ManagedTask {
                     effects.push(Effect::Done);
                 }
             }
+            Input::RemoveDeferred { error } => {
+                if self.phase == Phase::Removing {
+                    log::info!(
+                        "task {}: cannot remove its containers while Docker is away ({error}); \
+                         trying again",
+                        self.task.id
+                    );
+                    self.phase = Phase::AwaitingCleanup;
+                    self.remove_deferred = true;
+                    self.arm_docker_retry(now, effects);
+                }
+            }
         }
     }
 
@@ -798,6 +888,8 @@ impl ManagedTask {
         if status <= self.task.desired_status {
             return;
         }
+        // A stop (or start) asked while Docker was away is tried at once: Docker may be back.
+        self.retry_docker_now();
         self.raise_desired(status);
         if status == TaskStatus::Stopped && self.task.stopped_reason.is_none() && sequence != 0 {
             self.task.stopped_reason = Some("Task stopped by request".to_string());
@@ -1281,8 +1373,118 @@ impl ManagedTask {
         }));
     }
 
+    /// A transition call failed because Docker was away (ENGINE-SEMANTICS §6 does not apply):
+    /// nothing is in flight any more, the container keeps its status and no error is recorded,
+    /// and the call is made again after a back-off.
+    fn docker_away_for_transition(
+        &mut self,
+        index: usize,
+        target: ContainerStatus,
+        error: &RuntimeError,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let container = &mut self.task.containers[index];
+        if container.applied_status == Some(target) {
+            container.applied_status = None;
+        }
+        let name = container.name().to_string();
+        if self.docker_retry_attempt == 0 {
+            log::warn!(
+                "task {}: Docker is away ({error}); container {name} waits for it to go to \
+                 {target}",
+                self.task.id
+            );
+        } else {
+            log::debug!(
+                "task {}: Docker is still away ({error}); container {name} waits",
+                self.task.id
+            );
+        }
+        self.arm_docker_retry(now, effects);
+        // An exit held until the start call answered (§12) is applied now that it did: the
+        // start Docker never received is made again, the exit is news about the container.
+        if let Some(exit) = self.exit_during_start[index].take() {
+            self.container_change(index, exit, now, effects);
+        }
+    }
+
+    /// Arms the `DockerRetry` timer with the next back-off step, unless it is armed already (one
+    /// step per round, however many calls failed in it).
+    fn arm_docker_retry(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        if self.docker_retry_at.is_some() {
+            return;
+        }
+        let delay = Self::millis(docker_retry_delay(self.docker_retry_attempt));
+        self.docker_retry_attempt = self.docker_retry_attempt.saturating_add(1);
+        let at = now.saturating_add(delay);
+        self.docker_retry_at = Some(at);
+        effects.push(Effect::ArmTimer {
+            timer: TimerKind::DockerRetry,
+            at,
+        });
+    }
+
+    /// Docker answered a call: the next time it is away, the back-off starts again from 1 s.
+    fn docker_answered(&mut self) {
+        self.docker_retry_attempt = 0;
+    }
+
+    /// Makes what waits for Docker due now (the armed timer firing later finds nothing to do
+    /// but a pass).
+    fn retry_docker_now(&mut self) {
+        self.docker_retry_at = None;
+    }
+
+    /// Inspects again the containers whose last inspect taught nothing.
+    fn reinspect_failed(&mut self, effects: &mut Vec<Effect>) {
+        if matches!(self.phase, Phase::Removing | Phase::Done) {
+            return;
+        }
+        let containers = self.task.containers.iter().zip(&self.restart_pending);
+        for ((container, restart_pending), reinspect) in containers.zip(&mut self.reinspect) {
+            // A container restarted next is not inspected: the inspection would only race it.
+            if !std::mem::take(reinspect) || restart_pending.is_some() {
+                continue;
+            }
+            if let Some(docker_id) = &container.docker_id {
+                effects.push(Effect::Docker(DockerCall::Inspect {
+                    container: container.name().to_string(),
+                    docker_id: docker_id.clone(),
+                }));
+            }
+        }
+    }
+
+    /// Makes again the restarts Docker was away for. A container desired STOPPED meanwhile is
+    /// not restarted: the pass stops it (Docker answers that stop with its exit).
+    fn retry_pending_restarts(&mut self, effects: &mut Vec<Effect>) {
+        for index in 0..self.task.containers.len() {
+            let Some(exit_code) = self.restart_pending[index].take() else {
+                continue;
+            };
+            let container = &mut self.task.containers[index];
+            if container.desired_status.is_stopped() || container.applied_status.is_some() {
+                continue;
+            }
+            let Some(docker_id) = container.docker_id.clone() else {
+                continue;
+            };
+            container.applied_status = Some(ContainerStatus::Running);
+            effects.push(Effect::Docker(DockerCall::Restart {
+                container: container.name().to_string(),
+                docker_id,
+                exit_code,
+            }));
+        }
+    }
+
     fn inspect_all(&mut self, effects: &mut Vec<Effect>) {
-        for container in &self.task.containers {
+        for (container, restart_pending) in self.task.containers.iter().zip(&self.restart_pending) {
+            // Known to have exited, and restarted next: an inspection would only race it.
+            if restart_pending.is_some() {
+                continue;
+            }
             if let Some(docker_id) = &container.docker_id {
                 if container.known_status < ContainerStatus::Stopped {
                     effects.push(Effect::Docker(DockerCall::Inspect {
@@ -1355,6 +1557,8 @@ impl ManagedTask {
                     self.post_synthetic_stop(index, None);
                     acted = true;
                 }
+                // Docker was away: the call waits for the retry timer, and the task for the call.
+                NextState::Transition { .. } if self.docker_retry_at.is_some() => in_flight = true,
                 NextState::Transition { target, action } => {
                     self.begin_transition(index, target, action, now, effects);
                     acted = true;
@@ -2198,6 +2402,13 @@ mod tests {
                 },
                 ContainerErrorKind::Unreachable,
             ),
+            (
+                ContainerStatus::Running,
+                RuntimeError::Protocol {
+                    message: "start container: connection closed mid-body".into(),
+                },
+                ContainerErrorKind::StartEof,
+            ),
         ];
         for (target, error, kind) in table {
             assert_eq!(
@@ -2521,5 +2732,409 @@ mod tests {
             machine.task().containers[0].known_status,
             ContainerStatus::Created
         );
+    }
+
+    fn failed(target: ContainerStatus, error: RuntimeError) -> Input {
+        Input::Transition {
+            container: "app".into(),
+            target,
+            result: Err(error),
+        }
+    }
+
+    fn unreachable() -> RuntimeError {
+        RuntimeError::Unreachable {
+            message: "cannot connect to /var/run/docker.sock: connection refused".into(),
+        }
+    }
+
+    fn docker_calls(effects: &[Effect]) -> Vec<&DockerCall> {
+        effects
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::Docker(call) => Some(call),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn retry_armed_at(effects: &[Effect]) -> Option<Millis> {
+        effects.iter().find_map(|effect| match effect {
+            Effect::ArmTimer {
+                timer: TimerKind::DockerRetry,
+                at,
+            } => Some(*at),
+            _ => None,
+        })
+    }
+
+    fn emits_stopped(effects: &[Effect]) -> bool {
+        effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Emit { event, .. } if event.status == "STOPPED"))
+    }
+
+    #[test]
+    fn a_pull_while_docker_is_away_waits_and_retries_with_back_off_until_the_task_runs() {
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        let effects = machine.start(1_000);
+        assert!(matches!(
+            docker_calls(&effects)[..],
+            [DockerCall::Pull { .. }]
+        ));
+        // Docker is away: no STOPPED, nothing recorded against the container, a retry in 1 s,
+        // and no call until then.
+        let mut now = 1_100;
+        let effects = machine.handle(failed(ContainerStatus::Pulled, unreachable()), now);
+        assert!(!emits_stopped(&effects), "{effects:?}");
+        assert!(docker_calls(&effects).is_empty(), "{effects:?}");
+        assert_eq!(retry_armed_at(&effects), Some(now + 1_000));
+        let task = machine.task();
+        assert_eq!(task.desired_status, TaskStatus::Running);
+        assert_eq!(task.known_status, TaskStatus::None);
+        assert_eq!(task.containers[0].known_status, ContainerStatus::None);
+        assert_eq!(task.containers[0].applied_status, None, "nothing in flight");
+        assert_eq!(task.containers[0].applying_error, None);
+        assert_eq!(task.stopped_reason, None);
+        // Something else happening meanwhile does not make the call early.
+        let effects = machine.handle(Input::WaitGroupReady, now + 10);
+        assert!(docker_calls(&effects).is_empty(), "{effects:?}");
+        // Each round still away doubles the wait: 1, 2, 4, 8, 16, then 30 s.
+        for expected_wait in [1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000] {
+            now += expected_wait;
+            let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), now);
+            assert!(
+                matches!(docker_calls(&effects)[..], [DockerCall::Pull { .. }]),
+                "{effects:?}"
+            );
+            let effects = machine.handle(failed(ContainerStatus::Pulled, unreachable()), now);
+            let next_wait = match expected_wait {
+                16_000 | 30_000 => 30_000,
+                wait => wait * 2,
+            };
+            assert_eq!(
+                retry_armed_at(&effects),
+                Some(now + next_wait),
+                "after {expected_wait}"
+            );
+            assert!(!emits_stopped(&effects));
+        }
+        // Docker is back: the task goes on to RUNNING.
+        now += 30_000;
+        let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), now);
+        assert!(matches!(
+            docker_calls(&effects)[..],
+            [DockerCall::Pull { .. }]
+        ));
+        machine.handle(transition(ContainerStatus::Pulled, None), now + 1);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), now + 2);
+        machine.handle(transition(ContainerStatus::Running, None), now + 3);
+        assert_eq!(machine.task().known_status, TaskStatus::Running);
+        assert_eq!(machine.task().stopped_reason, None);
+    }
+
+    #[test]
+    fn a_create_that_timed_out_or_lost_its_answer_is_made_again_not_counted_against_the_task() {
+        for error in [
+            RuntimeError::Timeout {
+                operation: "create container".into(),
+                after: Duration::from_secs(240),
+            },
+            RuntimeError::Protocol {
+                message: "create container: connection closed mid-body".into(),
+            },
+            unreachable(),
+        ] {
+            let mut machine =
+                ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+            machine.start(1_000);
+            machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+            let effects = machine.handle(failed(ContainerStatus::Created, error.clone()), 1_002);
+            assert_eq!(retry_armed_at(&effects), Some(2_002), "{error}");
+            assert_eq!(
+                machine.task().desired_status,
+                TaskStatus::Running,
+                "{error}"
+            );
+            let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), 2_002);
+            assert!(
+                matches!(docker_calls(&effects)[..], [DockerCall::Create { .. }]),
+                "{error}: {effects:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn dockers_own_answers_still_count_against_the_task() {
+        // A refused create (a missing image): §6 as before, the task stops, no retry.
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        let effects = machine.handle(
+            failed(
+                ContainerStatus::Created,
+                RuntimeError::NoSuchImage {
+                    message: "unit/app:1".into(),
+                },
+            ),
+            1_002,
+        );
+        assert_eq!(retry_armed_at(&effects), None);
+        assert_eq!(machine.task().desired_status, TaskStatus::Stopped);
+        assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    }
+
+    #[test]
+    fn a_stop_while_docker_is_away_completes_only_when_docker_confirms_it() {
+        let mut machine = running_machine();
+        let effects = machine.handle(
+            Input::Desired {
+                status: TaskStatus::Stopped,
+                sequence: 5,
+                registered: true,
+            },
+            2_000,
+        );
+        assert!(matches!(
+            docker_calls(&effects)[..],
+            [DockerCall::Stop { .. }]
+        ));
+        // The stop worker retried, then found Docker does not answer a ping.
+        let effects = machine.handle(failed(ContainerStatus::Stopped, unreachable()), 12_000);
+        assert!(!emits_stopped(&effects), "{effects:?}");
+        assert!(!effects.contains(&Effect::WaitGroupDone { sequence: 5 }));
+        assert_eq!(retry_armed_at(&effects), Some(13_000));
+        let task = machine.task();
+        assert_eq!(task.containers[0].known_status, ContainerStatus::Running);
+        assert_eq!(task.known_status, TaskStatus::Running);
+        assert_eq!(task.containers[0].applying_error, None);
+        // A hung daemon (the stop timed out) is waited out the same way.
+        let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), 13_000);
+        assert!(matches!(
+            docker_calls(&effects)[..],
+            [DockerCall::Stop { .. }]
+        ));
+        let effects = machine.handle(
+            failed(
+                ContainerStatus::Stopped,
+                RuntimeError::Timeout {
+                    operation: "stop container".into(),
+                    after: Duration::from_secs(40),
+                },
+            ),
+            60_000,
+        );
+        assert_eq!(retry_armed_at(&effects), Some(62_000));
+        assert_eq!(machine.task().known_status, TaskStatus::Running);
+        // Docker's event stream reconnects: the stop is made at once, and its answer ends it.
+        let effects = machine.handle(Input::Resync, 61_000);
+        assert!(
+            docker_calls(&effects)
+                .iter()
+                .any(|call| matches!(call, DockerCall::Stop { .. })),
+            "{effects:?}"
+        );
+        let effects = machine.handle(transition(ContainerStatus::Stopped, None), 61_500);
+        assert!(emits_stopped(&effects));
+        assert!(effects.contains(&Effect::WaitGroupDone { sequence: 5 }));
+        assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    }
+
+    #[test]
+    fn an_inspect_that_fails_without_saying_gone_leaves_the_status_and_is_retried() {
+        let failures = [
+            RuntimeError::Api {
+                status: 500,
+                message: "Internal Server Error".into(),
+            },
+            RuntimeError::Protocol {
+                message: "inspect answer: EOF while parsing an object".into(),
+            },
+            unreachable(),
+            RuntimeError::Timeout {
+                operation: "inspect container".into(),
+                after: Duration::from_secs(30),
+            },
+        ];
+        for error in failures {
+            let mut machine = running_machine();
+            let effects = machine.handle(Input::TimerFired(TimerKind::SteadyCheck), 400_000);
+            assert!(matches!(
+                docker_calls(&effects)[..],
+                [DockerCall::Inspect { .. }]
+            ));
+            let effects = machine.handle(
+                Input::Inspected {
+                    container: "app".into(),
+                    result: Err(error.clone()),
+                },
+                400_100,
+            );
+            assert!(!emits_stopped(&effects), "{error}: {effects:?}");
+            assert_eq!(
+                machine.task().containers[0].known_status,
+                ContainerStatus::Running
+            );
+            assert_eq!(
+                machine.task().desired_status,
+                TaskStatus::Running,
+                "{error}"
+            );
+            assert_eq!(machine.task().containers[0].applying_error, None, "{error}");
+            assert_eq!(retry_armed_at(&effects), Some(401_100), "{error}");
+            let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), 401_100);
+            assert!(
+                matches!(docker_calls(&effects)[..], [DockerCall::Inspect { .. }]),
+                "{error}: {effects:?}"
+            );
+        }
+        // Only Docker's "no such container" says it is gone.
+        let mut machine = running_machine();
+        let effects = machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Err(RuntimeError::NoSuchContainer {
+                    message: "id-1".into(),
+                }),
+            },
+            400_100,
+        );
+        assert!(emits_stopped(&effects));
+        assert_eq!(
+            machine.task().containers[0]
+                .applying_error
+                .as_ref()
+                .map(|e| e.kind),
+            Some(ContainerErrorKind::Vanished)
+        );
+    }
+
+    #[test]
+    fn inspect_failures_change_no_status_and_arm_one_retry_per_round() {
+        let mut machine = running_machine();
+        let effects = machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Err(RuntimeError::Api {
+                    status: 500,
+                    message: "boom".into(),
+                }),
+            },
+            2_000,
+        );
+        assert!(!emits_stopped(&effects));
+        assert_eq!(machine.task().known_status, TaskStatus::Running);
+        // A second failure in the same round does not arm a second timer.
+        let effects = machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Err(unreachable()),
+            },
+            2_001,
+        );
+        assert_eq!(retry_armed_at(&effects), None);
+    }
+
+    #[test]
+    fn cleanup_removes_again_when_docker_was_away() {
+        let mut machine = running_machine();
+        machine.handle(
+            Input::Desired {
+                status: TaskStatus::Stopped,
+                sequence: 0,
+                registered: false,
+            },
+            2_000,
+        );
+        machine.handle(transition(ContainerStatus::Stopped, None), 2_001);
+        machine.handle(
+            Input::Reported(Reported::Container {
+                name: "app".into(),
+                status: ContainerStatus::Stopped,
+            }),
+            2_002,
+        );
+        let effects = machine.handle(
+            Input::Reported(Reported::Task {
+                status: TaskStatus::Stopped,
+            }),
+            2_003,
+        );
+        assert!(removes(&effects), "{effects:?}");
+        let effects = machine.handle(
+            Input::RemoveDeferred {
+                error: unreachable(),
+            },
+            2_100,
+        );
+        assert_eq!(retry_armed_at(&effects), Some(3_100));
+        assert!(!effects.contains(&Effect::Done));
+        let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), 3_100);
+        assert!(removes(&effects), "the removal is made again: {effects:?}");
+        assert_eq!(machine.handle(Input::Removed, 3_200), vec![Effect::Done]);
+    }
+
+    #[test]
+    fn a_restart_docker_was_away_for_is_made_when_docker_is_back() {
+        let mut task = one_container_task();
+        task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 60,
+        });
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(transition(ContainerStatus::Running, None), 1_003);
+        let effects = machine.handle(die_event(1), 100_000);
+        assert!(docker_calls(&effects)
+            .iter()
+            .any(|call| matches!(call, DockerCall::Restart { .. })));
+        let restarted = |result: Result<(), RuntimeError>| Input::Restarted {
+            container: "app".into(),
+            exit_code: Some(1),
+            result,
+        };
+        // Docker went down with the container: the restart waits for it, nothing stops (nor
+        // does the inspection after the exit, which fails too).
+        machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Err(unreachable()),
+            },
+            100_050,
+        );
+        let effects = machine.handle(restarted(Err(unreachable())), 100_100);
+        assert!(!emits_stopped(&effects), "{effects:?}");
+        assert_eq!(
+            retry_armed_at(&effects),
+            None,
+            "armed once for the round, by the inspection"
+        );
+        assert_eq!(machine.task().known_status, TaskStatus::Running);
+        // Back-off expired: still away. Only the restart is made, no inspection beside it.
+        let effects = machine.handle(Input::TimerFired(TimerKind::DockerRetry), 101_100);
+        assert!(
+            matches!(docker_calls(&effects)[..], [DockerCall::Restart { .. }]),
+            "{effects:?}"
+        );
+        let effects = machine.handle(restarted(Err(unreachable())), 101_200);
+        assert_eq!(retry_armed_at(&effects), Some(103_200));
+        // Docker is back (its event stream reconnects): the restart is made at once, and the
+        // container is not inspected meanwhile (that would race the restart).
+        let effects = machine.handle(Input::Resync, 102_000);
+        assert!(
+            matches!(docker_calls(&effects)[..], [DockerCall::Restart { .. }]),
+            "{effects:?}"
+        );
+        let effects = machine.handle(restarted(Ok(())), 102_100);
+        assert!(!emits_stopped(&effects));
+        assert_eq!(
+            machine.task().containers[0].known_status,
+            ContainerStatus::Running
+        );
+        assert_eq!(machine.task().containers[0].restart_count, 1);
+        assert_eq!(machine.task().containers[0].applied_status, None);
     }
 }

@@ -3,9 +3,12 @@
 //!
 //! The per-container rule is the pure `state::reconcile::reconcile_container`; this file only
 //! looks each container up (by its fixed name when no Docker id was saved — a crash between the
-//! create call and its answer — by id otherwise) and applies the outcome. A lookup that failed
-//! because Docker did not answer teaches nothing, so the caller waits and reconciles again
-//! instead of declaring every container vanished on a host whose Docker starts slowly.
+//! create call and its answer — by id otherwise) and applies the outcome. Only Docker's "no
+//! such container" means a container vanished; when an inspect fails otherwise and Docker does
+//! answer a list of the task's containers by label, that list decides. A lookup that taught
+//! nothing (Docker unreachable, timed out, a 500, a malformed answer) leaves the container as it
+//! was, and the caller reconciles it again with back-off instead of declaring every container
+//! vanished on a host whose Docker starts slowly or answers badly for a while.
 //!
 //! Leftovers: a container labelled with this cluster that no saved task knows (by id or by
 //! fixed name) can only exist when state was deleted by hand. [`leftover_containers`] finds
@@ -13,7 +16,8 @@
 //! comparison runs whenever the Docker event stream reconnects ([`relist_plan`]): a container
 //! created while the stream was down whose task never learned its id is adopted by name.
 
-use crate::engine::transition::exit_error_from_inspection;
+use crate::engine::container_spec::LABEL_TASK_ARN;
+use crate::engine::transition::{docker_away, exit_error_from_inspection, DockerCallKind};
 use crate::runtime::{ContainerRuntime, ContainerSummary, RuntimeError};
 use crate::state::reconcile::{reconcile_container, DockerView};
 use crate::task::{ContainerStatus, Millis, Task};
@@ -29,6 +33,10 @@ pub struct TaskReconciled {
     pub adopted: bool,
     /// Docker did not answer for at least one container: reconcile this task again later.
     pub docker_unreachable: bool,
+    /// Docker answered an inspect of at least one container, but not with the container nor
+    /// with "no such container" (a 500, a malformed or truncated answer): that container is
+    /// left as it was; reconcile again later, or let the task's loop inspect it again.
+    pub inspect_failed: bool,
 }
 
 /// Looks up one container and reconciles its record (§11 step 3).
@@ -37,7 +45,22 @@ fn docker_view(runtime: &dyn ContainerRuntime, task: &Task, index: usize) -> Opt
     match (&container.docker_id, &container.docker_name) {
         (Some(docker_id), _) => Some(match runtime.inspect_container(docker_id) {
             Ok(info) => DockerView::Inspected(info),
-            Err(error) => DockerView::InspectFailed(error),
+            Err(error @ RuntimeError::NoSuchContainer { .. }) => DockerView::InspectFailed(error),
+            Err(error) if docker_away(DockerCallKind::Inspect, &error) => {
+                DockerView::InspectFailed(error)
+            }
+            // Docker answers, but not about this container: ask it for the task's containers
+            // by label, which settles whether it still exists.
+            Err(error) => {
+                match runtime.list_containers(&[format!("{LABEL_TASK_ARN}={}", task.arn)]) {
+                    Ok(listed) if !listed.iter().any(|summary| summary.id == *docker_id) => {
+                        DockerView::NotListed {
+                            inspect_error: error,
+                        }
+                    }
+                    _ => DockerView::InspectFailed(error),
+                }
+            }
         }),
         (None, Some(docker_name)) => Some(match runtime.inspect_container(docker_name) {
             Ok(info) => DockerView::FoundByName(info),
@@ -75,9 +98,17 @@ pub fn reconcile_task(
             }
             _ => None,
         };
+        let unanswered = match &view {
+            DockerView::InspectFailed(error) => docker_away(DockerCallKind::Inspect, error),
+            _ => false,
+        };
         let outcome = reconcile_container(&task.containers[index], view);
         if outcome.retry_when_docker_answers {
-            result.docker_unreachable = true;
+            if unanswered {
+                result.docker_unreachable = true;
+            } else {
+                result.inspect_failed = true;
+            }
             continue;
         }
         if outcome.changes(&task.containers[index]) {

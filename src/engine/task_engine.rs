@@ -484,8 +484,11 @@ impl TaskEngine {
 
         let mut waiting: Vec<usize> = (0..prepared.len()).collect();
         let mut backoff = self.shared.config.events_reconnect.initial;
+        let mut round = 0;
         loop {
+            round += 1;
             let mut unanswered = Vec::new();
+            let mut answered_badly = 0;
             for index in waiting {
                 let Prepared {
                     task,
@@ -502,14 +505,30 @@ impl TaskEngine {
                 }
                 if outcome.docker_unreachable {
                     unanswered.push(index);
+                } else if outcome.inspect_failed {
+                    if round < RESTORE_INSPECT_ROUNDS {
+                        answered_badly += 1;
+                        unanswered.push(index);
+                    } else {
+                        // Docker answers, but keeps failing to inspect a container it still
+                        // lists: start the task with that container as it was (never STOPPED
+                        // for it), and let its loop inspect again, with back-off, once it runs.
+                        log::warn!(
+                            "restore: task {}: Docker keeps failing to inspect a container; \
+                             starting the task with its saved status, its loop inspects again",
+                            task.id
+                        );
+                        let _ = inboxes.route.resync.try_send(());
+                    }
                 }
             }
             if unanswered.is_empty() {
                 break;
             }
             log::warn!(
-                "restore: Docker does not answer; {} saved task(s) wait to be reconciled; \
-                 retrying in {}s",
+                "restore: Docker does not answer (or answers an inspect with an error, for {} of \
+                 them); {} saved task(s) wait to be reconciled; retrying in {}s",
+                answered_badly,
                 unanswered.len(),
                 backoff.as_secs_f64()
             );
@@ -627,6 +646,11 @@ fn unavailable(what: &str, error: impl std::fmt::Display) -> EngineError {
     }
 }
 
+/// Restore rounds for a task whose containers Docker lists but fails to inspect (a 500, a
+/// malformed answer) before its loop starts anyway, with those containers as they were saved.
+/// Docker not answering at all is waited for without limit: nothing can be done without it.
+const RESTORE_INSPECT_ROUNDS: u32 = 5;
+
 /// A saved task on its way back: reconciled (`changed`: it differs from its file) and routed,
 /// its loop not started yet.
 struct Prepared {
@@ -692,6 +716,12 @@ fn handle_orphans(shared: &EngineShared, orphans: &[ContainerSummary], moment: &
 /// of this cluster that belong to no task are reported (and removed only when
 /// `DECKHAND_REMOVE_ORPHANS=true`). Runs on the events thread; never waits on a task.
 fn relist_by_label(shared: &EngineShared) {
+    // Docker is back: every task that waits to retry a call Docker was away for makes it now
+    // (those with containers in Docker were woken by the events thread already; this reaches
+    // the ones still pulling or creating). A full one-slot inbox already holds a wake-up.
+    for handle in shared.commands().tasks.values() {
+        let _ = handle.route.resync.try_send(());
+    }
     // The tasks first, then the list: a container listed after this snapshot was created by a
     // task in it (a newer task's containers are created later), so nothing new looks orphaned.
     let tasks: Vec<Task> = shared.snapshots().values().cloned().collect();

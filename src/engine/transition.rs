@@ -5,6 +5,7 @@
 //! `now`), no I/O. The managed-task loop calls these and performs what they return; the tables in
 //! the tests below prove each row of the reference behaviour.
 
+use crate::runtime::RuntimeError;
 use crate::task::{
     Container, ContainerError, ContainerErrorKind, ContainerStatus, DependencyCondition,
     HealthStatus, Millis, PullBehavior, Task, TaskStatus,
@@ -379,6 +380,11 @@ pub fn essential_container_stopped(task: &Task) -> bool {
 }
 
 /// §6: what a failed transition result means. `target` is the status the call aimed at.
+///
+/// Only Docker's answers come here: a failure for which [`docker_away`] holds (Docker
+/// unreachable; a create or stop that timed out or lost its answer) is retried by the managed
+/// task without touching the container, so the STOPPED rows for "unreachable" and "timeout" are
+/// reached only through the error kinds themselves (they stay as the rule for such an error).
 pub fn error_outcome(
     target: ContainerStatus,
     error: &ContainerError,
@@ -443,6 +449,104 @@ pub fn error_outcome(
             },
         },
     }
+}
+
+/// A Docker call, as [`docker_away`] tells its failures apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DockerCallKind {
+    Pull,
+    Create,
+    Start,
+    Stop,
+    Inspect,
+    Remove,
+}
+
+impl From<DockerAction> for DockerCallKind {
+    fn from(action: DockerAction) -> DockerCallKind {
+        match action {
+            DockerAction::Pull => DockerCallKind::Pull,
+            DockerAction::Create => DockerCallKind::Create,
+            DockerAction::Start => DockerCallKind::Start,
+            DockerAction::Stop => DockerCallKind::Stop,
+        }
+    }
+}
+
+impl DockerCallKind {
+    /// The call a transition aimed at `target` makes (§3 row 7, row 6).
+    pub fn for_target(target: ContainerStatus) -> DockerCallKind {
+        match target {
+            ContainerStatus::None | ContainerStatus::Created => DockerCallKind::Create,
+            ContainerStatus::Pulled => DockerCallKind::Pull,
+            ContainerStatus::Running => DockerCallKind::Start,
+            ContainerStatus::Stopped => DockerCallKind::Stop,
+        }
+    }
+}
+
+/// Whether a failed Docker call means "Docker is away" (true) rather than "Docker answered no"
+/// (false).
+///
+/// Docker being away — its socket refuses connections during a restart or an upgrade, or the
+/// daemon hangs — is nobody's fault: the call is retried with back-off
+/// ([`docker_retry_delay`]), the container keeps its status, and nothing counts against the
+/// task. Only Docker's own answers (a refused create, a missing image, a conflict, any 4xx/5xx
+/// with its message, "no such container") go through §6's error rules.
+///
+/// Per error:
+/// - `Unreachable`: away, for every call.
+/// - `Protocol` (no readable answer: the connection closed mid-answer, as it does when the
+///   daemon restarts during a call, or bytes that are not HTTP/JSON): away, except for a start.
+/// - `Timeout`: away for create, stop, inspect and remove — short calls against the local
+///   daemon, so one that times out means the daemon is hung, and repeating them is safe (a create
+///   uses the container's fixed name and adopts what an earlier attempt made; a stop is
+///   idempotent; the stop worker has already retried and pinged Docker before it reports).
+///   Not away for a **start** (§6 is kept: a start whose answer was lost may have happened, so
+///   the container is stopped in the background and the task does not wait on it) nor for a
+///   **pull**: its deadline (`ECS_IMAGE_PULL_TIMEOUT`, 2 h, or no progress) bounds a download
+///   from a registry, which is what is usually slow, so the pull behaviour decides as in ECS
+///   (`default` goes on with a cached image; `always`/`once` stop the task).
+/// - Everything else is an answer from Docker.
+///
+/// An inspect's failure is never a status either way: only "no such container" says the
+/// container is gone ([`inspect_says_gone`]); any other failure is retried.
+pub fn docker_away(call: DockerCallKind, error: &RuntimeError) -> bool {
+    match error {
+        RuntimeError::Unreachable { .. } => true,
+        RuntimeError::Protocol { .. } => call != DockerCallKind::Start,
+        RuntimeError::Timeout { .. } => {
+            !matches!(call, DockerCallKind::Start | DockerCallKind::Pull)
+        }
+        RuntimeError::NoSuchContainer { .. }
+        | RuntimeError::NoSuchImage { .. }
+        | RuntimeError::Conflict { .. }
+        | RuntimeError::CannotPull { .. }
+        | RuntimeError::Api { .. } => false,
+    }
+}
+
+/// Whether a failed inspect shows the container is gone: only Docker's "no such container"
+/// (404) does. A 500, a malformed or truncated answer, a timeout or an unreachable socket say
+/// nothing about the container, so its status stays as it was and the inspect is retried.
+pub fn inspect_says_gone(error: &RuntimeError) -> bool {
+    matches!(error, RuntimeError::NoSuchContainer { .. })
+}
+
+/// First wait before a call that failed because Docker was away is made again.
+pub const DOCKER_RETRY_INITIAL: Duration = Duration::from_secs(1);
+/// The longest wait between two attempts while Docker stays away.
+pub const DOCKER_RETRY_MAXIMUM: Duration = Duration::from_secs(30);
+
+/// The wait before retry number `attempt` (0 = the first retry) while Docker is away: 1 s
+/// doubling up to 30 s. No jitter: the retries of different tasks are spread by when each one
+/// failed, and every task with a container in Docker retries at once anyway when the event
+/// stream reconnects.
+pub fn docker_retry_delay(attempt: u32) -> Duration {
+    let factor = 1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX);
+    DOCKER_RETRY_INITIAL
+        .saturating_mul(factor)
+        .min(DOCKER_RETRY_MAXIMUM)
 }
 
 /// §7: a change reporting RUNNING for a container known STOPPED: issue one stop (true) or ignore (false).
@@ -1058,6 +1162,90 @@ mod tests {
         for (name, target, kind, pull_behavior, expected) in cases {
             assert_eq!(error_outcome(target, &error(kind), pull_behavior), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn docker_away_or_docker_answered_per_call_and_error() {
+        use DockerCallKind as Call;
+        let unreachable = RuntimeError::Unreachable { message: "connection refused".into() };
+        let timeout = RuntimeError::Timeout { operation: "x".into(), after: Duration::from_secs(1) };
+        let protocol = RuntimeError::Protocol { message: "connection closed mid-body".into() };
+        let api_500 = RuntimeError::Api { status: 500, message: "server error".into() };
+        let no_such_container = RuntimeError::NoSuchContainer { message: "abc".into() };
+        let no_such_image = RuntimeError::NoSuchImage { message: "img".into() };
+        let conflict = RuntimeError::Conflict { message: "name in use".into() };
+        let cannot_pull = RuntimeError::CannotPull { message: "manifest unknown".into() };
+        // (call, error, away?)
+        let cases: Vec<(Call, &RuntimeError, bool)> = vec![
+            (Call::Pull,    &unreachable,       true),
+            (Call::Create,  &unreachable,       true),
+            (Call::Start,   &unreachable,       true),
+            (Call::Stop,    &unreachable,       true),
+            (Call::Inspect, &unreachable,       true),
+            (Call::Remove,  &unreachable,       true),
+            (Call::Pull,    &timeout,           false), // a slow registry: the pull behaviour decides
+            (Call::Create,  &timeout,           true),  // a hung daemon; the retry adopts by name
+            (Call::Start,   &timeout,           false), // §6: it may be running
+            (Call::Stop,    &timeout,           true),
+            (Call::Inspect, &timeout,           true),
+            (Call::Remove,  &timeout,           true),
+            (Call::Pull,    &protocol,          true),
+            (Call::Create,  &protocol,          true),
+            (Call::Start,   &protocol,          false), // §6: start EOF, it may be running
+            (Call::Stop,    &protocol,          true),
+            (Call::Remove,  &protocol,          true),
+            (Call::Pull,    &cannot_pull,       false),
+            (Call::Pull,    &api_500,           false),
+            (Call::Create,  &api_500,           false),
+            (Call::Create,  &no_such_image,     false),
+            (Call::Create,  &conflict,          false),
+            (Call::Start,   &api_500,           false),
+            (Call::Stop,    &api_500,           false),
+            (Call::Stop,    &no_such_container, false),
+            (Call::Inspect, &no_such_container, false),
+            (Call::Remove,  &no_such_container, false),
+        ];
+        for (call, error, expected) in cases {
+            assert_eq!(docker_away(call, error), expected, "{call:?} {error}");
+        }
+    }
+
+    #[test]
+    fn only_no_such_container_says_an_inspected_container_is_gone() {
+        let cases = [
+            (RuntimeError::NoSuchContainer { message: "abc".into() }, true),
+            (RuntimeError::Api { status: 500, message: "server error".into() }, false),
+            (RuntimeError::Protocol { message: "truncated answer".into() }, false),
+            (RuntimeError::Unreachable { message: "refused".into() }, false),
+            (RuntimeError::Timeout { operation: "inspect".into(), after: Duration::from_secs(30) }, false),
+            (RuntimeError::Conflict { message: "x".into() }, false),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(inspect_says_gone(&error), expected, "{error}");
+        }
+    }
+
+    #[test]
+    fn docker_retry_backs_off_from_one_second_doubling_to_thirty() {
+        let cases = [(0, 1), (1, 2), (2, 4), (3, 8), (4, 16), (5, 30), (6, 30), (40, 30), (u32::MAX, 30)];
+        for (attempt, seconds) in cases {
+            assert_eq!(docker_retry_delay(attempt), Duration::from_secs(seconds), "attempt {attempt}");
+        }
+    }
+
+    #[test]
+    fn a_transition_names_the_call_it_makes() {
+        let cases = [
+            (ContainerStatus::None, DockerCallKind::Create),
+            (Pulled, DockerCallKind::Pull),
+            (Created, DockerCallKind::Create),
+            (Running, DockerCallKind::Start),
+            (Stopped, DockerCallKind::Stop),
+        ];
+        for (target, call) in cases {
+            assert_eq!(DockerCallKind::for_target(target), call, "{target}");
+        }
+        assert_eq!(DockerCallKind::from(DockerAction::Stop), DockerCallKind::Stop);
     }
 
     #[test]

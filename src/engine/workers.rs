@@ -7,6 +7,7 @@
 //! already taken by an earlier create of the same task.
 
 use crate::engine::managed_task::{DockerCall, Input, TransitionOutput};
+use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::runtime::{ContainerRuntime, RuntimeError};
 use crate::state::StateStore;
 use crate::task::{ContainerStatus, PullBehavior};
@@ -241,18 +242,27 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             docker_ids,
             volumes,
         } => {
+            // Docker being away is not a refusal: the task tries the whole removal again later
+            // (what is gone already answers "no such container").
+            let mut away = None;
             for docker_id in docker_ids {
                 match runtime.remove_container(&docker_id, true) {
                     Ok(()) | Err(RuntimeError::NoSuchContainer { .. }) => {}
+                    Err(error) if docker_away(DockerCallKind::Remove, &error) => away = Some(error),
                     Err(error) => log::warn!("cannot remove container {docker_id}: {error}"),
                 }
             }
             for volume in volumes {
-                if let Err(error) = runtime.remove_volume(&volume) {
-                    log::warn!("cannot remove volume {volume}: {error}");
+                match runtime.remove_volume(&volume) {
+                    Ok(()) => {}
+                    Err(error) if docker_away(DockerCallKind::Remove, &error) => away = Some(error),
+                    Err(error) => log::warn!("cannot remove volume {volume}: {error}"),
                 }
             }
-            Some(Input::Removed)
+            Some(match away {
+                Some(error) => Input::RemoveDeferred { error },
+                None => Input::Removed,
+            })
         }
     }
 }
@@ -291,6 +301,8 @@ fn create_or_adopt(
             Err(RuntimeError::NoSuchContainer { .. }) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(ADOPT_POLL);
             }
+            // Docker went away between the two calls: not a refusal of the create.
+            Err(error) if docker_away(DockerCallKind::Inspect, &error) => return Err(error),
             Err(_) => return Err(RuntimeError::Conflict { message }),
         }
     }
@@ -298,7 +310,8 @@ fn create_or_adopt(
 
 /// Stops a container, retrying with back-off unless it does not exist. After the retries,
 /// Docker is pinged: if it answers, the container is treated as stopped so that a wedged stop
-/// cannot pin the task; if not, the last error is returned (the daemon is down).
+/// cannot pin the task; if not, the daemon is down and the stop fails as "unreachable", which
+/// the task waits out (the container stays RUNNING until Docker confirms the stop).
 fn stop_with_retries(
     context: &WorkerContext,
     docker_id: &str,
@@ -329,9 +342,14 @@ fn stop_with_retries(
             log::warn!("container {docker_id} did not confirm its stop; Docker answers, so treating it as stopped");
             Ok(())
         }
-        Err(_) => Err(last_error.unwrap_or(RuntimeError::Unreachable {
-            message: "Docker did not answer".to_string(),
-        })),
+        Err(ping_error) => Err(RuntimeError::Unreachable {
+            message: match last_error {
+                Some(error) => format!(
+                    "the stop failed ({error}) and Docker does not answer a ping ({ping_error})"
+                ),
+                None => format!("Docker does not answer a ping ({ping_error})"),
+            },
+        }),
     }
 }
 

@@ -8,15 +8,18 @@
 //! | name, no ID | found by name  | adopt the ID; known = max(known, Docker state); copy metadata |
 //! | name, no ID | absent         | unchanged: the create will run                               |
 //! | ID          | inspect ok     | copy metadata; known = max(known, Docker state)              |
-//! | ID          | inspect fails  | known STOPPED; a vanished error unless already STOPPED       |
+//! | ID          | inspect: 404   | known STOPPED; a vanished error unless already STOPPED       |
+//! | ID          | not listed     | the same: a re-list by label confirms it is gone             |
+//! | ID          | inspect fails otherwise | unchanged; reconcile again later                    |
 //!
 //! Docker state: running → RUNNING; dead → STOPPED; never started and no error → CREATED; else
 //! STOPPED.
 //!
-//! One refinement: an inspect that failed because Docker did not answer (unreachable, timed out)
-//! says nothing about the container, so it is not "vanished": the outcome asks the caller to
-//! reconcile again once Docker answers, instead of stopping every task of a host whose Docker
-//! starts slower than deckhand.
+//! Only Docker's "no such container" (or a re-list that does not show the container) means it
+//! vanished. Any other failed inspect — Docker unreachable or timed out, a 500, a malformed or
+//! truncated answer — says nothing about the container: marking it STOPPED would leave it
+//! running in Docker, unmanaged, with a task that `deckhand stop` no longer stops. The outcome
+//! asks the caller to reconcile it again instead (with back-off), and the record stays as it was.
 
 use crate::runtime::{ContainerInfo, PortBinding, RuntimeError};
 use crate::task::time::parse_docker_time;
@@ -35,6 +38,10 @@ pub enum DockerView {
     Inspected(ContainerInfo),
     /// The record had a Docker id; inspecting it failed.
     InspectFailed(RuntimeError),
+    /// The record had a Docker id; inspecting it failed with something other than "no such
+    /// container", and a list of the task's containers by label, which Docker did answer, does
+    /// not show it.
+    NotListed { inspect_error: RuntimeError },
 }
 
 /// Container fields Docker is the authority on, to copy into the record.
@@ -66,7 +73,8 @@ pub struct ReconcileOutcome {
     pub metadata: Option<InspectedMetadata>,
     /// An error to record (container vanished), kept only if the container has none yet.
     pub error: Option<ContainerError>,
-    /// Docker did not answer: nothing was learnt; reconcile this container again later.
+    /// Docker did not tell (it did not answer, or its answer was not one): nothing was learnt;
+    /// reconcile this container again later.
     pub retry_when_docker_answers: bool,
 }
 
@@ -195,13 +203,8 @@ pub fn reconcile_container(record: &Container, docker: DockerView) -> ReconcileO
                 retry_when_docker_answers: false,
             }
         }
-        DockerView::InspectFailed(
-            RuntimeError::Unreachable { .. } | RuntimeError::Timeout { .. },
-        ) => ReconcileOutcome {
-            retry_when_docker_answers: true,
-            ..ReconcileOutcome::unchanged(record)
-        },
-        DockerView::InspectFailed(inspect_error) => {
+        DockerView::InspectFailed(inspect_error @ RuntimeError::NoSuchContainer { .. })
+        | DockerView::NotListed { inspect_error } => {
             let already_stopped = record.known_status == ContainerStatus::Stopped;
             let error = (!already_stopped).then(|| ContainerError {
                 kind: ContainerErrorKind::Vanished,
@@ -217,6 +220,12 @@ pub fn reconcile_container(record: &Container, docker: DockerView) -> ReconcileO
                 ..ReconcileOutcome::unchanged(record)
             }
         }
+        // Unreachable, timed out, a 500, a malformed or truncated answer: not a fact about the
+        // container.
+        DockerView::InspectFailed(_) => ReconcileOutcome {
+            retry_when_docker_answers: true,
+            ..ReconcileOutcome::unchanged(record)
+        },
     }
 }
 
@@ -484,13 +493,80 @@ mod tests {
                 None,
             ),
             (
-                "id, inspect fails while CREATED: vanished, STOPPED",
+                "id, no such container while CREATED: vanished, STOPPED",
+                Created,
+                true,
+                DockerView::InspectFailed(no_such()),
+                Stopped,
+                None,
+                vanished,
+                false,
+                None,
+            ),
+            (
+                "id, inspect answers 500: unchanged, retry",
+                Running,
+                true,
+                DockerView::InspectFailed(RuntimeError::Api {
+                    status: 500,
+                    message: "boom".to_string(),
+                }),
+                Running,
+                None,
+                None,
+                true,
+                None,
+            ),
+            (
+                "id, inspect answers 500 while CREATED: unchanged, retry",
                 Created,
                 true,
                 DockerView::InspectFailed(RuntimeError::Api {
                     status: 500,
                     message: "boom".to_string(),
                 }),
+                Created,
+                None,
+                None,
+                true,
+                None,
+            ),
+            (
+                "id, malformed inspect answer: unchanged, retry",
+                Running,
+                true,
+                DockerView::InspectFailed(RuntimeError::Protocol {
+                    message: "inspect answer: expected value at line 1 column 1".to_string(),
+                }),
+                Running,
+                None,
+                None,
+                true,
+                None,
+            ),
+            (
+                "id, truncated inspect answer: unchanged, retry",
+                Running,
+                true,
+                DockerView::InspectFailed(RuntimeError::Protocol {
+                    message: "inspect: connection closed mid-body".to_string(),
+                }),
+                Running,
+                None,
+                None,
+                true,
+                None,
+            ),
+            (
+                "id, inspect answers 500 and the re-list does not show it: vanished",
+                Running,
+                true,
+                DockerView::NotListed {
+                    inspect_error: RuntimeError::Api {
+                        status: 500,
+                        message: "boom".to_string(),
+                    },
+                },
                 Stopped,
                 None,
                 vanished,
