@@ -7,8 +7,8 @@
 //! wait for or finish a wait-group number, done). It owns no thread, socket or clock, so tests
 //! drive it step by step. The loop in `run_managed_task` is the only place that waits: one
 //! `select_biased!` over shutdown, the desired-status inbox, transition results, Docker events,
-//! resync requests, the wait group and the timers. Each Docker call runs on a short-lived worker
-//! thread that posts its result back as an input.
+//! resync requests, the wait group and the timers. Each Docker call runs on the engine's Docker
+//! worker pool, which posts its result back as an input (a panicked call as a failed one).
 
 use crate::engine::container_spec::{create_request, task_volume_names};
 use crate::engine::docker_events::DockerObservation;
@@ -18,7 +18,10 @@ use crate::engine::transition::{
     exit_error_from_inspection, is_steady, next_state, restop_on_running_report, should_restart,
     stop_grace, unable_to_progress, DockerAction, NextState, ProgressVerdict, RuleConfig,
 };
-use crate::engine::workers::run_docker_call;
+use crate::engine::worker_pool::Job;
+use crate::engine::workers::{
+    call_class, input_for_panicked_call, operation_name, run_docker_call,
+};
 use crate::report::NewEvent;
 use crate::runtime::{ContainerInfo, CreateContainer, PortBinding, RuntimeError};
 use crate::task::{
@@ -267,6 +270,9 @@ struct ContainerChange {
 pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> ContainerError {
     let kind = match error {
         RuntimeError::Timeout { .. } => ContainerErrorKind::Timeout,
+        // No answer was had, as after a timeout: a start may have happened (so it is stopped in
+        // the background), a stop may not have (so it is tried again).
+        RuntimeError::Panicked { .. } => ContainerErrorKind::Timeout,
         RuntimeError::NoSuchContainer { .. } => ContainerErrorKind::NoSuchContainer,
         RuntimeError::Unreachable { .. } => ContainerErrorKind::Unreachable,
         _ if target == ContainerStatus::Pulled => ContainerErrorKind::CannotPull,
@@ -1703,38 +1709,39 @@ fn perform(
     false
 }
 
+/// Queues `call` on the engine's Docker worker pool; its answer comes back on `results`. A call
+/// whose worker panics still answers, as a failed call (`input_for_panicked_call`), so the task's
+/// error rules apply and the container never stays "in flight".
 fn spawn_worker(
     task_id: &str,
     shared: &EngineShared,
     call: DockerCall,
     results: &Sender<Box<Input>>,
 ) {
-    let operation = match &call {
-        DockerCall::Pull { .. } => "pull",
-        DockerCall::Create { .. } => "create",
-        DockerCall::Start { .. } => "start",
-        DockerCall::Stop { .. } => "stop",
-        DockerCall::Inspect { .. } => "inspect",
-        DockerCall::Remove { .. } => "remove",
-        DockerCall::Restart { .. } => "restart",
-    };
+    let short_id: String = task_id.chars().take(8).collect();
+    let label = format!("task {short_id}: {}", operation_name(&call));
     let context = shared.worker_context.clone();
-    let results_for_worker = results.clone();
-    let call_for_worker = call.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("{}-{operation}", &task_id[..task_id.len().min(8)]))
-        .spawn(move || {
-            if let Some(input) = run_docker_call(&context, call_for_worker) {
+    let results_for_work = results.clone();
+    let results_for_panic = results.clone();
+    let call_for_panic = call.clone();
+    let job = Job {
+        class: call_class(&call),
+        label,
+        work: Box::new(move || {
+            if let Some(input) = run_docker_call(&context, call) {
                 // The task may be gone (shut down); then nobody needs the answer.
-                let _ = results_for_worker.send(Box::new(input));
+                let _ = results_for_work.send(Box::new(input));
             }
-        });
-    if let Err(error) = spawned {
-        // No thread to spare: make the call here rather than lose it.
-        log::warn!("task {task_id}: cannot start a worker thread ({error}); calling Docker inline");
-        if let Some(input) = run_docker_call(&shared.worker_context, call) {
-            let _ = results.send(Box::new(input));
-        }
+        }),
+        on_panic: Box::new(move |message| {
+            if let Some(input) = input_for_panicked_call(&call_for_panic, &message) {
+                let _ = results_for_panic.send(Box::new(input));
+            }
+        }),
+    };
+    if let Err(job) = shared.docker_pool.submit(job) {
+        // Only while the engine shuts down, after every task's loop ended: nobody waits.
+        log::debug!("{}: not made, the engine is shutting down", job.label);
     }
 }
 
