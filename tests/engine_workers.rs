@@ -229,10 +229,21 @@ fn a_stop_completes_while_pulls_hold_every_worker_they_may_take() {
     );
     let stats = harness.engine.docker_pool_stats();
     assert!(stats.peak_busy <= workers, "{stats:?}");
+    // The tasks whose pulls wait in the queue stop without waiting for a worker: their pulls
+    // are skipped, and they are never created.
+    for (number, id) in pulling.iter().enumerate().skip(workers - 1) {
+        harness.stop_and_wait(id);
+        assert_eq!(harness.fake.count(Op::Create, &format!("slow-{number}")), 0);
+    }
+    assert_eq!(
+        slow_pulls(&harness.fake),
+        workers - 1,
+        "queued pulls were skipped"
+    );
     for gate in &gates {
         gate.release();
     }
-    for id in &pulling {
+    for id in &pulling[..workers - 1] {
         harness.stop_and_wait(id);
     }
 }

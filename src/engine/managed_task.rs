@@ -20,7 +20,7 @@ use crate::engine::transition::{
 };
 use crate::engine::worker_pool::Job;
 use crate::engine::workers::{
-    call_class, input_for_panicked_call, operation_name, run_docker_call,
+    answer_without_calling, call_class, input_for_panicked_call, operation_name, run_docker_call,
 };
 use crate::report::NewEvent;
 use crate::runtime::{ContainerInfo, CreateContainer, PortBinding, RuntimeError};
@@ -1552,6 +1552,9 @@ struct LoopState {
     /// The registered stop number of the desired change being handled: taken off the inbox but
     /// not yet owned by the state machine, so a panic in between must still finish it.
     registered_stop_in_hand: Option<u64>,
+    /// The task is desired STOPPED: shared with its calls still queued in the worker pool, so a
+    /// pull that was waiting for a worker is skipped rather than made.
+    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Milliseconds since the epoch, now.
@@ -1619,12 +1622,20 @@ fn perform(
     route: &TaskRoute,
     results: &Sender<Box<Input>>,
 ) -> bool {
+    if machine.task().desired_status == TaskStatus::Stopped
+        && !state
+            .stopping
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        // Its calls still queued (a pull behind slow pulls) are answered now, out of turn.
+        shared.docker_pool.wake();
+    }
     let mut queue: VecDeque<Effect> = effects.into();
     while let Some(effect) = queue.pop_front() {
         match effect {
             Effect::Docker(call) => {
                 log::debug!("task {}: {call:?}", machine.task().id);
-                spawn_worker(&machine.task().id, shared, call, results)
+                spawn_worker(&machine.task().id, shared, call, results, &state.stopping)
             }
             Effect::Emit { event, reported } => {
                 log::info!(
@@ -1717,6 +1728,7 @@ fn spawn_worker(
     shared: &EngineShared,
     call: DockerCall,
     results: &Sender<Box<Input>>,
+    task_stopping: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
     let short_id: String = task_id.chars().take(8).collect();
     let label = format!("task {short_id}: {}", operation_name(&call));
@@ -1724,11 +1736,20 @@ fn spawn_worker(
     let results_for_work = results.clone();
     let results_for_panic = results.clone();
     let call_for_panic = call.clone();
+    let task_stopping = std::sync::Arc::clone(task_stopping);
+    let unwanted = std::sync::Arc::clone(&task_stopping);
+    let skippable = answer_without_calling(&call, true).is_some();
     let job = Job {
         class: call_class(&call),
         label,
         work: Box::new(move || {
-            if let Some(input) = run_docker_call(&context, call) {
+            // Read when a worker takes the call, not when it was queued.
+            let stopping = task_stopping.load(std::sync::atomic::Ordering::Relaxed);
+            let answer = match answer_without_calling(&call, stopping) {
+                Some(answer) => Some(answer),
+                None => run_docker_call(&context, call),
+            };
+            if let Some(input) = answer {
                 // The task may be gone (shut down); then nobody needs the answer.
                 let _ = results_for_work.send(Box::new(input));
             }
@@ -1738,6 +1759,7 @@ fn spawn_worker(
                 let _ = results_for_panic.send(Box::new(input));
             }
         }),
+        unwanted: skippable.then_some(unwanted),
     };
     if let Err(job) = shared.docker_pool.submit(job) {
         // Only while the engine shuts down, after every task's loop ended: nobody waits.

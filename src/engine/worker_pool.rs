@@ -18,6 +18,7 @@
 //! The queue itself ([`PoolQueue`]) is a plain data structure with no threads, tested on its own.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -67,6 +68,25 @@ pub struct Job {
     pub label: String,
     pub work: Box<dyn FnOnce() + Send>,
     pub on_panic: Box<dyn FnOnce(String) + Send>,
+    /// Set by the job's owner when the call is no longer wanted (its task is stopping): the job
+    /// is then taken out of turn, ahead of every class and whatever the pull slots, and its
+    /// `work` answers without calling Docker. Pair setting it with [`DockerPool::wake`].
+    pub unwanted: Option<Arc<AtomicBool>>,
+}
+
+impl Job {
+    fn is_unwanted(&self) -> bool {
+        self.unwanted
+            .as_ref()
+            .is_some_and(|unwanted| unwanted.load(Ordering::Relaxed))
+    }
+}
+
+/// A job handed to a worker, and whether it holds a pull slot until it finishes.
+#[derive(Debug)]
+pub struct Taken {
+    pub job: Job,
+    pub holds_pull_slot: bool,
 }
 
 impl std::fmt::Debug for Job {
@@ -101,27 +121,39 @@ impl PoolQueue {
         self.queues[job.class.index()].push_back(job);
     }
 
-    /// The next job a free worker should run: the oldest of the highest class that has one,
-    /// skipping pulls while they already hold every pull slot. A pull taken counts as running
-    /// until [`PoolQueue::finished`].
-    pub fn take(&mut self) -> Option<Job> {
+    /// The next job a free worker should run: an unwanted one first (it answers at once), else
+    /// the oldest of the highest class that has one, skipping pulls while they already hold
+    /// every pull slot. A pull taken holds its slot until [`PoolQueue::finished`].
+    pub fn take(&mut self) -> Option<Taken> {
+        for queue in &mut self.queues {
+            if let Some(position) = queue.iter().position(Job::is_unwanted) {
+                return queue.remove(position).map(|job| Taken {
+                    job,
+                    holds_pull_slot: false,
+                });
+            }
+        }
         for class in CallClass::ALL {
             if class == CallClass::Pull && self.pulls_running >= self.pull_slots {
                 continue;
             }
             if let Some(job) = self.queues[class.index()].pop_front() {
-                if class == CallClass::Pull {
+                let holds_pull_slot = class == CallClass::Pull;
+                if holds_pull_slot {
                     self.pulls_running += 1;
                 }
-                return Some(job);
+                return Some(Taken {
+                    job,
+                    holds_pull_slot,
+                });
             }
         }
         None
     }
 
-    /// A job of `class` that [`PoolQueue::take`] handed out has finished.
-    pub fn finished(&mut self, class: CallClass) {
-        if class == CallClass::Pull {
+    /// A job that [`PoolQueue::take`] handed out has finished.
+    pub fn finished(&mut self, held_pull_slot: bool) {
+        if held_pull_slot {
             self.pulls_running = self.pulls_running.saturating_sub(1);
         }
     }
@@ -261,6 +293,11 @@ impl DockerPool {
         Ok(())
     }
 
+    /// Wakes the idle workers: a queued job was marked unwanted and can be answered now.
+    pub fn wake(&self) {
+        self.shared.work_available.notify_all();
+    }
+
     pub fn stats(&self) -> PoolStats {
         let state = self.shared.state();
         let exited = *self
@@ -352,10 +389,10 @@ fn run_worker(shared: &PoolShared) {
                 if state.stopping {
                     break None;
                 }
-                if let Some(job) = state.queue.take() {
+                if let Some(taken) = state.queue.take() {
                     state.busy += 1;
                     state.peak_busy = state.peak_busy.max(state.busy);
-                    break Some(job);
+                    break Some(taken);
                 }
                 state = shared
                     .work_available
@@ -363,12 +400,18 @@ fn run_worker(shared: &PoolShared) {
                     .unwrap_or_else(|poison| poison.into_inner());
             }
         };
-        let Some(job) = job else { break };
+        let Some(Taken {
+            job,
+            holds_pull_slot,
+        }) = job
+        else {
+            break;
+        };
         let Job {
-            class,
             label,
             work,
             on_panic,
+            ..
         } = job;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
         let panicked = outcome.is_err();
@@ -388,9 +431,9 @@ fn run_worker(shared: &PoolShared) {
         state.busy -= 1;
         state.completed += 1;
         state.panicked += u64::from(panicked);
-        state.queue.finished(class);
+        state.queue.finished(holds_pull_slot);
         drop(state);
-        if class == CallClass::Pull {
+        if holds_pull_slot {
             // A pull slot freed: a worker waiting while only pulls are queued may take one now.
             shared.work_available.notify_one();
         }
@@ -413,11 +456,12 @@ mod tests {
             label: label.to_string(),
             work: Box::new(|| {}),
             on_panic: Box::new(|_| {}),
+            unwanted: None,
         }
     }
 
     fn take_all(queue: &mut PoolQueue) -> Vec<String> {
-        std::iter::from_fn(|| queue.take().map(|job| job.label)).collect()
+        std::iter::from_fn(|| queue.take().map(|taken| taken.job.label)).collect()
     }
 
     #[test]
@@ -471,11 +515,42 @@ mod tests {
         queue.push(job(CallClass::Pull, "p1"));
         queue.push(job(CallClass::Pull, "p2"));
         assert_eq!(take_all(&mut queue), vec!["p1"]);
-        queue.finished(CallClass::Change);
+        queue.finished(false);
         assert!(queue.take().is_none(), "only a pull frees a pull slot");
-        queue.finished(CallClass::Pull);
+        queue.finished(true);
         assert_eq!(take_all(&mut queue), vec!["p2"]);
         assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn an_unwanted_job_is_taken_out_of_turn_without_a_pull_slot() {
+        let mut queue = PoolQueue::new(1);
+        let unwanted = Arc::new(AtomicBool::new(false));
+        queue.push(job(CallClass::Pull, "p1"));
+        queue.push(Job {
+            unwanted: Some(Arc::clone(&unwanted)),
+            ..job(CallClass::Pull, "p2 of a task that stops")
+        });
+        queue.push(job(CallClass::Pull, "p3"));
+        queue.push(job(CallClass::Stop, "s1"));
+        let first = queue.take().expect("a job");
+        assert_eq!(first.job.label, "s1");
+        let pull = queue.take().expect("a job");
+        assert_eq!(
+            (pull.job.label.as_str(), pull.holds_pull_slot),
+            ("p1", true)
+        );
+        assert!(queue.take().is_none(), "the only pull slot is taken");
+        unwanted.store(true, Ordering::Relaxed);
+        let out_of_turn = queue.take().expect("the unwanted job");
+        assert_eq!(
+            (out_of_turn.job.label.as_str(), out_of_turn.holds_pull_slot),
+            ("p2 of a task that stops", false)
+        );
+        queue.finished(false);
+        assert!(queue.take().is_none(), "p1 still holds the slot");
+        queue.finished(true);
+        assert_eq!(take_all(&mut queue), vec!["p3"]);
     }
 
     #[test]
@@ -503,6 +578,7 @@ mod tests {
                     let _ = released.recv();
                 }),
                 on_panic: Box::new(|_| {}),
+                unwanted: None,
             })
             .expect("queued");
         }
@@ -520,6 +596,7 @@ mod tests {
                 let _ = stopped.send(());
             }),
             on_panic: Box::new(|_| {}),
+            unwanted: None,
         })
         .expect("queued");
         assert!(
@@ -548,6 +625,7 @@ mod tests {
             on_panic: Box::new(move |message| {
                 let _ = reported.send(message);
             }),
+            unwanted: None,
         })
         .expect("queued");
         let deadline = Duration::from_secs(10);
@@ -563,6 +641,7 @@ mod tests {
                 let _ = ran.send(());
             }),
             on_panic: Box::new(|_| {}),
+            unwanted: None,
         })
         .expect("queued");
         assert!(after.recv_timeout(deadline).is_ok(), "the worker survived");
@@ -585,6 +664,7 @@ mod tests {
                 let _ = released.recv();
             }),
             on_panic: Box::new(|_| {}),
+            unwanted: None,
         })
         .expect("queued");
         running

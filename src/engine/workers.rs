@@ -218,6 +218,22 @@ pub fn input_for_panicked_call(call: &DockerCall, message: &str) -> Option<Input
     }
 }
 
+/// The answer for a call that need not be made any more when a worker takes it, or `None` to
+/// make it. A pull of a task that is stopping by then is skipped and answered as done, as when
+/// the pull behaviour needs no pull: pulls wait last in the pool's queue, possibly behind
+/// pulls that take hours, and the task's stop must not wait for them (it goes on to STOPPED
+/// without a create).
+pub fn answer_without_calling(call: &DockerCall, task_stopping: bool) -> Option<Input> {
+    match call {
+        DockerCall::Pull { container, .. } if task_stopping => transition(
+            container.clone(),
+            ContainerStatus::Pulled,
+            Ok(TransitionOutput::default()),
+        ),
+        _ => None,
+    }
+}
+
 /// Runs `call`, turning a panic inside it into [`RuntimeError::Panicked`].
 fn guarded<T>(
     operation: &str,
@@ -561,6 +577,43 @@ mod tests {
             panicked("start").to_string(),
             "Docker start call panicked: boom"
         );
+    }
+
+    #[test]
+    fn only_a_pull_of_a_stopping_task_is_answered_without_calling_docker() {
+        let pull = DockerCall::Pull {
+            container: "app".to_string(),
+            image: "app:1".to_string(),
+        };
+        let stop = DockerCall::Stop {
+            container: "app".to_string(),
+            docker_id: "id-1".to_string(),
+            grace: Duration::from_secs(30),
+            background: false,
+        };
+        let start = DockerCall::Start {
+            container: "app".to_string(),
+            docker_id: "id-1".to_string(),
+        };
+        let pulled = Some(Input::Transition {
+            container: "app".to_string(),
+            target: ContainerStatus::Pulled,
+            result: Ok(TransitionOutput::default()),
+        });
+        // (call, task stopping, answer)
+        let table = [
+            (&pull, true, pulled),
+            (&pull, false, None),
+            (&stop, true, None),
+            (&start, true, None),
+        ];
+        for (call, stopping, expected) in table {
+            assert_eq!(
+                answer_without_calling(call, stopping),
+                expected,
+                "{call:?} stopping={stopping}"
+            );
+        }
     }
 
     #[test]
