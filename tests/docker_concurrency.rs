@@ -12,7 +12,9 @@
 //! measures submit → every task RUNNING; then 3 inspections of every container through a pool of
 //! that size (what a re-list after a reconnect costs: each task re-inspects its containers); then
 //! stop → every task STOPPED. Each size prints the wall times, the most Docker calls that ran at
-//! once, and the most threads the process had. Needs Docker (fails without it only when
+//! once, and the most threads the process had. A second measurement times one task of
+//! `DECKHAND_BENCH_WIDE` (default 20) containers, submit → RUNNING, 5 rounds per size (median):
+//! the start latency of a single wide task, where the pool caps the calls of one task. Needs Docker (fails without it only when
 //! `DECKHAND_REQUIRE_DOCKER=1`); every container is removed at the end of its round.
 
 #[path = "support/definitions.rs"]
@@ -139,6 +141,23 @@ struct Round {
     stop: Duration,
 }
 
+/// Force-removes every container of `cluster`.
+fn remove_cluster(client: &DockerClient, cluster: &str) {
+    let listed = client
+        .list_containers(&[format!("com.amazonaws.ecs.cluster={cluster}")])
+        .expect("list this round's containers");
+    let removals: Vec<Box<dyn FnOnce() + Send>> = listed
+        .into_iter()
+        .map(|summary| {
+            let client = client.clone();
+            Box::new(move || {
+                let _ = client.remove_container(&summary.id, true);
+            }) as Box<dyn FnOnce() + Send>
+        })
+        .collect();
+    run_on_pool(4, removals);
+}
+
 fn measure_round(client: &DockerClient, size: usize, tasks: usize) -> Round {
     let cluster = format!("deckhand-bench-pool-{}", unique_id());
     let config = EngineConfig {
@@ -207,20 +226,7 @@ fn measure_round(client: &DockerClient, size: usize, tasks: usize) -> Round {
     }
     let stop = stopping.elapsed();
     engine.shutdown();
-
-    let listed = client
-        .list_containers(&[format!("com.amazonaws.ecs.cluster={cluster}")])
-        .expect("list this round's containers");
-    let removals: Vec<Box<dyn FnOnce() + Send>> = listed
-        .into_iter()
-        .map(|summary| {
-            let client = client.clone();
-            Box::new(move || {
-                let _ = client.remove_container(&summary.id, true);
-            }) as Box<dyn FnOnce() + Send>
-        })
-        .collect();
-    run_on_pool(4, removals);
+    remove_cluster(client, &cluster);
     Round {
         size,
         start,
@@ -270,6 +276,71 @@ fn docker_pool_size_against_start_inspect_and_stop_latency() {
             round.start_peak_threads,
             round.inspect.as_secs_f64() * 1000.0,
             round.stop.as_secs_f64()
+        );
+    }
+}
+
+/// Submit → RUNNING of one task of `width` containers on a pool of `size`; then stop it and
+/// remove its containers.
+fn wide_task_start(client: &DockerClient, size: usize, width: usize) -> Duration {
+    let cluster = format!("deckhand-bench-wide-{}", unique_id());
+    let config = EngineConfig {
+        cluster: cluster.clone(),
+        pull_behavior: PullBehavior::PreferCached,
+        stop_timeout: Duration::from_secs(10),
+        docker_concurrency: size,
+        ..EngineConfig::default()
+    };
+    let engine = TaskEngine::start(Arc::new(client.clone()), config).expect("the engine starts");
+    let containers = (0..width)
+        .map(|number| with_command(container(&format!("c{number}"), TEST_IMAGE), SERVE))
+        .collect();
+    let started = Instant::now();
+    let id = engine
+        .submit(task("wide", containers))
+        .expect("accepted")
+        .id;
+    assert!(
+        engine.wait_for_task(&id, DEADLINE, |task| task
+            .is_some_and(|t| t.known_status >= TaskStatus::Running)),
+        "the wide task did not reach RUNNING: {:?}",
+        engine.task(&id)
+    );
+    let elapsed = started.elapsed();
+    engine.stop(&id).expect("the stop is accepted");
+    assert!(engine.wait_for_task(&id, DEADLINE, |task| task
+        .is_some_and(|t| t.known_status == TaskStatus::Stopped)));
+    engine.shutdown();
+    remove_cluster(client, &cluster);
+    elapsed
+}
+
+#[test]
+#[ignore = "a measurement on the real Docker Engine; run with --ignored --nocapture"]
+fn docker_pool_size_against_the_start_of_one_wide_task() {
+    let Some(client) = docker_client_or_skip("docker_pool_size_against_the_start_of_one_wide_task")
+    else {
+        return;
+    };
+    ensure_busybox_image(&client);
+    let sizes = env_list("DECKHAND_BENCH_POOL_SIZES", &[1, 2, 4, 8, 16, 32, 64]);
+    let width = env_list("DECKHAND_BENCH_WIDE", &[20])
+        .first()
+        .copied()
+        .unwrap_or(20);
+    const ROUNDS: usize = 5;
+    println!("| pool size | one task of {width} containers: submit → RUNNING, median of {ROUNDS} | min | max |");
+    println!("|---|---|---|---|");
+    for size in sizes {
+        let mut times: Vec<Duration> = (0..ROUNDS)
+            .map(|_| wide_task_start(&client, size, width))
+            .collect();
+        times.sort();
+        println!(
+            "| {size} | {:.2} s | {:.2} s | {:.2} s |",
+            times[ROUNDS / 2].as_secs_f64(),
+            times[0].as_secs_f64(),
+            times[ROUNDS - 1].as_secs_f64()
         );
     }
 }
