@@ -1635,7 +1635,7 @@ fn perform(
         match effect {
             Effect::Docker(call) => {
                 log::debug!("task {}: {call:?}", machine.task().id);
-                spawn_worker(&machine.task().id, shared, call, results, &state.stopping)
+                spawn_worker(machine.task(), shared, call, results, &state.stopping)
             }
             Effect::Emit { event, reported } => {
                 log::info!(
@@ -1724,13 +1724,15 @@ fn perform(
 /// whose worker panics still answers, as a failed call (`input_for_panicked_call`), so the task's
 /// error rules apply and the container never stays "in flight".
 fn spawn_worker(
-    task_id: &str,
+    task: &Task,
     shared: &EngineShared,
     call: DockerCall,
     results: &Sender<Box<Input>>,
     task_stopping: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
-    let short_id: String = task_id.chars().take(8).collect();
+    let short_id: String = task.id.chars().take(8).collect();
+    #[cfg(test)]
+    let family = task.family.clone();
     let label = format!("task {short_id}: {}", operation_name(&call));
     let context = shared.worker_context.clone();
     let results_for_work = results.clone();
@@ -1743,6 +1745,8 @@ fn spawn_worker(
         class: call_class(&call),
         label,
         work: Box::new(move || {
+            #[cfg(test)]
+            test_hooks::panic_in_worker_if_asked(&family);
             // Read when a worker takes the call, not when it was queued.
             let stopping = task_stopping.load(std::sync::atomic::Ordering::Relaxed);
             let answer = match answer_without_calling(&call, stopping) {
@@ -1881,6 +1885,21 @@ pub(crate) mod test_hooks {
     /// Families whose task loop panics when it is handed a desired change, as a bug in the
     /// state machine would. Unit tests run in parallel: each uses a family of its own.
     pub(crate) static PANIC_ON_DESIRED_FOR_FAMILIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    /// Families whose Docker calls panic in their worker before any runtime call, as a bug in
+    /// the worker's own code would.
+    pub(crate) static PANIC_IN_WORKER_FOR_FAMILIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    pub(crate) fn panic_in_worker_if_asked(family: &str) {
+        let asked = PANIC_IN_WORKER_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .iter()
+            .any(|asked| asked == family);
+        if asked {
+            panic!("test hook: a worker of family {family} panics");
+        }
+    }
 
     pub(crate) fn panic_if_asked(task: &Task, input: &Input) {
         let asked = PANIC_ON_DESIRED_FOR_FAMILIES

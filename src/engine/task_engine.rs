@@ -1001,6 +1001,52 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_that_panics_answers_its_task_which_still_reaches_stopped() {
+        crate::engine::managed_task::test_hooks::PANIC_IN_WORKER_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push("worker-panics".to_string());
+        let (pulls_sender, pulls) = unbounded();
+        let runtime = crate::engine::test_support::UnitRuntime {
+            pulls: pulls_sender,
+            inspect_answer: None,
+        };
+        let config = EngineConfig {
+            cluster: "worker-panic-unit".to_string(),
+            cleanup_wait: Duration::from_secs(3600),
+            docker_concurrency: 2,
+            ..EngineConfig::default()
+        };
+        let engine = TaskEngine::start(Arc::new(runtime), config).expect("the engine starts");
+        let task = engine
+            .submit(single_container("worker-panics", "panics/app:1"))
+            .expect("accepted");
+        // Every call of the task panics before reaching Docker: the pull fails (and, under the
+        // default pull behaviour, the task goes on), the create fails, and the task stops.
+        assert!(
+            engine.wait_for_task(&task.id, Duration::from_secs(20), |task| {
+                task.is_some_and(|task| task.known_status == TaskStatus::Stopped)
+            }),
+            "the task never heard back from its worker: {:?}",
+            engine.task(&task.id)
+        );
+        let snapshot = engine.task(&task.id).expect("kept until cleanup");
+        let reason = snapshot.containers[0]
+            .applying_error
+            .as_ref()
+            .map(|error| error.message.clone())
+            .unwrap_or_default();
+        assert!(
+            reason.contains("call panicked: test hook: a worker of family worker-panics panics"),
+            "{reason}"
+        );
+        assert!(pulls.try_recv().is_err(), "no call reached the runtime");
+        assert!(engine.docker_pool_stats().panicked >= 2);
+        engine.shutdown();
+        assert_eq!(engine.docker_pool_stats().workers, 0);
+    }
+
+    #[test]
     fn a_panic_in_a_task_loop_drops_the_task_and_releases_its_stop_number() {
         crate::engine::managed_task::test_hooks::PANIC_ON_DESIRED_FOR_FAMILIES
             .lock()
