@@ -142,6 +142,11 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         system_default: "false",
         meaning: "remove labelled containers that belong to no known task at start (true/false)",
     },
+    ConfigKeyDoc {
+        key: "DECKHAND_DOCKER_CONCURRENCY",
+        system_default: "8",
+        meaning: "Docker calls made at once, 1 to 64; stops go first and pulls never take the last worker",
+    },
 ];
 
 /// Who runs the agent, which decides where the default paths are.
@@ -303,6 +308,8 @@ pub struct Config {
     pub log_level: LevelFilter,
     pub steady_state_check_interval: Duration,
     pub remove_orphans: bool,
+    /// `DECKHAND_DOCKER_CONCURRENCY`: the size of the engine's Docker worker pool.
+    pub docker_concurrency: usize,
     /// Whose defaults were used.
     pub scope: Scope,
     /// The config file that was read, if one existed.
@@ -474,6 +481,11 @@ impl Config {
             sources.boolean("ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT")?;
         let privileged_disabled = sources.boolean("ECS_DISABLE_PRIVILEGED")?;
         let remove_orphans = sources.boolean("DECKHAND_REMOVE_ORPHANS")?;
+        let docker_concurrency = match sources.value("DECKHAND_DOCKER_CONCURRENCY") {
+            Some(raw) => raw.parse_with(parse_docker_concurrency)?,
+            None => parse_docker_concurrency(default_of("DECKHAND_DOCKER_CONCURRENCY"))
+                .expect("the built-in DECKHAND_DOCKER_CONCURRENCY parses"),
+        };
         let reserved_ports = match sources.value("ECS_RESERVED_PORTS") {
             Some(raw) => raw.parse_with(parse_port_list)?,
             None => parse_port_list(default_of("ECS_RESERVED_PORTS"))
@@ -504,6 +516,7 @@ impl Config {
             log_level,
             steady_state_check_interval,
             remove_orphans,
+            docker_concurrency,
             scope,
             config_file: file.map(|(path, _)| path.to_path_buf()),
             warnings,
@@ -850,6 +863,20 @@ fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
 fn parse_port_list(text: &str) -> Result<Vec<u16>, String> {
     serde_json::from_str::<Vec<u16>>(text)
         .map_err(|error| format!("expected a JSON list of ports 0-65535 like [22, 2375]: {error}"))
+}
+
+/// `DECKHAND_DOCKER_CONCURRENCY` above this is refused: more concurrent calls only queue inside
+/// Docker, and each is a thread.
+pub const MAXIMUM_DOCKER_CONCURRENCY: usize = 64;
+
+/// A whole number of concurrent Docker calls, 1 to [`MAXIMUM_DOCKER_CONCURRENCY`].
+fn parse_docker_concurrency(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(count) if (1..=MAXIMUM_DOCKER_CONCURRENCY).contains(&count) => Ok(count),
+        _ => Err(format!(
+            "expected a whole number of concurrent Docker calls from 1 to {MAXIMUM_DOCKER_CONCURRENCY}"
+        )),
+    }
 }
 
 /// ECS levels; `crit` has no own level in `log`, so it maps to `error`.

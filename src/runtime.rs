@@ -43,6 +43,13 @@ pub enum RuntimeError {
     Protocol {
         message: String,
     },
+    /// The call panicked inside deckhand (a bug, usually on an answer it did not expect): no
+    /// answer was had, so, like a timeout, its outcome is unknown. Made by the engine's
+    /// workers, never by a runtime.
+    Panicked {
+        operation: String,
+        message: String,
+    },
 }
 
 impl fmt::Display for RuntimeError {
@@ -60,6 +67,9 @@ impl fmt::Display for RuntimeError {
             }
             RuntimeError::Unreachable { message } => write!(f, "Docker unreachable: {message}"),
             RuntimeError::Protocol { message } => write!(f, "Docker protocol error: {message}"),
+            RuntimeError::Panicked { operation, message } => {
+                write!(f, "Docker {operation} call panicked: {message}")
+            }
         }
     }
 }

@@ -59,6 +59,7 @@ fn system_defaults_match_the_documented_table() {
             log_level: LevelFilter::Info,
             steady_state_check_interval: Duration::from_secs(300),
             remove_orphans: false,
+            docker_concurrency: 8,
             scope: Scope::System,
             config_file: None,
             warnings: vec![],
@@ -264,6 +265,9 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("DECKHAND_REMOVE_ORPHANS", "true", "true", |c| {
         c.remove_orphans.to_string()
     }),
+    ("DECKHAND_DOCKER_CONCURRENCY", "2", "2", |c| {
+        c.docker_concurrency.to_string()
+    }),
 ];
 
 #[test]
@@ -350,6 +354,10 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
         ),
         ("ECS_DISABLE_PRIVILEGED", "1", "true or false"),
         ("DECKHAND_REMOVE_ORPHANS", "TRUE", "true or false"),
+        ("DECKHAND_DOCKER_CONCURRENCY", "0", "from 1 to 64"),
+        ("DECKHAND_DOCKER_CONCURRENCY", "65", "from 1 to 64"),
+        ("DECKHAND_DOCKER_CONCURRENCY", "eight", "from 1 to 64"),
+        ("DECKHAND_DOCKER_CONCURRENCY", "-1", "from 1 to 64"),
         ("ECS_RESERVED_PORTS", "22,2375", "JSON list"),
         ("ECS_RESERVED_PORTS", "[22, 70000]", "JSON list"),
         ("ECS_RESERVED_PORTS", "[\"22\"]", "JSON list"),

@@ -535,6 +535,8 @@ impl Watcher {
     }
 
     fn scan(&mut self) -> ScanSummary {
+        #[cfg(test)]
+        test_hooks::panic_if_asked(&self.directory);
         let mut summary = ScanSummary::default();
         let files = match read_directory(&self.directory) {
             Ok(Some(files)) => {
@@ -764,14 +766,12 @@ impl TasksDirWatcher {
         let thread = thread::Builder::new()
             .name("tasks.d".into())
             .spawn(move || {
-                watcher.persist();
-                watcher.scan();
-                run(
+                watch_surviving_panics(
                     &mut watcher,
                     &request_receiver,
                     &shutdown_receiver,
                     interval,
-                );
+                )
             })?;
         Ok(TasksDirWatcher {
             requests,
@@ -824,6 +824,54 @@ impl RescanTrigger {
     }
 }
 
+/// The pause before the watcher scans again after a panic; it doubles (up to
+/// [`PANIC_PAUSE_MAXIMUM`]) while scans keep panicking, so a file that makes the scan panic every
+/// time does not spin the thread.
+const PANIC_PAUSE_INITIAL: Duration = Duration::from_secs(1);
+const PANIC_PAUSE_MAXIMUM: Duration = Duration::from_secs(60);
+
+/// The thread body: the first scan, then [`run`]. A panic (deckhand choking on a file, a bug) is
+/// logged and the watcher carries on after a pause: its tasks keep running, and the next scan
+/// looks at the directory afresh. Which file started which task is recorded in the engine's
+/// tasks (source marks), so a scan cut short by a panic never starts a file's task twice.
+fn watch_surviving_panics(
+    watcher: &mut Watcher,
+    requests: &Receiver<Request>,
+    shutdown: &Receiver<()>,
+    interval: Duration,
+) {
+    let mut pause = PANIC_PAUSE_INITIAL;
+    loop {
+        let started = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            watcher.persist();
+            watcher.scan();
+            run(watcher, requests, shutdown, interval);
+        }));
+        let Err(panic) = outcome else {
+            return;
+        };
+        if started.elapsed() > PANIC_PAUSE_MAXIMUM {
+            pause = PANIC_PAUSE_INITIAL;
+        }
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|text| text.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        log::error!(
+            "tasks.d: the watcher panicked ({message}); scanning {} again in {}s",
+            watcher.directory.display(),
+            pause.as_secs_f64()
+        );
+        select! {
+            recv(shutdown) -> _ => return,
+            recv(at(Instant::now() + pause)) -> _ => {}
+        }
+        pause = (pause * 2).min(PANIC_PAUSE_MAXIMUM);
+    }
+}
+
 fn run(
     watcher: &mut Watcher,
     requests: &Receiver<Request>,
@@ -854,6 +902,28 @@ fn run(
             recv(restart_due) -> _ => {
                 watcher.scan();
             }
+        }
+    }
+}
+
+/// Test-only hooks into the watcher thread (never compiled into the binary).
+#[cfg(test)]
+mod test_hooks {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    /// Directories whose next scans panic, once per entry, as a bug would. Unit tests run in
+    /// parallel: each uses a directory of its own.
+    pub(super) static PANIC_ON_SCAN_OF: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+    pub(super) fn panic_if_asked(directory: &Path) {
+        let mut asked = PANIC_ON_SCAN_OF
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(position) = asked.iter().position(|entry| entry == directory) {
+            asked.remove(position);
+            drop(asked);
+            panic!("test hook: the scan of {} panics", directory.display());
         }
     }
 }
@@ -1014,6 +1084,105 @@ mod tests {
             restart_delay(Some(Duration::from_millis(200)), Duration::ZERO, &quick),
             Duration::from_millis(250)
         );
+    }
+
+    /// An engine that accepts every command and only records the tasks submitted.
+    #[derive(Default)]
+    struct RecordingEngine {
+        tasks: std::sync::Mutex<Vec<Task>>,
+        submitted: std::sync::Condvar,
+    }
+
+    impl RecordingEngine {
+        fn wait_for_submits(&self, count: usize, timeout: Duration) -> Vec<Task> {
+            let deadline = Instant::now() + timeout;
+            let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+            while tasks.len() < count && Instant::now() < deadline {
+                tasks = self
+                    .submitted
+                    .wait_timeout(tasks, deadline - Instant::now())
+                    .map(|(guard, _)| guard)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            tasks.clone()
+        }
+    }
+
+    impl EngineHandle for RecordingEngine {
+        fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+            let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+            let task = Task::new(format!("t{}", tasks.len() + 1), "default", definition, 1, 0);
+            tasks.push(task.clone());
+            self.submitted.notify_all();
+            Ok(task)
+        }
+        fn submit_from_source(
+            &self,
+            definition: TaskDefinition,
+            source: String,
+        ) -> Result<Task, EngineError> {
+            let mut task = self.submit(definition)?;
+            task.source = Some(source);
+            let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(last) = tasks.last_mut() {
+                last.source = task.source.clone();
+            }
+            Ok(task)
+        }
+        fn stop(&self, _task_id: &str) -> Result<(), EngineError> {
+            Ok(())
+        }
+        fn tasks(&self) -> Vec<Task> {
+            self.tasks.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
+        fn events_since(&self, _after: u64, _wait: Duration) -> Vec<crate::report::Event> {
+            Vec::new()
+        }
+        fn cluster(&self) -> String {
+            "default".to_string()
+        }
+    }
+
+    #[test]
+    fn a_scan_that_panics_is_logged_and_the_watcher_carries_on() {
+        let directory = std::env::temp_dir().join(format!(
+            "deckhand-tasks-d-panic-{}-{}",
+            std::process::id(),
+            now_millis()
+        ));
+        std::fs::create_dir_all(&directory).expect("a scratch directory");
+        std::fs::write(
+            directory.join("web.json"),
+            br#"{"family": "web", "containerDefinitions": [{"name": "app", "image": "busybox", "essential": true}]}"#,
+        )
+        .expect("a task file");
+        test_hooks::PANIC_ON_SCAN_OF
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(directory.clone());
+        let engine = Arc::new(RecordingEngine::default());
+        // No periodic scan within the test: only the restart after the panic scans.
+        let mut watcher = TasksDirWatcher::start(
+            engine.clone(),
+            directory.clone(),
+            None,
+            Duration::from_secs(3600),
+        )
+        .expect("the watcher starts");
+        let deadline = Duration::from_secs(20);
+        let submitted = engine.wait_for_submits(1, deadline);
+        assert_eq!(
+            submitted.len(),
+            1,
+            "the scan after the panic starts the file's task"
+        );
+        let summary = watcher
+            .rescan_and_wait(deadline)
+            .expect("the watcher still answers");
+        assert!(summary.failed.is_empty(), "{summary:?}");
+        assert_eq!(engine.tasks().len(), 1, "the file's task is started once");
+        watcher.shutdown();
+        let _ = std::fs::remove_dir_all(&directory);
     }
 
     fn task_with(known: TaskStatus, stop_sequence: u64) -> Task {

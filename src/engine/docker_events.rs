@@ -7,7 +7,9 @@
 //! instead (a one-slot resync channel), so nothing is lost and the reader never stalls. When the
 //! stream breaks, the thread reconnects with back-off and asks every task to re-inspect, since
 //! events may have been missed in between, then runs the engine's re-list (containers created
-//! while the stream was down: adopted by their task, or reported as belonging to none).
+//! while the stream was down: adopted by their task, or reported as belonging to none). A panic
+//! in the thread is logged and the thread follows the stream again after a pause, as after a
+//! reconnect.
 
 use crate::engine::container_spec::LABEL_CLUSTER;
 use crate::engine::managed_task::TaskRoute;
@@ -189,6 +191,12 @@ pub type OnReconnect = Box<dyn Fn() + Send>;
 /// nothing is missed at start-up); `None` when that first attempt failed. `stop_signal` is a
 /// channel that is closed (or sent to) when the thread must end, so the back-off wait is
 /// interruptible.
+///
+/// A panic while following the stream (deckhand choking on an event it did not expect, or in the
+/// re-list) does not end the thread: it is logged, and after a pause (doubling from
+/// `reconnect.initial` to `reconnect.maximum` while it keeps panicking, so a panic that repeats
+/// does not spin) the thread subscribes again, as after a reconnect: every task re-inspects and
+/// the re-list runs, since events may have been missed meanwhile.
 #[allow(clippy::too_many_arguments)]
 pub fn run_events_thread(
     runtime: Arc<dyn ContainerRuntime>,
@@ -200,10 +208,64 @@ pub fn run_events_thread(
     reconnect: Reconnect,
     on_reconnect: OnReconnect,
 ) {
-    let filter = event_filter(&cluster);
+    let mut first_stream = first_stream;
+    let mut connected_before = first_stream.is_some();
+    let mut pause = reconnect.initial;
+    loop {
+        let started = std::time::Instant::now();
+        let followed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            follow_events(
+                runtime.as_ref(),
+                &cluster,
+                &index,
+                &control,
+                &stop_signal,
+                first_stream.take(),
+                &mut connected_before,
+                reconnect,
+                &on_reconnect,
+            )
+        }));
+        let Err(panic) = followed else {
+            return;
+        };
+        if control.is_stopping() {
+            return;
+        }
+        if started.elapsed() > reconnect.maximum {
+            // It ran well for a while: this is a new problem, not the same one again.
+            pause = reconnect.initial;
+        }
+        log::error!(
+            "the Docker events thread panicked ({}); following Docker's events again in {}s",
+            crate::engine::worker_pool::panic_message(panic.as_ref()),
+            pause.as_secs_f64()
+        );
+        match stop_signal.recv_timeout(pause) {
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        pause = (pause * 2).min(reconnect.maximum);
+    }
+}
+
+/// Subscribes, routes events and reconnects with back-off until the thread is told to stop.
+/// `connected_before`: a subscription succeeded earlier (so the next one is a reconnect).
+#[allow(clippy::too_many_arguments)]
+fn follow_events(
+    runtime: &dyn ContainerRuntime,
+    cluster: &str,
+    index: &DockerIndex,
+    control: &EventsThreadControl,
+    stop_signal: &Receiver<()>,
+    first_stream: Option<Box<dyn EventStream>>,
+    connected_before: &mut bool,
+    reconnect: Reconnect,
+    on_reconnect: &OnReconnect,
+) {
+    let filter = event_filter(cluster);
     let mut pending_stream = first_stream;
     let mut backoff = reconnect.initial;
-    let mut connected_before = pending_stream.is_some();
     loop {
         if control.is_stopping() {
             return;
@@ -212,14 +274,14 @@ pub fn run_events_thread(
             Some(stream) => Some(stream),
             None => match runtime.events(&filter) {
                 Ok(stream) => {
-                    if connected_before {
+                    if *connected_before {
                         log::info!("Docker event stream reconnected; re-inspecting containers");
                     }
                     // Whatever happened while disconnected was missed: re-inspect, and look for
                     // containers no task has recorded yet.
-                    let reconnected = connected_before;
-                    resync_all(&index);
-                    connected_before = true;
+                    let reconnected = *connected_before;
+                    resync_all(index);
+                    *connected_before = true;
                     if reconnected {
                         on_reconnect();
                     }
@@ -238,7 +300,7 @@ pub fn run_events_thread(
             backoff = reconnect.initial;
             loop {
                 match stream.next_event() {
-                    Ok(Some(event)) => route_event(&index, &event),
+                    Ok(Some(event)) => route_event(index, &event),
                     Ok(None) => {
                         if !control.is_stopping() {
                             log::warn!("Docker event stream ended; reconnecting");

@@ -7,8 +7,8 @@
 //! wait for or finish a wait-group number, done). It owns no thread, socket or clock, so tests
 //! drive it step by step. The loop in `run_managed_task` is the only place that waits: one
 //! `select_biased!` over shutdown, the desired-status inbox, transition results, Docker events,
-//! resync requests, the wait group and the timers. Each Docker call runs on a short-lived worker
-//! thread that posts its result back as an input.
+//! resync requests, the wait group and the timers. Each Docker call runs on the engine's Docker
+//! worker pool, which posts its result back as an input (a panicked call as a failed one).
 
 use crate::engine::container_spec::{create_request, task_volume_names};
 use crate::engine::docker_events::DockerObservation;
@@ -19,7 +19,10 @@ use crate::engine::transition::{
     next_state, restop_on_running_report, should_restart, stop_grace, unable_to_progress,
     DockerAction, DockerCallKind, NextState, ProgressVerdict, RuleConfig,
 };
-use crate::engine::workers::run_docker_call;
+use crate::engine::worker_pool::Job;
+use crate::engine::workers::{
+    answer_without_calling, call_class, input_for_panicked_call, operation_name, run_docker_call,
+};
 use crate::report::NewEvent;
 use crate::runtime::{ContainerInfo, CreateContainer, PortBinding, RuntimeError};
 use crate::task::{
@@ -287,6 +290,9 @@ struct ContainerChange {
 pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> ContainerError {
     let kind = match error {
         RuntimeError::Timeout { .. } => ContainerErrorKind::Timeout,
+        // No answer was had, as after a timeout: a start may have happened (so it is stopped in
+        // the background), a stop may not have (so it is tried again).
+        RuntimeError::Panicked { .. } => ContainerErrorKind::Timeout,
         RuntimeError::NoSuchContainer { .. } => ContainerErrorKind::NoSuchContainer,
         RuntimeError::Unreachable { .. } => ContainerErrorKind::Unreachable,
         _ if target == ContainerStatus::Pulled => ContainerErrorKind::CannotPull,
@@ -1750,6 +1756,9 @@ struct LoopState {
     /// The registered stop number of the desired change being handled: taken off the inbox but
     /// not yet owned by the state machine, so a panic in between must still finish it.
     registered_stop_in_hand: Option<u64>,
+    /// The task is desired STOPPED: shared with its calls still queued in the worker pool, so a
+    /// pull that was waiting for a worker is skipped rather than made.
+    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Milliseconds since the epoch, now.
@@ -1817,12 +1826,20 @@ fn perform(
     route: &TaskRoute,
     results: &Sender<Box<Input>>,
 ) -> bool {
+    if machine.task().desired_status == TaskStatus::Stopped
+        && !state
+            .stopping
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        // Its calls still queued (a pull behind slow pulls) are answered now, out of turn.
+        shared.docker_pool.wake();
+    }
     let mut queue: VecDeque<Effect> = effects.into();
     while let Some(effect) = queue.pop_front() {
         match effect {
             Effect::Docker(call) => {
                 log::debug!("task {}: {call:?}", machine.task().id);
-                spawn_worker(&machine.task().id, shared, call, results)
+                spawn_worker(machine.task(), shared, call, results, &state.stopping)
             }
             Effect::Emit { event, reported } => {
                 log::info!(
@@ -1907,38 +1924,54 @@ fn perform(
     false
 }
 
+/// Queues `call` on the engine's Docker worker pool; its answer comes back on `results`. A call
+/// whose worker panics still answers, as a failed call (`input_for_panicked_call`), so the task's
+/// error rules apply and the container never stays "in flight".
 fn spawn_worker(
-    task_id: &str,
+    task: &Task,
     shared: &EngineShared,
     call: DockerCall,
     results: &Sender<Box<Input>>,
+    task_stopping: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
-    let operation = match &call {
-        DockerCall::Pull { .. } => "pull",
-        DockerCall::Create { .. } => "create",
-        DockerCall::Start { .. } => "start",
-        DockerCall::Stop { .. } => "stop",
-        DockerCall::Inspect { .. } => "inspect",
-        DockerCall::Remove { .. } => "remove",
-        DockerCall::Restart { .. } => "restart",
-    };
+    let short_id: String = task.id.chars().take(8).collect();
+    #[cfg(test)]
+    let family = task.family.clone();
+    let label = format!("task {short_id}: {}", operation_name(&call));
     let context = shared.worker_context.clone();
-    let results_for_worker = results.clone();
-    let call_for_worker = call.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("{}-{operation}", &task_id[..task_id.len().min(8)]))
-        .spawn(move || {
-            if let Some(input) = run_docker_call(&context, call_for_worker) {
+    let results_for_work = results.clone();
+    let results_for_panic = results.clone();
+    let call_for_panic = call.clone();
+    let task_stopping = std::sync::Arc::clone(task_stopping);
+    let unwanted = std::sync::Arc::clone(&task_stopping);
+    let skippable = answer_without_calling(&call, true).is_some();
+    let job = Job {
+        class: call_class(&call),
+        label,
+        work: Box::new(move || {
+            #[cfg(test)]
+            test_hooks::panic_in_worker_if_asked(&family);
+            // Read when a worker takes the call, not when it was queued.
+            let stopping = task_stopping.load(std::sync::atomic::Ordering::Relaxed);
+            let answer = match answer_without_calling(&call, stopping) {
+                Some(answer) => Some(answer),
+                None => run_docker_call(&context, call),
+            };
+            if let Some(input) = answer {
                 // The task may be gone (shut down); then nobody needs the answer.
-                let _ = results_for_worker.send(Box::new(input));
+                let _ = results_for_work.send(Box::new(input));
             }
-        });
-    if let Err(error) = spawned {
-        // No thread to spare: make the call here rather than lose it.
-        log::warn!("task {task_id}: cannot start a worker thread ({error}); calling Docker inline");
-        if let Some(input) = run_docker_call(&shared.worker_context, call) {
-            let _ = results.send(Box::new(input));
-        }
+        }),
+        on_panic: Box::new(move |message| {
+            if let Some(input) = input_for_panicked_call(&call_for_panic, &message) {
+                let _ = results_for_panic.send(Box::new(input));
+            }
+        }),
+        unwanted: skippable.then_some(unwanted),
+    };
+    if let Err(job) = shared.docker_pool.submit(job) {
+        // Only while the engine shuts down, after every task's loop ended: nobody waits.
+        log::debug!("{}: not made, the engine is shutting down", job.label);
     }
 }
 
@@ -2056,6 +2089,21 @@ pub(crate) mod test_hooks {
     /// Families whose task loop panics when it is handed a desired change, as a bug in the
     /// state machine would. Unit tests run in parallel: each uses a family of its own.
     pub(crate) static PANIC_ON_DESIRED_FOR_FAMILIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    /// Families whose Docker calls panic in their worker before any runtime call, as a bug in
+    /// the worker's own code would.
+    pub(crate) static PANIC_IN_WORKER_FOR_FAMILIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    pub(crate) fn panic_in_worker_if_asked(family: &str) {
+        let asked = PANIC_IN_WORKER_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .iter()
+            .any(|asked| asked == family);
+        if asked {
+            panic!("test hook: a worker of family {family} panics");
+        }
+    }
 
     pub(crate) fn panic_if_asked(task: &Task, input: &Input) {
         let asked = PANIC_ON_DESIRED_FOR_FAMILIES

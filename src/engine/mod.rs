@@ -1,6 +1,6 @@
 //! The task engine: the `TaskEngine` that accepts commands, one managed-task thread per task,
-//! the pure transition rules, the sequential wait group, the Docker events thread, the workers
-//! that make Docker calls, and the create requests.
+//! the pure transition rules, the sequential wait group, the Docker events thread, the worker
+//! pool that makes Docker calls, and the create requests.
 
 pub mod container_spec;
 pub mod docker_events;
@@ -14,6 +14,7 @@ pub mod task_engine;
 mod test_support;
 pub mod transition;
 pub mod wait_group;
+pub mod worker_pool;
 pub mod workers;
 
 pub use handle::{EngineError, EngineHandle};

@@ -31,6 +31,7 @@ use crate::engine::managed_task::{
 use crate::engine::restore::{leftover_containers, reconcile_task, relist_plan};
 use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
+use crate::engine::worker_pool::{DockerPool, PoolStats, DEFAULT_DOCKER_CONCURRENCY};
 use crate::engine::workers::{StopRetry, WorkerContext};
 use crate::report::{Event, EventLog, DEFAULT_EVENT_CAPACITY};
 use crate::runtime::{ContainerRuntime, ContainerSummary};
@@ -74,6 +75,8 @@ pub struct EngineConfig {
     pub remove_orphans: bool,
     /// How long a stop waits for its checkpoint before it is refused.
     pub durable_ack_timeout: Duration,
+    /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
+    pub docker_concurrency: usize,
 }
 
 impl Default for EngineConfig {
@@ -96,6 +99,7 @@ impl Default for EngineConfig {
             },
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
+            docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
         }
     }
 }
@@ -112,10 +116,16 @@ impl EngineConfig {
             pull_dependent_containers_upfront: config.pull_dependent_containers_upfront,
             disable_privileged: config.privileged_disabled,
             remove_orphans: config.remove_orphans,
+            docker_concurrency: config.docker_concurrency,
             ..EngineConfig::default()
         }
     }
 }
+
+/// How long shutdown waits for the Docker worker pool's threads to end. Idle workers end at
+/// once; one still inside a Docker call (a pull can take hours) is left to finish it on its own:
+/// every task's loop has ended, so nothing needs its answer, and the process is about to exit.
+pub const WORKER_SHUTDOWN_GRACE: Duration = Duration::from_millis(250);
 
 /// A running managed task, as the engine holds it.
 struct TaskHandle {
@@ -144,6 +154,8 @@ pub(crate) struct EngineShared {
     pub(crate) wait_group: Arc<SequentialWaitGroup>,
     pub(crate) docker_index: Arc<DockerIndex>,
     pub(crate) worker_context: WorkerContext,
+    /// Makes every task's Docker calls, a fixed number at a time.
+    pub(crate) docker_pool: DockerPool,
     /// Where tasks are checkpointed; `None` for an engine that keeps nothing on disk (tests).
     pub(crate) store: Option<Arc<StateStore>>,
     /// The latest published state of every task; only each task's own thread writes its entry.
@@ -280,7 +292,9 @@ impl TaskEngine {
         store: Option<Arc<StateStore>>,
         reporter: EventLog,
     ) -> std::io::Result<TaskEngine> {
+        let docker_pool = DockerPool::start(config.docker_concurrency)?;
         let shared = Arc::new(EngineShared {
+            docker_pool,
             reporter: Arc::new(reporter),
             wait_group: Arc::new(SequentialWaitGroup::new()),
             docker_index: Arc::new(RwLock::new(HashMap::new())),
@@ -297,10 +311,21 @@ impl TaskEngine {
             commands: Mutex::new(Commands::default()),
             config,
         });
-        let first_stream = match runtime.events(&event_filter(&shared.config.cluster)) {
-            Ok(stream) => Some(stream),
-            Err(error) => {
+        let filter = event_filter(&shared.config.cluster);
+        let subscribed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.events(&filter)));
+        let first_stream = match subscribed {
+            Ok(Ok(stream)) => Some(stream),
+            Ok(Err(error)) => {
                 log::warn!("cannot subscribe to Docker events yet ({error}); will retry");
+                None
+            }
+            // The events thread subscribes again (and survives its own panics).
+            Err(panic) => {
+                log::error!(
+                    "subscribing to Docker events panicked ({}); will retry",
+                    crate::engine::worker_pool::panic_message(panic.as_ref())
+                );
                 None
             }
         };
@@ -337,8 +362,10 @@ impl TaskEngine {
         })
     }
 
-    /// Ends every managed-task loop and the events thread and joins them. Containers keep
-    /// running; no command is accepted afterwards.
+    /// Ends every managed-task loop, the events thread and the Docker worker pool, in that
+    /// order, and joins them (a worker still inside a Docker call after
+    /// [`WORKER_SHUTDOWN_GRACE`] is left to finish on its own). Containers keep running; no
+    /// command is accepted afterwards.
     pub fn shutdown(&self) {
         let handles: Vec<TaskHandle> = {
             let mut commands = self.shared.commands();
@@ -372,6 +399,13 @@ impl TaskEngine {
                 log::error!("the Docker events thread panicked");
             }
         }
+        // Last: nothing queues a call any more.
+        self.shared.docker_pool.shutdown(WORKER_SHUTDOWN_GRACE);
+    }
+
+    /// The Docker worker pool's counters, for diagnostics, tests and the benchmark.
+    pub fn docker_pool_stats(&self) -> PoolStats {
+        self.shared.docker_pool.stats()
     }
 
     /// The wait group, for diagnostics and tests.
@@ -943,7 +977,7 @@ mod tests {
 
     #[test]
     fn engine_settings_come_from_the_agent_configuration() {
-        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\n";
+        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\nDECKHAND_DOCKER_CONCURRENCY=3\n";
         let config = Config::from_sources(
             Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
             &|_| None,
@@ -957,6 +991,7 @@ mod tests {
         assert_eq!(engine.pull_behavior, PullBehavior::Once);
         assert!(engine.pull_dependent_containers_upfront);
         assert!(engine.disable_privileged);
+        assert_eq!(engine.docker_concurrency, 3);
         assert_eq!(
             engine.steady_check_interval,
             config.steady_state_check_interval
@@ -972,6 +1007,13 @@ mod tests {
         assert_eq!(config.steady_check_interval, Duration::from_secs(300));
         assert_eq!(config.pull_behavior, PullBehavior::Default);
         assert_eq!(config.event_capacity, 10_000);
+        assert_eq!(
+            config.docker_concurrency,
+            Config::from_sources(None, &|_| None, Scope::System)
+                .expect("the defaults load")
+                .docker_concurrency,
+            "the engine's default pool size is the documented DECKHAND_DOCKER_CONCURRENCY"
+        );
     }
 
     fn single_container(family: &str, image: &str) -> TaskDefinition {
@@ -986,6 +1028,52 @@ mod tests {
                 "app", image,
             )],
         }
+    }
+
+    #[test]
+    fn a_worker_that_panics_answers_its_task_which_still_reaches_stopped() {
+        crate::engine::managed_task::test_hooks::PANIC_IN_WORKER_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push("worker-panics".to_string());
+        let (pulls_sender, pulls) = unbounded();
+        let runtime = crate::engine::test_support::UnitRuntime {
+            pulls: pulls_sender,
+            inspect_answer: None,
+        };
+        let config = EngineConfig {
+            cluster: "worker-panic-unit".to_string(),
+            cleanup_wait: Duration::from_secs(3600),
+            docker_concurrency: 2,
+            ..EngineConfig::default()
+        };
+        let engine = TaskEngine::start(Arc::new(runtime), config).expect("the engine starts");
+        let task = engine
+            .submit(single_container("worker-panics", "panics/app:1"))
+            .expect("accepted");
+        // Every call of the task panics before reaching Docker: the pull fails (and, under the
+        // default pull behaviour, the task goes on), the create fails, and the task stops.
+        assert!(
+            engine.wait_for_task(&task.id, Duration::from_secs(20), |task| {
+                task.is_some_and(|task| task.known_status == TaskStatus::Stopped)
+            }),
+            "the task never heard back from its worker: {:?}",
+            engine.task(&task.id)
+        );
+        let snapshot = engine.task(&task.id).expect("kept until cleanup");
+        let reason = snapshot.containers[0]
+            .applying_error
+            .as_ref()
+            .map(|error| error.message.clone())
+            .unwrap_or_default();
+        assert!(
+            reason.contains("call panicked: test hook: a worker of family worker-panics panics"),
+            "{reason}"
+        );
+        assert!(pulls.try_recv().is_err(), "no call reached the runtime");
+        assert!(engine.docker_pool_stats().panicked >= 2);
+        engine.shutdown();
+        assert_eq!(engine.docker_pool_stats().workers, 0);
     }
 
     #[test]

@@ -518,11 +518,14 @@ pub fn docker_away(call: DockerCallKind, error: &RuntimeError) -> bool {
         RuntimeError::Timeout { .. } => {
             !matches!(call, DockerCallKind::Start | DockerCallKind::Pull)
         }
+        // A call that panicked inside deckhand: Docker may well be up, and retrying the same
+        // answer would panic again, so §6's rules decide (it is classified like a timeout).
         RuntimeError::NoSuchContainer { .. }
         | RuntimeError::NoSuchImage { .. }
         | RuntimeError::Conflict { .. }
         | RuntimeError::CannotPull { .. }
-        | RuntimeError::Api { .. } => false,
+        | RuntimeError::Api { .. }
+        | RuntimeError::Panicked { .. } => false,
     }
 }
 

@@ -1,14 +1,25 @@
-//! Transition workers: each Docker call a managed task asks for runs here, on a short-lived
-//! thread of its own, and comes back to the task as an [`Input`].
+//! Transition workers: each Docker call a managed task asks for runs here, on a thread of the
+//! engine's Docker worker pool (`worker_pool.rs`), and comes back to the task as an [`Input`].
 //!
 //! A task's loop never blocks on Docker, so it keeps answering stops and events while a pull
 //! takes minutes. What is decided here is only what needs Docker's answer: whether a pull is
 //! needed under the pull behaviour, retrying a failed stop, adopting a container whose name is
 //! already taken by an earlier create of the same task.
+//!
+//! A call can fail, never vanish: every runtime call made here is guarded, so a panic inside it
+//! (deckhand choking on an answer it did not expect) is the call's error
+//! ([`RuntimeError::Panicked`]) and the rules above apply to it as to any failure — a stop that
+//! panics is retried with back-off and then settled by the ping. A panic anywhere else in a call
+//! is caught by the pool and answered by [`input_for_panicked_call`], so the task always hears
+//! back and its container never stays "in flight".
 
 use crate::engine::managed_task::{DockerCall, Input, TransitionOutput};
 use crate::engine::transition::{docker_away, DockerCallKind};
-use crate::runtime::{ContainerRuntime, RuntimeError};
+use crate::engine::worker_pool::{panic_message, CallClass};
+use crate::runtime::{
+    ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, EventFilter, EventStream,
+    ImageInfo, RegistryAuth, RuntimeError,
+};
 use crate::state::StateStore;
 use crate::task::{ContainerStatus, PullBehavior};
 use std::collections::HashSet;
@@ -140,9 +151,148 @@ fn transition(
     })
 }
 
+/// The Docker operation a call makes, for thread-free log lines and panic reports.
+pub fn operation_name(call: &DockerCall) -> &'static str {
+    match call {
+        DockerCall::Pull { .. } => "pull",
+        DockerCall::Create { .. } => "create",
+        DockerCall::Start { .. } => "start",
+        DockerCall::Stop { .. } => "stop",
+        DockerCall::Inspect { .. } => "inspect",
+        DockerCall::Remove { .. } => "remove",
+        DockerCall::Restart { .. } => "restart",
+    }
+}
+
+/// Where a call waits in the worker pool's queue.
+pub fn call_class(call: &DockerCall) -> CallClass {
+    match call {
+        DockerCall::Stop { .. } => CallClass::Stop,
+        DockerCall::Inspect { .. } => CallClass::Inspect,
+        DockerCall::Create { .. }
+        | DockerCall::Start { .. }
+        | DockerCall::Restart { .. }
+        | DockerCall::Remove { .. } => CallClass::Change,
+        DockerCall::Pull { .. } => CallClass::Pull,
+    }
+}
+
+/// The answer for a call whose worker panicked outside a runtime call: the call failed with
+/// [`RuntimeError::Panicked`], so the task's error rules apply (§6: a pull per the pull
+/// behaviour, a create or start reset and stopped — a start in the background too, since it may
+/// have happened —, a stop retried). A removal reports done (cleanup only logs failed removals);
+/// a background stop has nobody to answer.
+pub fn input_for_panicked_call(call: &DockerCall, message: &str) -> Option<Input> {
+    let error = RuntimeError::Panicked {
+        operation: operation_name(call).to_string(),
+        message: message.to_string(),
+    };
+    let failed = |container: &String, target| {
+        Some(Input::Transition {
+            container: container.clone(),
+            target,
+            result: Err(error.clone()),
+        })
+    };
+    match call {
+        DockerCall::Pull { container, .. } => failed(container, ContainerStatus::Pulled),
+        DockerCall::Create { container, .. } => failed(container, ContainerStatus::Created),
+        DockerCall::Start { container, .. } => failed(container, ContainerStatus::Running),
+        DockerCall::Stop {
+            background: true, ..
+        } => None,
+        DockerCall::Stop { container, .. } => failed(container, ContainerStatus::Stopped),
+        DockerCall::Inspect { container, .. } => Some(Input::Inspected {
+            container: container.clone(),
+            result: Err(error),
+        }),
+        DockerCall::Restart {
+            container,
+            exit_code,
+            ..
+        } => Some(Input::Restarted {
+            container: container.clone(),
+            exit_code: *exit_code,
+            result: Err(error),
+        }),
+        DockerCall::Remove { .. } => Some(Input::Removed),
+    }
+}
+
+/// The answer for a call that need not be made any more when a worker takes it, or `None` to
+/// make it. A pull of a task that is stopping by then is skipped and answered as done, as when
+/// the pull behaviour needs no pull: pulls wait last in the pool's queue, possibly behind
+/// pulls that take hours, and the task's stop must not wait for them (it goes on to STOPPED
+/// without a create).
+pub fn answer_without_calling(call: &DockerCall, task_stopping: bool) -> Option<Input> {
+    match call {
+        DockerCall::Pull { container, .. } if task_stopping => transition(
+            container.clone(),
+            ContainerStatus::Pulled,
+            Ok(TransitionOutput::default()),
+        ),
+        _ => None,
+    }
+}
+
+/// Runs `call`, turning a panic inside it into [`RuntimeError::Panicked`].
+fn guarded<T>(
+    operation: &str,
+    call: impl FnOnce() -> Result<T, RuntimeError>,
+) -> Result<T, RuntimeError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
+        let message = panic_message(panic.as_ref());
+        log::error!("Docker {operation} call panicked: {message}");
+        Err(RuntimeError::Panicked {
+            operation: operation.to_string(),
+            message,
+        })
+    })
+}
+
+/// The runtime as the workers use it: every call [`guarded`].
+struct PanicGuard(Arc<dyn ContainerRuntime>);
+
+impl ContainerRuntime for PanicGuard {
+    fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+        guarded("pull", || self.0.pull_image(image, auth))
+    }
+    fn inspect_image(&self, image: &str) -> Result<ImageInfo, RuntimeError> {
+        guarded("image inspect", || self.0.inspect_image(image))
+    }
+    fn create_container(&self, spec: &CreateContainer) -> Result<String, RuntimeError> {
+        guarded("create", || self.0.create_container(spec))
+    }
+    fn start_container(&self, id: &str) -> Result<(), RuntimeError> {
+        guarded("start", || self.0.start_container(id))
+    }
+    fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        guarded("stop", || self.0.stop_container(id, grace))
+    }
+    fn inspect_container(&self, id_or_name: &str) -> Result<ContainerInfo, RuntimeError> {
+        guarded("inspect", || self.0.inspect_container(id_or_name))
+    }
+    fn remove_container(&self, id: &str, volumes: bool) -> Result<(), RuntimeError> {
+        guarded("remove", || self.0.remove_container(id, volumes))
+    }
+    fn list_containers(&self, labels: &[String]) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        guarded("list", || self.0.list_containers(labels))
+    }
+    fn events(&self, filter: &EventFilter) -> Result<Box<dyn EventStream>, RuntimeError> {
+        guarded("events", || self.0.events(filter))
+    }
+    fn ping(&self) -> Result<(), RuntimeError> {
+        guarded("ping", || self.0.ping())
+    }
+    fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
+        guarded("volume remove", || self.0.remove_volume(name))
+    }
+}
+
 /// Runs one call and returns the input to post to the task (`None`: nothing to post).
 pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Input> {
-    let runtime = &context.runtime;
+    let guard = PanicGuard(Arc::clone(&context.runtime));
+    let runtime: &dyn ContainerRuntime = &guard;
     match call {
         DockerCall::Pull { container, image } => {
             let pulled_before = context.pulled_before(&image);
@@ -181,7 +331,7 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             transition(container, ContainerStatus::Pulled, result)
         }
         DockerCall::Create { container, spec } => {
-            let result = create_or_adopt(runtime.as_ref(), &spec);
+            let result = create_or_adopt(runtime, &spec);
             transition(
                 container,
                 ContainerStatus::Created,
@@ -210,10 +360,13 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             grace,
             background,
         } => {
-            let result = stop_with_retries(context, &docker_id, grace).map(|()| TransitionOutput {
-                docker_id: None,
-                info: runtime.inspect_container(&docker_id).ok(),
-            });
+            let result =
+                stop_with_retries(runtime, context.stop_retry, &docker_id, grace).map(|()| {
+                    TransitionOutput {
+                        docker_id: None,
+                        info: runtime.inspect_container(&docker_id).ok(),
+                    }
+                });
             if background {
                 if let Err(error) = result {
                     log::warn!("background stop of container {container} failed: {error}");
@@ -313,11 +466,11 @@ fn create_or_adopt(
 /// cannot pin the task; if not, the daemon is down and the stop fails as "unreachable", which
 /// the task waits out (the container stays RUNNING until Docker confirms the stop).
 fn stop_with_retries(
-    context: &WorkerContext,
+    runtime: &dyn ContainerRuntime,
+    retry: StopRetry,
     docker_id: &str,
     grace: Duration,
 ) -> Result<(), RuntimeError> {
-    let retry = context.stop_retry;
     let mut backoff = retry.initial_backoff;
     let mut last_error = None;
     for attempt in 0..retry.attempts.max(1) {
@@ -325,7 +478,7 @@ fn stop_with_retries(
             std::thread::sleep(backoff);
             backoff = backoff.mul_f64(1.3).min(retry.maximum_backoff);
         }
-        match context.runtime.stop_container(docker_id, grace) {
+        match runtime.stop_container(docker_id, grace) {
             Ok(()) => return Ok(()),
             Err(error @ RuntimeError::NoSuchContainer { .. }) => return Err(error),
             Err(error) => {
@@ -337,7 +490,7 @@ fn stop_with_retries(
             }
         }
     }
-    match context.runtime.ping() {
+    match runtime.ping() {
         Ok(()) => {
             log::warn!("container {docker_id} did not confirm its stop; Docker answers, so treating it as stopped");
             Ok(())
@@ -356,6 +509,174 @@ fn stop_with_retries(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::managed_task::classify_error;
+    use crate::engine::transition::{error_outcome, ErrorOutcome};
+
+    #[test]
+    fn a_call_that_panicked_answers_as_a_failed_call_the_error_rules_handle() {
+        let container = || "app".to_string();
+        let docker_id = || "id-1".to_string();
+        let panicked = |operation: &str| RuntimeError::Panicked {
+            operation: operation.to_string(),
+            message: "boom".to_string(),
+        };
+        let transition = |target, operation: &str| {
+            Some(Input::Transition {
+                container: container(),
+                target,
+                result: Err(panicked(operation)),
+            })
+        };
+        let stop = |background| DockerCall::Stop {
+            container: container(),
+            docker_id: docker_id(),
+            grace: Duration::from_secs(30),
+            background,
+        };
+        // (call, the answer the task gets)
+        let table = [
+            (
+                DockerCall::Pull {
+                    container: container(),
+                    image: "app:1".to_string(),
+                },
+                transition(ContainerStatus::Pulled, "pull"),
+            ),
+            (
+                DockerCall::Create {
+                    container: container(),
+                    spec: Box::default(),
+                },
+                transition(ContainerStatus::Created, "create"),
+            ),
+            (
+                DockerCall::Start {
+                    container: container(),
+                    docker_id: docker_id(),
+                },
+                transition(ContainerStatus::Running, "start"),
+            ),
+            (stop(false), transition(ContainerStatus::Stopped, "stop")),
+            (stop(true), None),
+            (
+                DockerCall::Inspect {
+                    container: container(),
+                    docker_id: docker_id(),
+                },
+                Some(Input::Inspected {
+                    container: container(),
+                    result: Err(panicked("inspect")),
+                }),
+            ),
+            (
+                DockerCall::Restart {
+                    container: container(),
+                    docker_id: docker_id(),
+                    exit_code: Some(1),
+                },
+                Some(Input::Restarted {
+                    container: container(),
+                    exit_code: Some(1),
+                    result: Err(panicked("restart")),
+                }),
+            ),
+            (
+                DockerCall::Remove {
+                    docker_ids: vec![docker_id()],
+                    volumes: Vec::new(),
+                },
+                Some(Input::Removed),
+            ),
+        ];
+        for (call, expected) in table {
+            assert_eq!(input_for_panicked_call(&call, "boom"), expected, "{call:?}");
+        }
+        assert_eq!(
+            panicked("start").to_string(),
+            "Docker start call panicked: boom"
+        );
+    }
+
+    #[test]
+    fn only_a_pull_of_a_stopping_task_is_answered_without_calling_docker() {
+        let pull = DockerCall::Pull {
+            container: "app".to_string(),
+            image: "app:1".to_string(),
+        };
+        let stop = DockerCall::Stop {
+            container: "app".to_string(),
+            docker_id: "id-1".to_string(),
+            grace: Duration::from_secs(30),
+            background: false,
+        };
+        let start = DockerCall::Start {
+            container: "app".to_string(),
+            docker_id: "id-1".to_string(),
+        };
+        let pulled = Some(Input::Transition {
+            container: "app".to_string(),
+            target: ContainerStatus::Pulled,
+            result: Ok(TransitionOutput::default()),
+        });
+        // (call, task stopping, answer)
+        let table = [
+            (&pull, true, pulled),
+            (&pull, false, None),
+            (&stop, true, None),
+            (&start, true, None),
+        ];
+        for (call, stopping, expected) in table {
+            assert_eq!(
+                answer_without_calling(call, stopping),
+                expected,
+                "{call:?} stopping={stopping}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_panicked_start_is_reset_and_stopped_and_a_panicked_stop_is_tried_again() {
+        let error = RuntimeError::Panicked {
+            operation: "call".to_string(),
+            message: "boom".to_string(),
+        };
+        // (target, outcome): a start may have happened, so it is stopped in the background too.
+        let table = [
+            (
+                ContainerStatus::Running,
+                ErrorOutcome {
+                    reset_known: true,
+                    container_desired_stopped: true,
+                    stop_in_background: true,
+                    ..ErrorOutcome::default()
+                },
+            ),
+            (
+                ContainerStatus::Stopped,
+                ErrorOutcome {
+                    reset_known: true,
+                    ..ErrorOutcome::default()
+                },
+            ),
+            (
+                ContainerStatus::Created,
+                ErrorOutcome {
+                    reset_known: true,
+                    container_desired_stopped: true,
+                    ..ErrorOutcome::default()
+                },
+            ),
+        ];
+        for (target, expected) in table {
+            let classified = classify_error(target, &error);
+            assert_eq!(classified.message, "Docker call call panicked: boom");
+            assert_eq!(
+                error_outcome(target, &classified, PullBehavior::Default),
+                expected,
+                "{target:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_failed_pull_continues_only_with_a_local_image_under_default_and_prefer_cached() {

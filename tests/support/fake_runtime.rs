@@ -5,7 +5,7 @@
 //! events (`create`, `start`, `kill`, `die` with `exitCode`, `stop`, `destroy`) on every
 //! subscribed stream, stop of a stopped container succeeds, unknown ids give `NoSuchContainer`.
 //! A test can script the next call for one subject to fail (with no effect, or after its effect
-//! happened, as a start that timed out but ran), hold a call until it releases it, make a
+//! happened, as a start that timed out but ran), to panic, hold a call until it releases it, make a
 //! container exit with a code, report health, restart a container behind the engine's back,
 //! drop or buffer-and-reorder events, and break the event streams.
 //!
@@ -67,6 +67,9 @@ pub enum Script {
     EffectThenFail(RuntimeError),
     /// Blocks until the gate is released, then proceeds normally.
     Hold(u64),
+    /// Panics with this message, with no effect (deckhand choking on an answer it did not
+    /// expect, inside the call).
+    Panic(String),
 }
 
 /// A held call's release handle.
@@ -297,6 +300,13 @@ impl FakeRuntime {
         self.script(op, subject, Script::Fail(error));
     }
 
+    /// The next `times` calls of `op` on `subject` panic with `message`.
+    pub fn panic_next(&self, op: Op, subject: &str, times: usize, message: &str) {
+        for _ in 0..times {
+            self.script(op, subject, Script::Panic(message.to_string()));
+        }
+    }
+
     /// The next `op` on `subject` blocks until the returned gate is released.
     pub fn hold_next(self: &Arc<Self>, op: Op, subject: &str) -> Gate {
         let id = {
@@ -518,6 +528,12 @@ impl FakeRuntime {
             None => Ok(None),
             Some(Script::Fail(error)) => Err(error),
             Some(Script::EffectThenFail(error)) => Ok(Some(error)),
+            Some(Script::Panic(message)) => {
+                // Not while holding the lock: the fake stays usable after the panic.
+                drop(state);
+                self.changed.notify_all();
+                panic!("{message}");
+            }
             Some(Script::Hold(gate)) => {
                 while !state.released_gates.contains(&gate) {
                     state = self
