@@ -14,12 +14,13 @@
 //! SIGHUP rescans `tasks.d`.
 
 use crate::api::ApiServers;
-use crate::config::{Config, EXIT_CONFIG};
+use crate::config::{Config, ImagePullBehavior, EXIT_CONFIG};
 use crate::control::tasks_d::{TasksDirWatcher, DEFAULT_RESCAN_INTERVAL};
 use crate::docker::{DockerClient, DockerHost};
 use crate::engine::{EngineConfig, EngineHandle, TaskEngine};
 use crate::runtime::{ContainerRuntime, RuntimeError, Timeouts};
 use crate::state::StateStore;
+use crate::task::PullBehavior;
 use crossbeam_channel::{never, select, tick, unbounded, Receiver};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -311,4 +312,33 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     engine.shutdown();
     log::info!("deckhand stopped");
     ExitCode::SUCCESS
+}
+
+/// The configured `ECS_IMAGE_PULL_BEHAVIOR` as the engine's pull behaviour. The configuration
+/// imports nothing of the task model, so the two types meet here, where the agent turns its
+/// configuration into engine settings.
+impl From<ImagePullBehavior> for PullBehavior {
+    fn from(setting: ImagePullBehavior) -> PullBehavior {
+        match setting {
+            ImagePullBehavior::Default => PullBehavior::Default,
+            ImagePullBehavior::Always => PullBehavior::Always,
+            ImagePullBehavior::Once => PullBehavior::Once,
+            ImagePullBehavior::PreferCached => PullBehavior::PreferCached,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value the configuration accepts names the same behaviour in the engine.
+    #[test]
+    fn each_configured_pull_behavior_maps_to_the_engine_behavior_of_the_same_name() {
+        for name in ["default", "always", "once", "prefer-cached"] {
+            let configured: ImagePullBehavior = name.parse().expect("a configured behaviour");
+            let engine: PullBehavior = name.parse().expect("an engine behaviour");
+            assert_eq!(PullBehavior::from(configured), engine, "{name}");
+        }
+    }
 }

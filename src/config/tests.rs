@@ -52,7 +52,7 @@ fn system_defaults_match_the_documented_table() {
             container_start_timeout: Duration::from_secs(180),
             container_create_timeout: Duration::from_secs(240),
             image_pull_timeout: Duration::from_secs(2 * 3600),
-            image_pull_behavior: PullBehavior::Default,
+            image_pull_behavior: ImagePullBehavior::Default,
             pull_dependent_containers_upfront: false,
             privileged_disabled: false,
             reserved_ports: vec![22, 2375, 2376, 51678, 51679],

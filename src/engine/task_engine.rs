@@ -112,7 +112,7 @@ impl EngineConfig {
             cleanup_wait: config.task_cleanup_wait,
             stop_timeout: config.container_stop_timeout,
             steady_check_interval: config.steady_state_check_interval,
-            pull_behavior: config.image_pull_behavior,
+            pull_behavior: config.image_pull_behavior.into(),
             pull_dependent_containers_upfront: config.pull_dependent_containers_upfront,
             disable_privileged: config.privileged_disabled,
             remove_orphans: config.remove_orphans,

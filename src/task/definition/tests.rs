@@ -3,7 +3,9 @@
 //! the shipped examples, and a replay of the saved fuzz corpus.
 
 use super::*;
-use serde_json::json;
+use crate::task::{ContainerDefinition, Dependency, DependencyCondition, HealthCheck, MountPoint, NetworkMode, PortMapping, Protocol, RestartPolicy, Volume, VolumeFrom};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
 
 /// A small valid definition that the tables mutate.
 fn base() -> Value {
@@ -571,10 +573,10 @@ fn every_example_in_the_repository_validates() {
 
 #[test]
 fn shipped_examples_are_valid() {
-    let web = parse_task_definition(include_bytes!("../../examples/web.json")).expect("examples/web.json");
+    let web = parse_task_definition(include_bytes!("../../../examples/web.json")).expect("examples/web.json");
     assert_eq!(web.definition.containers[0].port_mappings[0].host_port, Some(8080));
     assert_eq!(web.definition.containers[0].image, "deckhand/busybox:latest");
-    let three = parse_task_definition(include_bytes!("../../examples/three-tier.json")).expect("examples/three-tier.json");
+    let three = parse_task_definition(include_bytes!("../../../examples/three-tier.json")).expect("examples/three-tier.json");
     assert_eq!(start_order(&three.definition), vec!["init", "db", "app"]);
     let app = &three.definition.containers[2];
     assert!(app.depends_on.contains(&Dependency { container_name: "db".into(), condition: DependencyCondition::Healthy }));

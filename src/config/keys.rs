@@ -1,0 +1,140 @@
+//! The key table: every key deckhand reads, with its default for the system scope and its
+//! meaning, in the order the packaged `deckhand.conf` lists them; and that file, rendered from
+//! the table (a unit test checks `packaging/deckhand.conf` against it).
+
+/// One configuration key as documented: the packaged `deckhand.conf` lists each of these,
+/// commented out, with its default and meaning (a unit test checks it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigKeyDoc {
+    pub key: &'static str,
+    /// The default when the agent runs as root (the packaged service).
+    pub system_default: &'static str,
+    /// One line for the config file and `--help` texts.
+    pub meaning: &'static str,
+}
+
+/// Every key deckhand reads, in the order the packaged config file lists them.
+pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
+    ConfigKeyDoc {
+        key: "DOCKER_HOST",
+        system_default: "unix:///var/run/docker.sock",
+        meaning: "Docker Engine endpoint; only unix:// sockets are supported",
+    },
+    ConfigKeyDoc {
+        key: "ECS_CLUSTER",
+        system_default: "default",
+        meaning: "cluster name written into every container's com.amazonaws.ecs.cluster label",
+    },
+    ConfigKeyDoc {
+        key: "ECS_DATADIR",
+        system_default: "/var/lib/deckhand",
+        meaning: "directory for task checkpoints and the event log (absolute path)",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_API_SOCKET",
+        system_default: "/run/deckhand/api.sock",
+        meaning: "Unix socket of the local API used by the deckhand CLI (group deckhand may use it)",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_TASKS_DIR",
+        system_default: "/etc/deckhand/tasks.d",
+        meaning: "directory of task-definition *.json files that should be running",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_INTROSPECTION_ADDR",
+        system_default: "127.0.0.1:51678",
+        meaning: "address of the read-only ECS introspection endpoint; empty turns it off",
+    },
+    ConfigKeyDoc {
+        key: "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
+        system_default: "3h",
+        meaning: "how long a stopped task's containers are kept before removal; under 1s means the default",
+    },
+    ConfigKeyDoc {
+        key: "ECS_CONTAINER_STOP_TIMEOUT",
+        system_default: "30s",
+        meaning: "grace between SIGTERM and SIGKILL when stopping a container (minimum 1s)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_CONTAINER_START_TIMEOUT",
+        system_default: "3m",
+        meaning: "how long a Docker start call may take (minimum 45s)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_CONTAINER_CREATE_TIMEOUT",
+        system_default: "4m",
+        meaning: "how long a Docker create call may take (minimum 1m)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_IMAGE_PULL_TIMEOUT",
+        system_default: "2h",
+        meaning: "how long one image pull may take",
+    },
+    ConfigKeyDoc {
+        key: "ECS_IMAGE_PULL_BEHAVIOR",
+        system_default: "default",
+        meaning: "when to pull images: default, always, once or prefer-cached",
+    },
+    ConfigKeyDoc {
+        key: "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+        system_default: "false",
+        meaning: "pull a container's image before its dependencies are satisfied (true/false)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_DISABLE_PRIVILEGED",
+        system_default: "false",
+        meaning: "reject tasks with privileged containers (true/false)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_RESERVED_PORTS",
+        system_default: "[22, 2375, 2376, 51678, 51679]",
+        meaning: "host ports no task may bind, as a JSON list",
+    },
+    ConfigKeyDoc {
+        key: "ECS_LOGLEVEL",
+        system_default: "info",
+        meaning: "log level: debug, info, warn, error or crit",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_STEADY_CHECK_INTERVAL",
+        system_default: "5m",
+        meaning: "how often a running task re-checks its containers with Docker",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_REMOVE_ORPHANS",
+        system_default: "false",
+        meaning: "remove labelled containers that belong to no known task at start (true/false)",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_DOCKER_CONCURRENCY",
+        system_default: "8",
+        meaning: "Docker calls made at once, 1 to 64; stops go first and pulls never take the last worker",
+    },
+];
+
+/// Renders the packaged `deckhand.conf`: a header and, per key, its meaning and the key commented
+/// out with its system default. `packaging/deckhand.conf` is this text (a unit test checks it).
+pub fn render_packaged_config_file() -> String {
+    let mut text = String::from(
+        "# deckhand configuration: KEY=VALUE lines, '#' starts a comment.\n\
+         # Every key below is commented out and shows its default. Environment variables of the\n\
+         # same name override this file. A bad value or an unknown key stops the agent with exit\n\
+         # code 78 and a message naming the key and line (systemd does not restart it then).\n\
+         # Durations are written like 90s, 5m, 1h30m or 500ms.\n",
+    );
+    for doc in CONFIG_KEYS {
+        text.push('\n');
+        text.push_str(&format!("# {}\n", doc.meaning));
+        text.push_str(&format!("#{}={}\n", doc.key, doc.system_default));
+    }
+    text
+}
+
+/// The system default of `key` as written in the table.
+pub(super) fn default_of(key: &str) -> &'static str {
+    CONFIG_KEYS
+        .iter()
+        .find(|doc| doc.key == key)
+        .map(|doc| doc.system_default)
+        .expect("every key read is in CONFIG_KEYS")
+}

@@ -1,0 +1,410 @@
+//! The agent's configuration: defaults, the `KEY=VALUE` config file, environment overrides and
+//! validation, all as pure functions of (file text, environment lookup, who runs the agent).
+//!
+//! Keys use the ECS container agent's variable names so an existing `ecs.config` reads the same
+//! here. The file is `/etc/deckhand/deckhand.conf` (or `--config PATH`); every variable in the
+//! environment overrides the file. Bad configuration is an error that names the key (and the
+//! file and line), because an agent that guesses runs the wrong thing for hours; the binary maps
+//! it to [`EXIT_CONFIG`] (78), which the systemd unit lists in `RestartPreventExitStatus=` so a
+//! typo does not become a restart loop.
+//!
+//! Rules that are not obvious:
+//! - An empty value (`ECS_CLUSTER=`) means "not set" and the default applies, as in ECS, except
+//!   `DECKHAND_INTROSPECTION_ADDR=` which turns the introspection endpoint off.
+//! - A duration of zero means "not set" (ECS reads zero as unset) and the default applies, with a
+//!   warning.
+//! - Below-minimum durations follow ECS: `ECS_CONTAINER_STOP_TIMEOUT`, `ECS_CONTAINER_START_TIMEOUT`
+//!   and `ECS_CONTAINER_CREATE_TIMEOUT` are raised to their minimum; an
+//!   `ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION` under one second is replaced by the default. Each
+//!   adjustment is a line in [`Config::warnings`] for the agent to log once at start.
+//! - The file is only for deckhand's keys: an unknown `ECS_*`/`DECKHAND_*` key or any other key is
+//!   an error. Unknown variables in the environment are ignored (it holds many other things).
+//! - Run by a non-root user, the default paths move to per-user XDG places so `deckhand run` works
+//!   for a developer without root.
+//!
+//! One concern per file: `keys.rs` is the key table (and the packaged config file it renders),
+//! `scope.rs` who runs the agent and the default paths of each scope, `parse.rs` the `KEY=VALUE`
+//! file, environment overrides and the value parsers; this file assembles [`Config`] from them.
+//! It imports nothing of the rest of deckhand: the agent maps [`ImagePullBehavior`] onto the
+//! engine's own type.
+
+mod keys;
+mod parse;
+mod scope;
+
+pub use keys::{render_packaged_config_file, ConfigKeyDoc, CONFIG_KEYS};
+pub use parse::{format_duration, parse_duration, MAXIMUM_DOCKER_CONCURRENCY};
+pub use scope::{default_config_file, scope_from_proc_status, Scope, SYSTEM_CONFIG_FILE};
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use log::LevelFilter;
+
+use keys::default_of;
+use parse::{
+    parse_absolute_path, parse_config_file, parse_docker_concurrency, parse_docker_host,
+    parse_log_level, parse_port_list, parse_socket_addr, MinimumRule, Sources,
+};
+use scope::{default_api_socket, default_data_dir, default_tasks_dir};
+
+/// The exit code for bad configuration: `EX_CONFIG` from sysexits.h. The systemd unit names it in
+/// `RestartPreventExitStatus=` so systemd does not restart an agent that cannot start.
+pub const EXIT_CONFIG: u8 = 78;
+
+/// Where a value came from, for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueOrigin {
+    File { path: PathBuf, line: usize },
+    Environment,
+}
+
+impl fmt::Display for ValueOrigin {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueOrigin::File { path, line } => write!(formatter, "{}:{}", path.display(), line),
+            ValueOrigin::Environment => write!(formatter, "environment"),
+        }
+    }
+}
+
+/// Why the configuration cannot be used. Every variant names what is wrong and where.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// `--config PATH` was given and the file does not exist.
+    MissingFile { path: PathBuf },
+    /// The file exists but could not be read.
+    UnreadableFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A line that is not `KEY=VALUE`, a comment or blank.
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// A key in the file that deckhand does not read.
+    UnknownKey {
+        path: PathBuf,
+        line: usize,
+        key: String,
+    },
+    /// A value that does not parse or is out of range.
+    BadValue {
+        key: &'static str,
+        value: String,
+        origin: ValueOrigin,
+        reason: String,
+    },
+    /// Run as a non-root user with neither the XDG variable nor `$HOME` set, so there is no
+    /// per-user place for the default path of `key`.
+    NoUserDirectory {
+        key: &'static str,
+        xdg_variable: &'static str,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::MissingFile { path } => {
+                write!(formatter, "config file {} does not exist", path.display())
+            }
+            ConfigError::UnreadableFile { path, source } => {
+                write!(formatter, "cannot read config file {}: {source}", path.display())
+            }
+            ConfigError::Syntax {
+                path,
+                line,
+                message,
+            } => write!(formatter, "{}:{line}: {message}", path.display()),
+            ConfigError::UnknownKey { path, line, key } => write!(
+                formatter,
+                "{}:{line}: unknown key {key} (a deckhand config file holds only the keys listed in the packaged deckhand.conf)",
+                path.display()
+            ),
+            ConfigError::BadValue {
+                key,
+                value,
+                origin,
+                reason,
+            } => write!(formatter, "{origin}: bad value {value:?} for {key}: {reason}"),
+            ConfigError::NoUserDirectory { key, xdg_variable } => write!(
+                formatter,
+                "cannot choose a per-user default for {key}: neither {xdg_variable} nor HOME is set (set {key} explicitly)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::UnreadableFile { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The agent's configuration, every value typed and validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `DOCKER_HOST` as given, e.g. `unix:///var/run/docker.sock`.
+    pub docker_host: String,
+    /// The socket path inside `docker_host`.
+    pub docker_socket_path: PathBuf,
+    pub cluster: String,
+    pub data_dir: PathBuf,
+    pub api_socket: PathBuf,
+    pub tasks_dir: PathBuf,
+    /// `None` when `DECKHAND_INTROSPECTION_ADDR` is set empty.
+    pub introspection_addr: Option<SocketAddr>,
+    pub task_cleanup_wait: Duration,
+    pub container_stop_timeout: Duration,
+    pub container_start_timeout: Duration,
+    pub container_create_timeout: Duration,
+    pub image_pull_timeout: Duration,
+    pub image_pull_behavior: ImagePullBehavior,
+    pub pull_dependent_containers_upfront: bool,
+    pub privileged_disabled: bool,
+    pub reserved_ports: Vec<u16>,
+    pub log_level: LevelFilter,
+    pub steady_state_check_interval: Duration,
+    pub remove_orphans: bool,
+    /// `DECKHAND_DOCKER_CONCURRENCY`: the size of the engine's Docker worker pool.
+    pub docker_concurrency: usize,
+    /// Whose defaults were used.
+    pub scope: Scope,
+    /// The config file that was read, if one existed.
+    pub config_file: Option<PathBuf>,
+    /// Values that were adjusted (clamped, defaulted, overridden twice); the agent logs each once.
+    pub warnings: Vec<String>,
+}
+
+/// `ECS_IMAGE_PULL_BEHAVIOR`: when to pull a container's image (§13). The configuration's own
+/// type, so that config imports nothing of the task model; the agent maps it onto the engine's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ImagePullBehavior {
+    /// Always pull; on failure continue with a cached image.
+    #[default]
+    Default,
+    /// Always pull; a failure stops the task.
+    Always,
+    /// Pull only if this agent never pulled the image successfully; a failure stops the task.
+    Once,
+    /// Pull only if the image is absent locally; on failure continue (create fails if absent).
+    PreferCached,
+}
+
+impl std::str::FromStr for ImagePullBehavior {
+    type Err = String;
+    fn from_str(value: &str) -> Result<ImagePullBehavior, String> {
+        match value {
+            "default" => Ok(ImagePullBehavior::Default),
+            "always" => Ok(ImagePullBehavior::Always),
+            "once" => Ok(ImagePullBehavior::Once),
+            "prefer-cached" => Ok(ImagePullBehavior::PreferCached),
+            other => Err(format!(
+                "unknown image pull behavior {other:?} (expected default, always, once or prefer-cached)"
+            )),
+        }
+    }
+}
+
+/// `ECS_CONTAINER_STOP_TIMEOUT` below this is raised to it.
+pub const MINIMUM_CONTAINER_STOP_TIMEOUT: Duration = Duration::from_secs(1);
+/// `ECS_CONTAINER_START_TIMEOUT` below this is raised to it.
+pub const MINIMUM_CONTAINER_START_TIMEOUT: Duration = Duration::from_secs(45);
+/// `ECS_CONTAINER_CREATE_TIMEOUT` below this is raised to it.
+pub const MINIMUM_CONTAINER_CREATE_TIMEOUT: Duration = Duration::from_secs(60);
+/// `ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION` below this is replaced by the default.
+pub const MINIMUM_TASK_CLEANUP_WAIT: Duration = Duration::from_secs(1);
+
+impl Config {
+    /// Loads the configuration for this process: its real environment and its effective uid.
+    pub fn from_process_env(config_path: Option<&Path>) -> Result<Config, ConfigError> {
+        let environment = |key: &str| std::env::var(key).ok();
+        Config::load_for_scope(config_path, &environment, Scope::of_current_process())
+    }
+
+    /// Loads the configuration with `env` standing in for the environment, for the scope of the
+    /// current process. `config_path` is `--config`; `None` reads the default file if it exists.
+    pub fn load(
+        config_path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        Config::load_for_scope(config_path, env, Scope::of_current_process())
+    }
+
+    /// Loads the configuration as `scope` would see it: reads the file (given, or the scope's
+    /// default if present), then parses it with [`Config::from_sources`].
+    pub fn load_for_scope(
+        config_path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+        scope: Scope,
+    ) -> Result<Config, ConfigError> {
+        let (path, required) = match config_path {
+            Some(path) => (path.to_path_buf(), true),
+            None => (default_config_file(scope, env)?, false),
+        };
+        let file_text = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                if required {
+                    return Err(ConfigError::MissingFile { path });
+                }
+                None
+            }
+            Err(source) => return Err(ConfigError::UnreadableFile { path, source }),
+        };
+        let file = file_text.as_deref().map(|text| (path.as_path(), text));
+        Config::from_sources(file, env, scope)
+    }
+
+    /// The pure core: builds the configuration from the file's path and text (if any), the
+    /// environment and the scope. No I/O.
+    pub fn from_sources(
+        file: Option<(&Path, &str)>,
+        env: &dyn Fn(&str) -> Option<String>,
+        scope: Scope,
+    ) -> Result<Config, ConfigError> {
+        let mut warnings = Vec::new();
+        let file_values = match file {
+            Some((path, text)) => parse_config_file(path, text, &mut warnings)?,
+            None => HashMap::new(),
+        };
+        let sources = Sources {
+            file_values: &file_values,
+            env,
+        };
+
+        let (docker_host, docker_socket_path) = match sources.value("DOCKER_HOST") {
+            Some(raw) => {
+                let socket_path = raw.parse_with(parse_docker_host)?;
+                (raw.value, socket_path)
+            }
+            None => (
+                default_of("DOCKER_HOST").to_string(),
+                parse_docker_host(default_of("DOCKER_HOST"))
+                    .expect("the built-in DOCKER_HOST parses"),
+            ),
+        };
+
+        let cluster = sources
+            .value("ECS_CLUSTER")
+            .map(|raw| raw.value.clone())
+            .unwrap_or_else(|| default_of("ECS_CLUSTER").to_string());
+
+        let data_dir = match sources.value("ECS_DATADIR") {
+            Some(raw) => raw.parse_with(parse_absolute_path)?,
+            None => default_data_dir(scope, env)?,
+        };
+        let api_socket = match sources.value("DECKHAND_API_SOCKET") {
+            Some(raw) => raw.parse_with(parse_absolute_path)?,
+            None => default_api_socket(scope, env, &data_dir),
+        };
+        let tasks_dir = match sources.value("DECKHAND_TASKS_DIR") {
+            Some(raw) => raw.parse_with(parse_absolute_path)?,
+            None => default_tasks_dir(scope, env)?,
+        };
+        // Empty is meaningful here (off), so this key bypasses the "empty means unset" rule.
+        let introspection_addr = match sources.value_keeping_empty("DECKHAND_INTROSPECTION_ADDR") {
+            Some(raw) if raw.value.is_empty() => None,
+            Some(raw) => Some(raw.parse_with(parse_socket_addr)?),
+            None => Some(
+                parse_socket_addr(default_of("DECKHAND_INTROSPECTION_ADDR"))
+                    .expect("the built-in introspection address parses"),
+            ),
+        };
+
+        let task_cleanup_wait = sources.duration(
+            "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
+            MinimumRule::ReplaceWithDefault(MINIMUM_TASK_CLEANUP_WAIT),
+            &mut warnings,
+        )?;
+        let container_stop_timeout = sources.duration(
+            "ECS_CONTAINER_STOP_TIMEOUT",
+            MinimumRule::RaiseTo(MINIMUM_CONTAINER_STOP_TIMEOUT),
+            &mut warnings,
+        )?;
+        let container_start_timeout = sources.duration(
+            "ECS_CONTAINER_START_TIMEOUT",
+            MinimumRule::RaiseTo(MINIMUM_CONTAINER_START_TIMEOUT),
+            &mut warnings,
+        )?;
+        let container_create_timeout = sources.duration(
+            "ECS_CONTAINER_CREATE_TIMEOUT",
+            MinimumRule::RaiseTo(MINIMUM_CONTAINER_CREATE_TIMEOUT),
+            &mut warnings,
+        )?;
+        let image_pull_timeout =
+            sources.duration("ECS_IMAGE_PULL_TIMEOUT", MinimumRule::None, &mut warnings)?;
+        let steady_state_check_interval = sources.duration(
+            "DECKHAND_STEADY_CHECK_INTERVAL",
+            MinimumRule::None,
+            &mut warnings,
+        )?;
+
+        let image_pull_behavior = match sources.value("ECS_IMAGE_PULL_BEHAVIOR") {
+            Some(raw) => raw.parse_with(|text| text.parse::<ImagePullBehavior>())?,
+            None => ImagePullBehavior::Default,
+        };
+        let pull_dependent_containers_upfront =
+            sources.boolean("ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT")?;
+        let privileged_disabled = sources.boolean("ECS_DISABLE_PRIVILEGED")?;
+        let remove_orphans = sources.boolean("DECKHAND_REMOVE_ORPHANS")?;
+        let docker_concurrency = match sources.value("DECKHAND_DOCKER_CONCURRENCY") {
+            Some(raw) => raw.parse_with(parse_docker_concurrency)?,
+            None => parse_docker_concurrency(default_of("DECKHAND_DOCKER_CONCURRENCY"))
+                .expect("the built-in DECKHAND_DOCKER_CONCURRENCY parses"),
+        };
+        let reserved_ports = match sources.value("ECS_RESERVED_PORTS") {
+            Some(raw) => raw.parse_with(parse_port_list)?,
+            None => parse_port_list(default_of("ECS_RESERVED_PORTS"))
+                .expect("the built-in reserved port list parses"),
+        };
+        let log_level = match sources.value("ECS_LOGLEVEL") {
+            Some(raw) => raw.parse_with(parse_log_level)?,
+            None => LevelFilter::Info,
+        };
+
+        Ok(Config {
+            docker_host,
+            docker_socket_path,
+            cluster,
+            data_dir,
+            api_socket,
+            tasks_dir,
+            introspection_addr,
+            task_cleanup_wait,
+            container_stop_timeout,
+            container_start_timeout,
+            container_create_timeout,
+            image_pull_timeout,
+            image_pull_behavior,
+            pull_dependent_containers_upfront,
+            privileged_disabled,
+            reserved_ports,
+            log_level,
+            steady_state_check_interval,
+            remove_orphans,
+            docker_concurrency,
+            scope,
+            config_file: file.map(|(path, _)| path.to_path_buf()),
+            warnings,
+        })
+    }
+
+    /// The documented keys (name, system default, meaning), for help output and the packaged
+    /// config file.
+    pub fn describe() -> &'static [ConfigKeyDoc] {
+        CONFIG_KEYS
+    }
+}
+
+#[cfg(test)]
+mod tests;

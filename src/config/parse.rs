@@ -1,0 +1,331 @@
+//! Reading values: the `KEY=VALUE` file (comments, `export`, quotes, the last assignment wins),
+//! the environment over the file, the duration rules (zero means unset, minimums), and one
+//! parser per kind of value (durations, booleans, paths, addresses, port lists, levels).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use log::LevelFilter;
+
+use super::keys::{default_of, CONFIG_KEYS};
+use super::{ConfigError, ValueOrigin};
+
+/// A value found for a key, with where it came from.
+#[derive(Debug, Clone)]
+pub(super) struct RawValue {
+    pub(super) key: &'static str,
+    pub(super) value: String,
+    pub(super) origin: ValueOrigin,
+}
+
+impl RawValue {
+    pub(super) fn parse_with<T>(
+        &self,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, ConfigError> {
+        parse(&self.value).map_err(|reason| ConfigError::BadValue {
+            key: self.key,
+            value: self.value.clone(),
+            origin: self.origin.clone(),
+            reason,
+        })
+    }
+}
+
+/// File values by key (the last assignment wins) and the environment, environment first.
+pub(super) struct Sources<'a> {
+    pub(super) file_values: &'a HashMap<&'static str, RawValue>,
+    pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// What to do with a duration below a key's minimum.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum MinimumRule {
+    None,
+    RaiseTo(Duration),
+    ReplaceWithDefault(Duration),
+}
+
+impl Sources<'_> {
+    /// The effective raw value of `key`, treating an empty value as unset.
+    pub(super) fn value(&self, key: &'static str) -> Option<RawValue> {
+        self.value_keeping_empty(key)
+            .filter(|raw| !raw.value.is_empty())
+    }
+
+    /// The effective raw value of `key`; an empty environment variable still counts as unset
+    /// (shells export empty variables casually), but an empty file value is returned.
+    pub(super) fn value_keeping_empty(&self, key: &'static str) -> Option<RawValue> {
+        if let Some(value) = (self.env)(key) {
+            let value = value.trim().to_string();
+            if !value.is_empty() || key == "DECKHAND_INTROSPECTION_ADDR" {
+                return Some(RawValue {
+                    key,
+                    value,
+                    origin: ValueOrigin::Environment,
+                });
+            }
+        }
+        self.file_values.get(key).cloned()
+    }
+
+    pub(super) fn duration(
+        &self,
+        key: &'static str,
+        minimum: MinimumRule,
+        warnings: &mut Vec<String>,
+    ) -> Result<Duration, ConfigError> {
+        let default = parse_duration(default_of(key)).expect("built-in durations parse");
+        let Some(raw) = self.value(key) else {
+            return Ok(default);
+        };
+        let parsed = raw.parse_with(parse_duration)?;
+        if parsed.is_zero() {
+            warnings.push(format!(
+                "{key}: a zero duration means not set; using the default {}",
+                default_of(key)
+            ));
+            return Ok(default);
+        }
+        Ok(match minimum {
+            MinimumRule::RaiseTo(floor) if parsed < floor => {
+                warnings.push(format!(
+                    "{key}: {} is below the minimum {}; using {}",
+                    raw.value,
+                    format_duration(floor),
+                    format_duration(floor)
+                ));
+                floor
+            }
+            MinimumRule::ReplaceWithDefault(floor) if parsed < floor => {
+                warnings.push(format!(
+                    "{key}: {} is below the minimum {}; using the default {}",
+                    raw.value,
+                    format_duration(floor),
+                    default_of(key)
+                ));
+                default
+            }
+            _ => parsed,
+        })
+    }
+
+    pub(super) fn boolean(&self, key: &'static str) -> Result<bool, ConfigError> {
+        match self.value(key) {
+            Some(raw) => raw.parse_with(parse_bool),
+            None => Ok(parse_bool(default_of(key)).expect("built-in booleans parse")),
+        }
+    }
+}
+
+/// Parses the config file into values by key. Comments, blank lines, `export KEY=VALUE` and
+/// quoted values are accepted; anything else that is not `KEY=VALUE` with a known key is an
+/// error naming the file and line.
+pub(super) fn parse_config_file(
+    path: &Path,
+    text: &str,
+    warnings: &mut Vec<String>,
+) -> Result<HashMap<&'static str, RawValue>, ConfigError> {
+    let mut values: HashMap<&'static str, RawValue> = HashMap::new();
+    for (index, raw_line) in text.lines().enumerate() {
+        let line_number = index + 1;
+        let line = raw_line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let assignment = line
+            .strip_prefix("export")
+            .filter(|rest| rest.starts_with(char::is_whitespace))
+            .map(str::trim_start)
+            .unwrap_or(line);
+        let Some((key, value)) = assignment.split_once('=') else {
+            return Err(ConfigError::Syntax {
+                path: path.to_path_buf(),
+                line: line_number,
+                message: format!("expected KEY=VALUE, found {line:?}"),
+            });
+        };
+        let key = key.trim();
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return Err(ConfigError::Syntax {
+                path: path.to_path_buf(),
+                line: line_number,
+                message: format!("expected KEY=VALUE, found {line:?}"),
+            });
+        }
+        let Some(known_key) = CONFIG_KEYS.iter().map(|doc| doc.key).find(|k| *k == key) else {
+            return Err(ConfigError::UnknownKey {
+                path: path.to_path_buf(),
+                line: line_number,
+                key: key.to_string(),
+            });
+        };
+        let value = unquote(value.trim()).map_err(|message| ConfigError::Syntax {
+            path: path.to_path_buf(),
+            line: line_number,
+            message: format!("{key}: {message}"),
+        })?;
+        let origin = ValueOrigin::File {
+            path: path.to_path_buf(),
+            line: line_number,
+        };
+        if let Some(previous) = values.get(known_key) {
+            warnings.push(format!(
+                "{known_key} is set twice ({} and line {line_number}); the later one wins",
+                previous.origin
+            ));
+        }
+        values.insert(
+            known_key,
+            RawValue {
+                key: known_key,
+                value: value.to_string(),
+                origin,
+            },
+        );
+    }
+    Ok(values)
+}
+
+/// Strips one pair of matching surrounding quotes (`"…"` or `'…'`). An opening quote without its
+/// closing twin is an error rather than a value with a stray quote in it.
+fn unquote(value: &str) -> Result<&str, String> {
+    for quote in ['"', '\''] {
+        if let Some(rest) = value.strip_prefix(quote) {
+            return rest
+                .strip_suffix(quote)
+                .ok_or_else(|| format!("unterminated {quote} quote in {value:?}"));
+        }
+    }
+    Ok(value)
+}
+
+/// Parses a duration written as one or more `<integer><unit>` parts, units `ms`, `s`, `m`, `h`:
+/// `90s`, `5m`, `1h30m`, `500ms`. `0` alone is zero (as ECS writes it). A bare number is an
+/// error: seconds or milliseconds would both be a guess.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    const EXPECTED: &str = "expected a duration like 90s, 5m, 1h30m or 500ms";
+    let text = text.trim();
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if text.is_empty() {
+        return Err(format!("empty duration; {EXPECTED}"));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits_end == 0 {
+            return Err(format!("{text:?} is not a duration; {EXPECTED}"));
+        }
+        let number: u64 = rest[..digits_end]
+            .parse()
+            .map_err(|_| format!("{text:?}: number too large; {EXPECTED}"))?;
+        rest = &rest[digits_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_end];
+        rest = &rest[unit_end..];
+        let part = match unit {
+            "ms" => Some(Duration::from_millis(number)),
+            "s" => Some(Duration::from_secs(number)),
+            "m" => number.checked_mul(60).map(Duration::from_secs),
+            "h" => number.checked_mul(3600).map(Duration::from_secs),
+            "" => return Err(format!("{text:?} has no unit; {EXPECTED}")),
+            other => return Err(format!("{text:?} has unknown unit {other:?}; {EXPECTED}")),
+        };
+        total = part
+            .and_then(|part| total.checked_add(part))
+            .ok_or_else(|| format!("{text:?} is too long a duration"))?;
+    }
+    Ok(total)
+}
+
+/// Writes a duration in the shortest form [`parse_duration`] reads back (`1h30m`, `45s`, `500ms`).
+pub fn format_duration(duration: Duration) -> String {
+    if duration.is_zero() {
+        return "0".to_string();
+    }
+    let mut text = String::new();
+    let mut seconds = duration.as_secs();
+    let millis = duration.subsec_millis();
+    for (unit_seconds, unit) in [(3600, "h"), (60, "m"), (1, "s")] {
+        if seconds >= unit_seconds {
+            text.push_str(&format!("{}{unit}", seconds / unit_seconds));
+            seconds %= unit_seconds;
+        }
+    }
+    if millis > 0 {
+        text.push_str(&format!("{millis}ms"));
+    }
+    text
+}
+
+fn parse_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("expected true or false".to_string()),
+    }
+}
+
+/// `unix:///path` → `/path`. deckhand's Docker client speaks only over a Unix socket.
+pub(super) fn parse_docker_host(text: &str) -> Result<PathBuf, String> {
+    let Some(path) = text.strip_prefix("unix://") else {
+        return Err(
+            "expected unix:///path/to/docker.sock (only Unix sockets are supported)".into(),
+        );
+    };
+    parse_absolute_path(path)
+}
+
+pub(super) fn parse_absolute_path(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err("expected an absolute path".to_string())
+    }
+}
+
+pub(super) fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
+    text.parse::<SocketAddr>()
+        .map_err(|_| "expected IP:PORT such as 127.0.0.1:51678, or empty to turn it off".into())
+}
+
+/// A JSON list of ports, as ECS writes `ECS_RESERVED_PORTS`: `[22, 2375]`.
+pub(super) fn parse_port_list(text: &str) -> Result<Vec<u16>, String> {
+    serde_json::from_str::<Vec<u16>>(text)
+        .map_err(|error| format!("expected a JSON list of ports 0-65535 like [22, 2375]: {error}"))
+}
+
+/// `DECKHAND_DOCKER_CONCURRENCY` above this is refused: more concurrent calls only queue inside
+/// Docker, and each is a thread.
+pub const MAXIMUM_DOCKER_CONCURRENCY: usize = 64;
+
+/// A whole number of concurrent Docker calls, 1 to [`MAXIMUM_DOCKER_CONCURRENCY`].
+pub(super) fn parse_docker_concurrency(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(count) if (1..=MAXIMUM_DOCKER_CONCURRENCY).contains(&count) => Ok(count),
+        _ => Err(format!(
+            "expected a whole number of concurrent Docker calls from 1 to {MAXIMUM_DOCKER_CONCURRENCY}"
+        )),
+    }
+}
+
+/// ECS levels; `crit` has no own level in `log`, so it maps to `error`.
+pub(super) fn parse_log_level(text: &str) -> Result<LevelFilter, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "debug" => Ok(LevelFilter::Debug),
+        "info" => Ok(LevelFilter::Info),
+        "warn" => Ok(LevelFilter::Warn),
+        "error" | "crit" => Ok(LevelFilter::Error),
+        _ => Err("expected debug, info, warn, error or crit".to_string()),
+    }
+}

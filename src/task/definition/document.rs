@@ -1,0 +1,186 @@
+//! The document and the task level: the two accepted shapes (`register-task-definition` input
+//! and `describe-task-definition` output), then family, revision, network mode, task sizes and
+//! volumes. Each container is handed to [`super::container`], and the containers together to
+//! [`super::checks`].
+
+use super::json::{indexed, join, ContainerPaths, Parser};
+use super::keys::{DESCRIBE_OUTPUT_KEYS, HOST_KEYS, TASK_KEYS, VOLUME_KEYS};
+use crate::task::{NetworkMode, TaskDefinition, Volume};
+use serde_json::{Map, Value};
+
+impl Parser {
+    /// The whole document: either shape.
+    pub(super) fn document(&mut self, document: &Value) -> Option<TaskDefinition> {
+        let root = self.object("$", document)?;
+        if root.contains_key("taskDefinition") && !root.contains_key("containerDefinitions") {
+            self.check_keys("", root, &DESCRIBE_OUTPUT_KEYS);
+            let inner = self.object("taskDefinition", &root["taskDefinition"])?;
+            return self.task(inner, "taskDefinition");
+        }
+        self.task(root, "")
+    }
+
+    fn task(&mut self, object: &Map<String, Value>, path: &str) -> Option<TaskDefinition> {
+        self.check_keys(path, object, &TASK_KEYS);
+        let family = self
+            .required_string(object, path, "family")
+            .unwrap_or_default();
+        if Self::field(object, "family").is_some_and(Value::is_string) {
+            self.check_identifier(&join(path, "family"), &family, "family");
+        }
+        let revision = self
+            .integer(object, path, "revision", 1, u64::from(u32::MAX))
+            .map_or(0, |revision| revision as u32);
+        let network_mode = self.network_mode(object, path);
+        let cpu = self.task_size(object, path, "cpu", "vCPU", 1024);
+        let memory_mib = self.task_size(object, path, "memory", "GB", 1024);
+        let volumes = self.volumes(object, path);
+
+        let containers_path = join(path, "containerDefinitions");
+        let mut containers = Vec::new();
+        let mut container_paths = Vec::new();
+        match Self::field(object, "containerDefinitions") {
+            None => self.error(&containers_path, "required"),
+            Some(value) => {
+                if let Some(items) = self.array(&containers_path, value) {
+                    if items.is_empty() {
+                        self.error(&containers_path, "at least one container is required");
+                    }
+                    for (index, item) in items.iter().enumerate() {
+                        let item_path = indexed(&containers_path, index);
+                        if let Some(map) = self.object(&item_path, item) {
+                            containers.push(self.container(map, &item_path));
+                            container_paths.push(ContainerPaths { base: item_path });
+                        }
+                    }
+                }
+            }
+        }
+        self.cross_checks(
+            &containers_path,
+            &containers,
+            &container_paths,
+            &volumes,
+            network_mode,
+        );
+        Some(TaskDefinition {
+            family,
+            revision,
+            network_mode,
+            cpu,
+            memory_mib,
+            volumes,
+            containers,
+        })
+    }
+
+    fn network_mode(&mut self, object: &Map<String, Value>, path: &str) -> NetworkMode {
+        let Some(mode) = self.string(object, path, "networkMode") else {
+            return NetworkMode::Bridge;
+        };
+        match mode.as_str() {
+            "bridge" => NetworkMode::Bridge,
+            "host" => NetworkMode::Host,
+            "none" => NetworkMode::None,
+            "awsvpc" => {
+                self.error(
+                    &join(path, "networkMode"),
+                    "awsvpc is not supported: deckhand supports only bridge, host and none",
+                );
+                NetworkMode::Bridge
+            }
+            other => {
+                self.error(
+                    &join(path, "networkMode"),
+                    format!("unknown network mode {other:?}: expected bridge, host or none"),
+                );
+                NetworkMode::Bridge
+            }
+        }
+    }
+
+    /// Task `cpu` (units, or "N vCPU") and `memory` (MiB, or "N GB"): a number or a string.
+    fn task_size(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+        key: &str,
+        unit: &str,
+        per_unit: u64,
+    ) -> Option<u64> {
+        let value = Self::field(object, key)?;
+        let key_path = join(path, key);
+        let expected =
+            format!("expected a whole number or a string such as \"1024\" or \"1 {unit}\"");
+        let parsed = match value {
+            Value::Number(number) => number.as_u64(),
+            Value::String(text) => parse_size(text, unit, per_unit),
+            _ => None,
+        };
+        match parsed {
+            Some(size) if size > 0 => Some(size),
+            _ => {
+                self.error(&key_path, format!("{expected}, found {value}"));
+                None
+            }
+        }
+    }
+
+    fn volumes(&mut self, object: &Map<String, Value>, path: &str) -> Vec<Volume> {
+        let mut volumes: Vec<Volume> = Vec::new();
+        for (volume_path, map) in self.objects(object, path, "volumes") {
+            self.check_keys(&volume_path, map, &VOLUME_KEYS);
+            let Some(name) = self.required_string(map, &volume_path, "name") else {
+                continue;
+            };
+            self.check_identifier(&join(&volume_path, "name"), &name, "volume name");
+            if volumes.iter().any(|volume| volume.name == name) {
+                self.error(
+                    &join(&volume_path, "name"),
+                    format!("duplicate volume name {name:?}"),
+                );
+            }
+            let mut host_source_path = None;
+            if let Some(host) = Self::field(map, "host") {
+                let host_path = join(&volume_path, "host");
+                if let Some(host) = self.object(&host_path, host) {
+                    self.check_keys(&host_path, host, &HOST_KEYS);
+                    host_source_path = self.string(host, &host_path, "sourcePath");
+                    if let Some(source) = &host_source_path {
+                        if !source.starts_with('/') {
+                            self.error(
+                                &join(&host_path, "sourcePath"),
+                                format!("{source:?} must be an absolute path"),
+                            );
+                        }
+                    }
+                }
+            }
+            volumes.push(Volume {
+                name,
+                host_source_path,
+            });
+        }
+        volumes
+    }
+}
+
+/// "1024", "0.5 vCPU", "2 GB", "2GB" → units. `None` when not a positive size.
+fn parse_size(text: &str, unit: &str, per_unit: u64) -> Option<u64> {
+    let trimmed = text.trim();
+    if let Ok(plain) = trimmed.parse::<u64>() {
+        return Some(plain);
+    }
+    let lower = trimmed.to_ascii_lowercase();
+    let number = lower.strip_suffix(&unit.to_ascii_lowercase())?.trim();
+    let value: f64 = number.parse().ok()?;
+    if !value.is_finite() || value <= 0.0 {
+        return None;
+    }
+    let units = value * per_unit as f64;
+    // Reject sizes that do not come to a whole number of units, or overflow.
+    if units.fract() != 0.0 || units > (1u64 << 40) as f64 {
+        return None;
+    }
+    Some(units as u64)
+}

@@ -1,0 +1,254 @@
+//! The key tables: for each JSON object of a task definition, which keys deckhand supports,
+//! which it ignores with a warning and which it refuses (see the module docs of
+//! [`super`]), and the check that sorts every key of an object into one of those classes,
+//! suggesting the key a typo meant.
+
+use super::json::{join, Parser};
+use serde_json::{Map, Value};
+
+/// The three key classes of one JSON object.
+pub(super) struct KeySpec {
+    supported: &'static [&'static str],
+    ignored: &'static [&'static str],
+    unsupported: &'static [&'static str],
+}
+
+pub(super) const DESCRIBE_OUTPUT_KEYS: KeySpec = KeySpec {
+    supported: &["taskDefinition"],
+    ignored: &["tags"],
+    unsupported: &[],
+};
+
+pub(super) const TASK_KEYS: KeySpec = KeySpec {
+    supported: &[
+        "family",
+        "revision",
+        "networkMode",
+        "cpu",
+        "memory",
+        "volumes",
+        "containerDefinitions",
+    ],
+    ignored: &[
+        "executionRoleArn",
+        "taskRoleArn",
+        "requiresCompatibilities",
+        "tags",
+        "placementConstraints",
+        "runtimePlatform",
+        "taskDefinitionArn",
+        "status",
+        "registeredAt",
+        "registeredBy",
+        "deregisteredAt",
+        "compatibilities",
+        "requiresAttributes",
+        "enableFaultInjection",
+    ],
+    unsupported: &[
+        "pidMode",
+        "ipcMode",
+        "proxyConfiguration",
+        "ephemeralStorage",
+        "inferenceAccelerators",
+    ],
+};
+
+pub(super) const VOLUME_KEYS: KeySpec = KeySpec {
+    supported: &["name", "host"],
+    ignored: &[],
+    unsupported: &[
+        "dockerVolumeConfiguration",
+        "efsVolumeConfiguration",
+        "fsxWindowsFileServerVolumeConfiguration",
+        "configuredAtLaunch",
+    ],
+};
+
+pub(super) const HOST_KEYS: KeySpec = KeySpec {
+    supported: &["sourcePath"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const CONTAINER_KEYS: KeySpec = KeySpec {
+    supported: &[
+        "name",
+        "image",
+        "essential",
+        "command",
+        "entryPoint",
+        "environment",
+        "dependsOn",
+        "links",
+        "volumesFrom",
+        "mountPoints",
+        "portMappings",
+        "healthCheck",
+        "stopTimeout",
+        "startTimeout",
+        "memory",
+        "memoryReservation",
+        "cpu",
+        "privileged",
+        "user",
+        "workingDirectory",
+        "dockerLabels",
+        "logConfiguration",
+        "restartPolicy",
+    ],
+    // Image digest pinning is done by the ECS control plane at run-task time.
+    ignored: &["versionConsistency"],
+    unsupported: &[
+        "repositoryCredentials",
+        "secrets",
+        "environmentFiles",
+        "firelensConfiguration",
+        "linuxParameters",
+        "ulimits",
+        "systemControls",
+        "resourceRequirements",
+        "dnsServers",
+        "dnsSearchDomains",
+        "extraHosts",
+        "hostname",
+        "disableNetworking",
+        "readonlyRootFilesystem",
+        "dockerSecurityOptions",
+        "interactive",
+        "pseudoTerminal",
+        "credentialSpecs",
+        "gpu",
+    ],
+};
+
+pub(super) const ENVIRONMENT_KEYS: KeySpec = KeySpec {
+    supported: &["name", "value"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const DEPENDS_ON_KEYS: KeySpec = KeySpec {
+    supported: &["containerName", "condition"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const VOLUMES_FROM_KEYS: KeySpec = KeySpec {
+    supported: &["sourceContainer", "readOnly"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const MOUNT_POINT_KEYS: KeySpec = KeySpec {
+    supported: &["sourceVolume", "containerPath", "readOnly"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const PORT_MAPPING_KEYS: KeySpec = KeySpec {
+    supported: &["containerPort", "hostPort", "protocol"],
+    // Service Connect names; they do not change how the container runs.
+    ignored: &["name", "appProtocol"],
+    unsupported: &["containerPortRange", "hostPortRange"],
+};
+
+pub(super) const HEALTH_CHECK_KEYS: KeySpec = KeySpec {
+    supported: &["command", "interval", "timeout", "retries", "startPeriod"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const LOG_CONFIGURATION_KEYS: KeySpec = KeySpec {
+    supported: &["logDriver", "options"],
+    ignored: &[],
+    unsupported: &["secretOptions"],
+};
+
+pub(super) const RESTART_POLICY_KEYS: KeySpec = KeySpec {
+    supported: &["enabled", "ignoredExitCodes", "restartAttemptPeriod"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+fn is_empty_value(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(flag) => !flag,
+        Value::String(text) => text.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => map.is_empty(),
+        Value::Number(_) => false,
+    }
+}
+
+/// Edit distance, to suggest the key a typo meant.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+fn suggestion(key: &str, spec: &KeySpec) -> Option<&'static str> {
+    // No key deckhand knows is this long; skip the quadratic distance for huge garbage keys.
+    if key.len() > 64 {
+        return None;
+    }
+    spec.supported
+        .iter()
+        .chain(spec.ignored)
+        .chain(spec.unsupported)
+        .copied()
+        .map(|candidate| {
+            let distance = if candidate.eq_ignore_ascii_case(key) {
+                0
+            } else {
+                edit_distance(&key.to_ascii_lowercase(), &candidate.to_ascii_lowercase())
+            };
+            (distance, candidate)
+        })
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+impl Parser {
+    /// Classify every key of `object` into the classes the docs of [`super`] describe.
+    pub(super) fn check_keys(&mut self, path: &str, object: &Map<String, Value>, spec: &KeySpec) {
+        for (key, value) in object {
+            let key_path = join(path, key);
+            if spec.supported.contains(&key.as_str()) {
+                continue;
+            }
+            if spec.ignored.contains(&key.as_str()) {
+                self.warn(&key_path, "ignored: it has no effect on this host");
+            } else if spec.unsupported.contains(&key.as_str()) {
+                if is_empty_value(value) {
+                    self.warn(&key_path, "ignored: empty");
+                } else {
+                    self.error(
+                        &key_path,
+                        "not supported by deckhand yet; refusing to run the container \
+                         differently from what was asked",
+                    );
+                }
+            } else {
+                match suggestion(key, spec) {
+                    Some(meant) => {
+                        self.error(&key_path, format!("unknown key (did you mean {meant:?}?)"))
+                    }
+                    None => self.error(&key_path, "unknown key"),
+                }
+            }
+        }
+    }
+}

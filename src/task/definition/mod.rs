@@ -1,0 +1,95 @@
+//! Parsing and validating Amazon ECS task-definition JSON into the [`TaskDefinition`] model.
+//!
+//! Accepts what users already have: the `register-task-definition --cli-input-json` shape and the
+//! output of `describe-task-definition` (`{"taskDefinition": {...}}`). The JSON is walked by hand
+//! (not derived) so that every problem is reported at once, each with its JSON path, and so that
+//! each key falls in exactly one of three classes:
+//! - supported: parsed into the model;
+//! - ignored: AWS-only keys that do not change how a container runs on this host (a warning);
+//! - unsupported: keys that would change how a container runs but deckhand cannot honour yet. These
+//!   are errors, because running a container differently from what was asked is worse than
+//!   refusing it. An unsupported key whose value is empty (`null`, `false`, `""`, `[]`, `{}`) asks
+//!   for nothing and is only a warning, so CLI skeletons load.
+//!
+//! Anything else is an unknown key (usually a typo) and an error naming its path.
+//!
+//! One concern per file: `json.rs` reads typed values with their paths, `keys.rs` holds the key
+//! tables, `document.rs` the document and task level, `container.rs` one container,
+//! `checks.rs` the rules across containers, `order.rs` the start and stop order, `names.rs`
+//! names and image references.
+//!
+//! Kept apart from the model so that other input formats can map onto the same types.
+
+mod checks;
+mod container;
+mod document;
+mod json;
+mod keys;
+mod names;
+mod order;
+
+pub use container::{
+    HealthCheckDefaults, CONTAINER_MEMORY_MIN_MIB, HEALTH_DEFAULTS, HEALTH_INTERVAL_RANGE,
+    HEALTH_RETRIES_RANGE, HEALTH_START_PERIOD_RANGE, HEALTH_TIMEOUT_RANGE,
+    RESTART_ATTEMPT_PERIOD_DEFAULT, RESTART_ATTEMPT_PERIOD_RANGE, RESTART_MAX_IGNORED_EXIT_CODES,
+};
+pub use names::{check_container_name, check_image_reference};
+pub use order::{shutdown_order, start_order};
+
+use crate::task::TaskDefinition;
+use json::Parser;
+use serde_json::Value;
+use std::fmt;
+
+/// A parsed, validated definition plus the warnings (ignored keys) met on the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedDefinition {
+    pub definition: TaskDefinition,
+    pub warnings: Vec<String>,
+}
+
+/// One problem in a task definition, with the JSON path it was found at (`$` for the document).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationError {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for ValidationError {}
+
+/// Parse and validate a task definition, reporting every error at once.
+pub fn parse_task_definition(json: &[u8]) -> Result<ParsedDefinition, Vec<ValidationError>> {
+    let document: Value = match serde_json::from_slice(json) {
+        Ok(document) => document,
+        Err(error) => {
+            return Err(vec![ValidationError {
+                path: "$".to_string(),
+                message: format!("not valid JSON: {error}"),
+            }])
+        }
+    };
+    let mut parser = Parser::default();
+    let definition = parser.document(&document);
+    if parser.errors.is_empty() {
+        if let Some(definition) = definition {
+            return Ok(ParsedDefinition {
+                definition,
+                warnings: parser.warnings,
+            });
+        }
+    }
+    if parser.errors.is_empty() {
+        parser.error("$", "no task definition found");
+    }
+    Err(parser.errors)
+}
+
+#[cfg(test)]
+#[rustfmt::skip] // The tables read best one case per line.
+mod tests;
