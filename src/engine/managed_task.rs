@@ -1017,6 +1017,22 @@ impl ManagedTask {
             }
             return;
         }
+        // An exit Docker saw before this container's last restart is the exit that restart
+        // answered (a late `die` event, an inspection made before the restart landed), not a
+        // new one: applying it would mark the restarted, running container STOPPED.
+        if change.status == ContainerStatus::Stopped
+            && change.error.is_none()
+            && !change.from_transition
+            && !change.restart_failed
+        {
+            if let (Some(observed), Some(restarted)) =
+                (change.observed_at, container.last_restart_at)
+            {
+                if observed / 1_000_000 < i64::try_from(restarted).unwrap_or(i64::MAX) {
+                    return;
+                }
+            }
+        }
         if change.status <= container.known_status {
             // A repeat of the current status still refreshes metadata (health, exit code, times).
             if change.status == container.known_status && change.error.is_none() {
@@ -2217,6 +2233,77 @@ mod tests {
         machine.handle(transition(ContainerStatus::Running, None), 1_003);
         assert_eq!(machine.task().known_status, TaskStatus::Running);
         machine
+    }
+
+    /// A running container under a restart policy (60 s between restarts) that exits at 90 s
+    /// and is restarted at 100 s.
+    fn restarted_machine() -> ManagedTask {
+        let mut task = one_container_task();
+        task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 60,
+        });
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(transition(ContainerStatus::Running, None), 1_003);
+        let effects = machine.handle(die_at(1, 90_000), 100_000);
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Restart { .. }))),
+            "{effects:?}"
+        );
+        machine
+    }
+
+    fn die_at(exit_code: i64, at_millis: i64) -> Input {
+        Input::DockerEvent {
+            docker_id: "id-1".into(),
+            observation: DockerObservation::Status {
+                status: ContainerStatus::Stopped,
+                exit_code: Some(exit_code),
+                at: Some(at_millis * 1_000_000),
+            },
+        }
+    }
+
+    fn restarted_ok() -> Input {
+        Input::Restarted {
+            container: "app".into(),
+            exit_code: Some(1),
+            result: Ok(()),
+        }
+    }
+
+    #[test]
+    fn an_exit_seen_before_the_restart_it_caused_does_not_stop_the_restarted_container() {
+        // Found by the simulator: the inspection that follows the `die` event is made before
+        // the restart lands and answers after it; the exit it shows is the one the restart
+        // already answered.
+        let mut machine = restarted_machine();
+        machine.handle(restarted_ok(), 100_010);
+        let mut stale = exited_info(1, false, "");
+        stale.state.finished_at = "1970-01-01T00:01:30Z".into();
+        for late in [
+            Input::Inspected {
+                container: "app".into(),
+                result: Ok(stale),
+            },
+            die_at(1, 90_000),
+        ] {
+            let effects = machine.handle(late, 100_020);
+            assert!(container_stops(&effects).is_empty(), "{effects:?}");
+            assert_eq!(
+                machine.task().containers[0].known_status,
+                ContainerStatus::Running
+            );
+        }
+        // A later exit is a new one.
+        let effects = machine.handle(die_at(1, 100_030), 100_040);
+        assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
     }
 
     #[test]
