@@ -715,6 +715,11 @@ impl ManagedTask {
                         self.container_change(index, change, now, effects);
                     }
                 }
+                // An exit held while the restart call was out (the restarted container exited
+                // again) is handled now that its answer cleared `applied`, as after a start.
+                if let Some(exit) = self.exit_during_start[index].take() {
+                    self.container_change(index, exit, now, effects);
+                }
             }
             Input::Resync => self.inspect_all(effects),
             Input::WaitGroupReady => {
@@ -2304,6 +2309,29 @@ mod tests {
         // A later exit is a new one.
         let effects = machine.handle(die_at(1, 100_030), 100_040);
         assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
+    }
+
+    #[test]
+    fn an_exit_during_a_restart_call_is_handled_once_the_restart_answers() {
+        // Found by the simulator: the exit was held for the restart's answer and then forgotten
+        // (the container stayed RUNNING in deckhand's view), until an unrelated later answer
+        // for the container applied it.
+        let mut machine = restarted_machine();
+        let task = &mut machine.task;
+        if let Some(policy) = &mut task.containers[0].definition.restart_policy {
+            policy.restart_attempt_period_secs = 0;
+        }
+        // The restarted container exits again before the restart call answers.
+        let effects = machine.handle(die_at(1, 100_005), 100_006);
+        assert!(container_stops(&effects).is_empty(), "{effects:?}");
+        let effects = machine.handle(restarted_ok(), 100_010);
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Restart { .. }))),
+            "the held exit restarts the container again: {effects:?}"
+        );
+        assert_eq!(machine.task().containers[0].restart_count, 2);
     }
 
     #[test]
