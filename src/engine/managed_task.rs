@@ -706,6 +706,15 @@ impl ManagedTask {
                             "task {}: restarting container {container} failed: {error}",
                             self.task.id
                         );
+                        // A restart that timed out (or lost its answer) may have started the
+                        // container after all: stop it, as §6 does for a start, rather than
+                        // leave a container running that deckhand holds STOPPED.
+                        let may_run = error_outcome(
+                            ContainerStatus::Running,
+                            &classify_error(ContainerStatus::Running, &error),
+                            self.settings.rules.pull_behavior,
+                        )
+                        .stop_in_background;
                         let change = ContainerChange {
                             status: ContainerStatus::Stopped,
                             exit_code,
@@ -713,6 +722,15 @@ impl ManagedTask {
                             ..ContainerChange::default()
                         };
                         self.container_change(index, change, now, effects);
+                        let container = &self.task.containers[index];
+                        if let (true, Some(docker_id)) = (may_run, container.docker_id.clone()) {
+                            effects.push(Effect::Docker(DockerCall::Stop {
+                                container: container.name().to_string(),
+                                docker_id,
+                                grace: stop_grace(container, self.settings.stop_timeout),
+                                background: true,
+                            }));
+                        }
                     }
                 }
                 // An exit held while the restart call was out (the restarted container exited
@@ -2332,6 +2350,54 @@ mod tests {
             "the held exit restarts the container again: {effects:?}"
         );
         assert_eq!(machine.task().containers[0].restart_count, 2);
+    }
+
+    #[test]
+    fn a_restart_that_timed_out_is_stopped_in_the_background() {
+        // Found by the simulator: Docker restarted the container but the call timed out; the
+        // container was marked STOPPED and kept running, unmanaged, until cleanup.
+        let mut machine = restarted_machine();
+        let effects = machine.handle(
+            Input::Restarted {
+                container: "app".into(),
+                exit_code: Some(1),
+                result: Err(RuntimeError::Timeout {
+                    operation: "start".into(),
+                    after: Duration::from_secs(1),
+                }),
+            },
+            100_010,
+        );
+        assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
+        assert!(
+            effects.iter().any(|effect| matches!(
+                effect,
+                Effect::Docker(DockerCall::Stop {
+                    background: true,
+                    ..
+                })
+            )),
+            "{effects:?}"
+        );
+        // A refused restart (Docker answered) did not start anything: no stop.
+        let mut machine = restarted_machine();
+        let effects = machine.handle(
+            Input::Restarted {
+                container: "app".into(),
+                exit_code: Some(1),
+                result: Err(RuntimeError::Api {
+                    status: 500,
+                    message: "no".into(),
+                }),
+            },
+            100_010,
+        );
+        assert!(
+            !effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Stop { .. }))),
+            "{effects:?}"
+        );
     }
 
     #[test]
