@@ -251,6 +251,10 @@ struct Simulation {
     docker_index: HashMap<String, usize>,
     /// Containers whose stop the worker gave up on while Docker answered (§6 ping rule).
     wedged: HashSet<String>,
+    /// Containers a cleanup's removal failed for (not retried: see the module doc).
+    removal_failed: HashSet<String>,
+    /// Names of containers a user removed by hand.
+    removed_by_user: HashSet<String>,
     chaos: bool,
     crash_per_mille_effect: u64,
     crash_per_mille_step: u64,
@@ -440,6 +444,8 @@ impl Simulation {
             stream_up: true,
             docker_index: HashMap::new(),
             wedged: HashSet::new(),
+            removal_failed: HashSet::new(),
+            removed_by_user: HashSet::new(),
             chaos: true,
             crash_per_mille_effect,
             crash_per_mille_step,
@@ -983,6 +989,15 @@ impl Simulation {
                 self.stats.wedged += 1;
             }
         }
+        // Cleanup does not retry a removal that failed: the container is left behind.
+        if let DockerCall::Remove { docker_ids, .. } = &call {
+            let docker = self.docker.state();
+            for id in docker_ids {
+                if let Some(id) = docker.resolve(id) {
+                    self.removal_failed.insert(id);
+                }
+            }
+        }
         self.pending[position].answer = Some(answer);
         self.collect_docker();
         self.acting_for_the_dead = false;
@@ -1020,7 +1035,10 @@ impl Simulation {
             .get(&created.name)
             .copied()
             .unwrap_or(0);
-        if count > 1 {
+        // A user who removes a container deckhand never learnt the id of (its create's answer
+        // was lost in a crash) frees the name: a second create is then the only way on.
+        let freed_by_user = self.removed_by_user.contains(&created.name);
+        if count > 1 && !freed_by_user {
             self.fail(format!(
                 "container name {} created {count} times (now as {})",
                 created.name, created.docker_id
@@ -1572,6 +1590,9 @@ impl Simulation {
                 let ids: Vec<String> = docker.containers.keys().cloned().collect();
                 if !ids.is_empty() {
                     let id = ids[self.random.below(ids.len() as u64) as usize].clone();
+                    if let Some(container) = docker.containers.get(&id) {
+                        self.removed_by_user.insert(container.name.clone());
+                    }
                     docker.remove(&id);
                     drop(docker);
                     self.note(format!("a user removes container {}", &id[56..]));
@@ -1721,7 +1742,10 @@ impl Simulation {
         let docker = self.docker.state();
         self.leftovers = docker.containers.len() as u64;
         for (id, container) in &docker.containers {
-            if container.state == SimState::Running && !self.wedged.contains(id) {
+            if container.state == SimState::Running
+                && !self.wedged.contains(id)
+                && !self.removal_failed.contains(id)
+            {
                 self.fail(format!(
                     "container {} still runs after every task was cleaned up",
                     container.name
