@@ -707,29 +707,36 @@ impl ManagedTask {
                             self.task.id
                         );
                         // A restart that timed out (or lost its answer) may have started the
-                        // container after all: stop it, as §6 does for a start, rather than
-                        // leave a container running that deckhand holds STOPPED.
+                        // container after all: stop it, as §6 does for a start, as the
+                        // container's own transition, so that it becomes STOPPED with the
+                        // stop's answer rather than while Docker may still run it.
                         let may_run = error_outcome(
                             ContainerStatus::Running,
                             &classify_error(ContainerStatus::Running, &error),
                             self.settings.rules.pull_behavior,
                         )
                         .stop_in_background;
-                        let change = ContainerChange {
-                            status: ContainerStatus::Stopped,
-                            exit_code,
-                            restart_failed: true,
-                            ..ContainerChange::default()
-                        };
-                        self.container_change(index, change, now, effects);
-                        let container = &self.task.containers[index];
-                        if let (true, Some(docker_id)) = (may_run, container.docker_id.clone()) {
-                            effects.push(Effect::Docker(DockerCall::Stop {
-                                container: container.name().to_string(),
-                                docker_id,
-                                grace: stop_grace(container, self.settings.stop_timeout),
-                                background: true,
-                            }));
+                        let container = &mut self.task.containers[index];
+                        match (may_run, container.docker_id.clone()) {
+                            (true, Some(docker_id)) => {
+                                container.applied_status = Some(ContainerStatus::Stopped);
+                                self.dirty = true;
+                                effects.push(Effect::Docker(DockerCall::Stop {
+                                    container: container.name().to_string(),
+                                    docker_id,
+                                    grace: stop_grace(container, self.settings.stop_timeout),
+                                    background: false,
+                                }));
+                            }
+                            _ => {
+                                let change = ContainerChange {
+                                    status: ContainerStatus::Stopped,
+                                    exit_code,
+                                    restart_failed: true,
+                                    ..ContainerChange::default()
+                                };
+                                self.container_change(index, change, now, effects);
+                            }
                         }
                     }
                 }
@@ -1124,11 +1131,16 @@ impl ManagedTask {
             }
             if outcome.stop_in_background {
                 if let Some(docker_id) = container.docker_id.clone() {
+                    // The start may have happened: stop it as this container's own transition,
+                    // so it reaches STOPPED with the stop's answer. Left untracked, §3 row 5 made
+                    // it STOPPED at once, and the task could finish its stop number (letting a
+                    // replacement start) while Docker still ran the container.
+                    container.applied_status = Some(ContainerStatus::Stopped);
                     effects.push(Effect::Docker(DockerCall::Stop {
                         container: container.name().to_string(),
                         docker_id,
                         grace: stop_grace(container, stop_default),
-                        background: true,
+                        background: false,
                     }));
                 }
             }
@@ -2353,7 +2365,7 @@ mod tests {
     }
 
     #[test]
-    fn a_restart_that_timed_out_is_stopped_in_the_background() {
+    fn a_restart_that_timed_out_is_stopped_before_the_container_counts_as_stopped() {
         // Found by the simulator: Docker restarted the container but the call timed out; the
         // container was marked STOPPED and kept running, unmanaged, until cleanup.
         let mut machine = restarted_machine();
@@ -2368,17 +2380,20 @@ mod tests {
             },
             100_010,
         );
-        assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
         assert!(
             effects.iter().any(|effect| matches!(
                 effect,
                 Effect::Docker(DockerCall::Stop {
-                    background: true,
+                    background: false,
                     ..
                 })
             )),
             "{effects:?}"
         );
+        // STOPPED with the stop's answer, not before.
+        assert!(container_stops(&effects).is_empty(), "{effects:?}");
+        let effects = machine.handle(transition(ContainerStatus::Stopped, None), 100_020);
+        assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
         // A refused restart (Docker answered) did not start anything: no stop.
         let mut machine = restarted_machine();
         let effects = machine.handle(
@@ -2398,6 +2413,61 @@ mod tests {
                 .any(|effect| matches!(effect, Effect::Docker(DockerCall::Stop { .. }))),
             "{effects:?}"
         );
+    }
+
+    #[test]
+    fn a_start_that_timed_out_is_stopped_before_the_container_counts_as_stopped() {
+        // Found by the simulator: the start timed out (Docker had started the container), the
+        // stop went out in the background, and §3 row 5 made the container STOPPED at once: the
+        // task finished its stop number and a replacement started beside the running container.
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(
+            Input::Desired {
+                status: TaskStatus::Stopped,
+                sequence: 7,
+                registered: true,
+            },
+            1_003,
+        );
+        let effects = machine.handle(
+            Input::Transition {
+                container: "app".into(),
+                target: ContainerStatus::Running,
+                result: Err(RuntimeError::Timeout {
+                    operation: "start".into(),
+                    after: Duration::from_secs(1),
+                }),
+            },
+            1_004,
+        );
+        assert!(
+            effects.iter().any(|effect| matches!(
+                effect,
+                Effect::Docker(DockerCall::Stop {
+                    background: false,
+                    ..
+                })
+            )),
+            "{effects:?}"
+        );
+        assert!(
+            !effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::WaitGroupDone { .. })),
+            "the stop number waits for the stop's answer: {effects:?}"
+        );
+        assert_eq!(machine.task().known_status, TaskStatus::Created);
+        let effects = machine.handle(transition(ContainerStatus::Stopped, None), 1_005);
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::WaitGroupDone { sequence: 7 })),
+            "{effects:?}"
+        );
+        assert_eq!(machine.task().known_status, TaskStatus::Stopped);
     }
 
     #[test]
