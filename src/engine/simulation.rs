@@ -29,8 +29,9 @@
 //!   the wait group's own receiver.
 //! - **Crashes.** Before any effect is performed, and as a step of its own, the process may
 //!   die. Every `ManagedTask`, timer, undelivered event and wait-group entry is thrown away;
-//!   calls not yet made by Docker happen now, never, or later (a request the daemon already
-//!   read); Docker's containers and names survive. Restore then follows §11 as
+//!   calls not yet made by Docker happen now, never, or while the new process restores (a
+//!   request the daemon had read: a create that lands after restore looked its name up is
+//!   adopted on the 409 of the new create); Docker's containers and names survive. Restore then follows §11 as
 //!   `TaskEngine::restore` does: each task comes back from its last `Checkpoint` effect only,
 //!   through the state store's own file encoding (`state::encode_task_file` /
 //!   `decode_task_file`, so the schema round-trips on every crash), its saved Docker ids are
@@ -182,10 +183,9 @@ struct Pending {
     call: DockerCall,
     /// Set once Docker acted: the answer to deliver (`None` inside: nothing to deliver).
     answer: Option<Option<Input>>,
-    /// A call of a crashed process that Docker had already read: it acts later, unanswered,
-    /// by `due` at the latest (the daemon finishes a request it read within a few seconds).
+    /// A call of a crashed process that Docker had already read: it acts later (while the
+    /// new process restores), unanswered.
     ghost: bool,
-    due: Millis,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -786,7 +786,6 @@ impl Simulation {
             call,
             answer: None,
             ghost: false,
-            due: 0,
         });
     }
 
@@ -1194,7 +1193,6 @@ impl Simulation {
                 }
                 1 => {
                     call.ghost = true;
-                    call.due = self.now + self.random.below(3_000);
                     self.pending.push(call);
                 }
                 _ => {}
@@ -1277,6 +1275,21 @@ impl Simulation {
             self.sync_docker_clock();
             let mut unanswered = Vec::new();
             for position in waiting {
+                // Requests the dead process sent are carried out by Docker now, between the new
+                // process's look-ups: a create before or after its name is looked up (after: the
+                // new create's 409 adopts it); anything else before its container is looked at.
+                // (A start Docker makes only after that is answered by §7's one re-stop when
+                // its event arrives; until then the task may hold that container STOPPED.)
+                let task_index = prepared[position].0;
+                while let Some(ghost) = self.pending.iter().position(|p| {
+                    p.ghost && p.task == task_index && !matches!(p.call, DockerCall::Create { .. })
+                }) {
+                    self.act(ghost);
+                    self.pending.swap_remove(ghost);
+                }
+                if self.random.chance(50) {
+                    self.act_one_ghost();
+                }
                 let (index, task, changed) = &mut prepared[position];
                 let outcome = reconcile_task(self.docker.as_ref(), task, self.now);
                 *changed |= outcome.changed;
@@ -1297,6 +1310,9 @@ impl Simulation {
             }
         }
         self.docker.state().only_unanswered_faults = false;
+        while self.pending.iter().any(|p| p.ghost) {
+            self.act_one_ghost();
+        }
         self.collect_docker();
         // Unfinished stops block later starts again before any loop runs.
         for (index, task, _) in &prepared {
@@ -1342,6 +1358,13 @@ impl Simulation {
         }
     }
 
+    fn act_one_ghost(&mut self) {
+        if let Some(position) = self.pending.iter().position(|p| p.ghost) {
+            self.act(position);
+            self.pending.swap_remove(position);
+        }
+    }
+
     /// A restored task is never behind an event already in the log.
     fn check_not_behind_log(&self, index: usize, task: &Task) {
         for (entity, (status, _)) in &self.tasks[index].logged {
@@ -1384,15 +1407,6 @@ impl Simulation {
             BreakStream,
             Reconnect,
             Crash,
-        }
-        if let Some(position) = self
-            .pending
-            .iter()
-            .position(|p| p.ghost && p.due <= self.now)
-        {
-            self.act(position);
-            self.pending.swap_remove(position);
-            return true;
         }
         let mut choices: Vec<Choice> = Vec::new();
         let unacted = self.pending.iter().filter(|p| p.answer.is_none()).count();
