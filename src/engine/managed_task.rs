@@ -239,6 +239,9 @@ pub struct ManagedTask {
     /// An exit (by index) seen while the start call was unanswered, under a restart policy:
     /// handled once the start's answer arrived.
     exit_during_start: Vec<Option<ContainerChange>>,
+    /// When each container (by index) was last restarted, once Docker confirmed that restart.
+    /// Not persisted: after a restore, reconciliation has read Docker's state afresh.
+    restart_confirmed_at: Vec<Option<Millis>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -396,8 +399,10 @@ impl ManagedTask {
         let finished_nanos = vec![None; task.containers.len()];
         let create_sent = vec![false; task.containers.len()];
         let exit_during_start = vec![None; task.containers.len()];
+        let restart_confirmed_at = vec![None; task.containers.len()];
         ManagedTask {
             exit_during_start,
+            restart_confirmed_at,
             task,
             settings,
             phase: Phase::New,
@@ -696,11 +701,14 @@ impl ManagedTask {
                     restarted.applied_status = None;
                 }
                 match result {
-                    Ok(()) => log::info!(
-                        "task {}: restarted container {container} (restart {})",
-                        self.task.id,
-                        restarted.restart_count
-                    ),
+                    Ok(()) => {
+                        self.restart_confirmed_at[index] = restarted.last_restart_at;
+                        log::info!(
+                            "task {}: restarted container {container} (restart {})",
+                            self.task.id,
+                            restarted.restart_count
+                        )
+                    }
                     Err(error) => {
                         log::warn!(
                             "task {}: restarting container {container} failed: {error}",
@@ -1047,20 +1055,32 @@ impl ManagedTask {
             }
             return;
         }
-        // An exit Docker saw before this container's last restart is the exit that restart
-        // answered (a late `die` event, an inspection made before the restart landed), not a
-        // new one: applying it would mark the restarted, running container STOPPED.
+        // An exit Docker saw before this container's last restart (a late `die` event, an
+        // inspection made before the restart landed) is the exit that restart answered, once
+        // Docker confirmed the restart: applying it would mark the restarted, running container
+        // STOPPED. While the restart call is out, it waits for the answer (a restart that
+        // failed leaves that exit standing).
         if change.status == ContainerStatus::Stopped
             && change.error.is_none()
             && !change.from_transition
             && !change.restart_failed
         {
-            if let (Some(observed), Some(restarted)) =
-                (change.observed_at, container.last_restart_at)
+            let before = |restarted: Option<Millis>| {
+                matches!(
+                    (change.observed_at, restarted),
+                    (Some(observed), Some(restarted))
+                        if observed / 1_000_000 < i64::try_from(restarted).unwrap_or(i64::MAX)
+                )
+            };
+            if before(self.restart_confirmed_at[index]) {
+                return;
+            }
+            if container.applied_status == Some(ContainerStatus::Running)
+                && container.known_status == ContainerStatus::Running
+                && before(container.last_restart_at)
             {
-                if observed / 1_000_000 < i64::try_from(restarted).unwrap_or(i64::MAX) {
-                    return;
-                }
+                self.exit_during_start[index] = Some(change);
+                return;
             }
         }
         if change.status <= container.known_status {
@@ -2468,6 +2488,45 @@ mod tests {
             "{effects:?}"
         );
         assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    }
+
+    #[test]
+    fn an_exit_seen_before_a_restart_that_did_not_happen_stops_the_container() {
+        // Found by the simulator: the restart timed out without Docker making it, the stop that
+        // answers a possible start failed, and the earlier exit, dropped as "answered by the
+        // restart", left the exited container RUNNING for good.
+        let mut machine = restarted_machine();
+        machine.handle(
+            Input::Restarted {
+                container: "app".into(),
+                exit_code: Some(1),
+                result: Err(RuntimeError::Timeout {
+                    operation: "start".into(),
+                    after: Duration::from_secs(1),
+                }),
+            },
+            100_010,
+        );
+        machine.handle(
+            Input::Transition {
+                container: "app".into(),
+                target: ContainerStatus::Stopped,
+                result: Err(RuntimeError::Unreachable {
+                    message: "restarting".into(),
+                }),
+            },
+            100_020,
+        );
+        let mut exited = exited_info(1, false, "");
+        exited.state.finished_at = "1970-01-01T00:01:30Z".into();
+        let effects = machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Ok(exited),
+            },
+            100_030,
+        );
+        assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
     }
 
     #[test]
