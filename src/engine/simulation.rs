@@ -218,6 +218,7 @@ struct Stats {
     stream_breaks: u64,
     redeliveries: u64,
     leftovers: u64,
+    never_removed: u64,
 }
 
 impl Stats {
@@ -238,6 +239,7 @@ impl Stats {
         self.stream_breaks += other.stream_breaks;
         self.redeliveries += other.redeliveries;
         self.leftovers += other.leftovers;
+        self.never_removed += other.never_removed;
     }
 }
 
@@ -271,13 +273,13 @@ struct Simulation {
     crash_per_mille_effect: u64,
     crash_per_mille_step: u64,
     crash_pending: bool,
-    /// Set while restoring, so that a crash during restore is handled by the restore loop.
-    restoring: bool,
     /// Set while Docker acts on a call of a process that crashed since.
     acting_for_the_dead: bool,
     /// Containers left in Docker (not running) after every task was cleaned up: a create of a
     /// crashed process that Docker made after the new process had looked for it by name.
     leftovers: u64,
+    /// Of those, containers no cleanup ever tried to remove.
+    never_removed: u64,
     log: Vec<String>,
     /// Keep the whole log (a replayed seed), not only the tail.
     full_log: bool,
@@ -462,9 +464,9 @@ impl Simulation {
             crash_per_mille_effect,
             crash_per_mille_step,
             crash_pending: false,
-            restoring: false,
             acting_for_the_dead: false,
             leftovers: 0,
+            never_removed: 0,
             log: Vec::new(),
             full_log,
             stats: Stats::default(),
@@ -1248,7 +1250,6 @@ impl Simulation {
 
     /// §11, as `TaskEngine::restore` does it.
     fn restore(&mut self) {
-        self.restoring = true;
         let mut prepared: Vec<(usize, Task, bool)> = Vec::new();
         for index in 0..self.tasks.len() {
             let Some(checkpoint) = &self.tasks[index].checkpoint else {
@@ -1364,7 +1365,6 @@ impl Simulation {
                 break;
             }
         }
-        self.restoring = false;
         if self.crash_pending {
             self.crash_and_restore();
         }
@@ -1767,6 +1767,11 @@ impl Simulation {
         }
         let docker = self.docker.state();
         self.leftovers = docker.containers.len() as u64;
+        self.never_removed = docker
+            .containers
+            .keys()
+            .filter(|id| !self.removal_failed.contains(*id))
+            .count() as u64;
         for (id, container) in &docker.containers {
             if container.state == SimState::Running
                 && !self.wedged.contains(id)
@@ -1793,6 +1798,7 @@ impl Simulation {
         self.stats.docker_calls = docker.calls;
         self.stats.docker_failures = docker.failures;
         self.stats.leftovers = self.leftovers;
+        self.stats.never_removed = self.never_removed;
     }
 }
 
