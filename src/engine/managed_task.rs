@@ -233,9 +233,6 @@ pub struct ManagedTask {
     /// When Docker last saw each container (by index) finish, in nanoseconds: tells an old
     /// `start` report from a real restart (§7). Not persisted; unknown after a restore.
     finished_nanos: Vec<Option<i64>>,
-    /// Containers (by index) whose create was sent: one whose answer was lost may exist in
-    /// Docker under its fixed name without the task knowing its id.
-    create_sent: Vec<bool>,
     /// An exit (by index) seen while the start call was unanswered, under a restart policy:
     /// handled once the start's answer arrived.
     exit_during_start: Vec<Option<ContainerChange>>,
@@ -397,7 +394,6 @@ impl ManagedTask {
             .collect();
         let emitted_task = task.sent_status;
         let finished_nanos = vec![None; task.containers.len()];
-        let create_sent = vec![false; task.containers.len()];
         let exit_during_start = vec![None; task.containers.len()];
         let restart_confirmed_at = vec![None; task.containers.len()];
         ManagedTask {
@@ -408,7 +404,6 @@ impl ManagedTask {
             phase: Phase::New,
             unfinished_stop,
             finished_nanos,
-            create_sent,
             emitted_container,
             emitted_task,
             steady_timer_armed: false,
@@ -1335,17 +1330,19 @@ impl ManagedTask {
         }
         self.phase = Phase::Removing;
         effects.push(Effect::Docker(DockerCall::Remove {
-            // By id; by the fixed name where a create was sent but its answer never gave an id
-            // (a timed-out create that happened must not leak).
+            // By id; by the fixed name where no id is known: a create whose answer was lost (a
+            // time-out that happened, a crash) or that Docker made only after a restore looked
+            // the name up may have left a container under it. Removing a name Docker does not
+            // know is a harmless 404.
             docker_ids: self
                 .task
                 .containers
                 .iter()
-                .zip(&self.create_sent)
-                .filter_map(|(container, create_sent)| match &container.docker_id {
-                    Some(docker_id) => Some(docker_id.clone()),
-                    None if *create_sent => container.docker_name.clone(),
-                    None => None,
+                .filter_map(|container| {
+                    container
+                        .docker_id
+                        .clone()
+                        .or_else(|| container.docker_name.clone())
                 })
                 .collect(),
             volumes: task_volume_names(&self.task),
@@ -1498,46 +1495,43 @@ impl ManagedTask {
     ) {
         let container = &self.task.containers[index];
         let name = container.name().to_string();
-        let call = match action {
-            DockerAction::Pull => {
-                if self.task.pull_started_at.is_none() {
-                    self.task.pull_started_at = Some(now);
+        let call =
+            match action {
+                DockerAction::Pull => {
+                    if self.task.pull_started_at.is_none() {
+                        self.task.pull_started_at = Some(now);
+                    }
+                    Ok(DockerCall::Pull {
+                        container: name.clone(),
+                        image: container.definition.image.clone(),
+                    })
                 }
-                Ok(DockerCall::Pull {
-                    container: name.clone(),
-                    image: container.definition.image.clone(),
-                })
-            }
-            DockerAction::Create => {
-                self.create_sent[index] = true;
-                create_request(&self.task, index, &self.settings.cluster).map(|spec| {
-                    DockerCall::Create {
+                DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
+                    .map(|spec| DockerCall::Create {
                         container: name.clone(),
                         spec: Box::new(spec),
+                    }),
+                DockerAction::Start => match &container.docker_id {
+                    Some(docker_id) => Ok(DockerCall::Start {
+                        container: name.clone(),
+                        docker_id: docker_id.clone(),
+                    }),
+                    None => Err(format!("container {name} has no Docker id to start")),
+                },
+                DockerAction::Stop => match &container.docker_id {
+                    Some(docker_id) => Ok(DockerCall::Stop {
+                        container: name.clone(),
+                        docker_id: docker_id.clone(),
+                        grace: stop_grace(container, self.settings.stop_timeout),
+                        background: false,
+                    }),
+                    None => {
+                        // Never created in Docker: nothing to stop.
+                        self.post_synthetic_stop(index, None);
+                        return;
                     }
-                })
-            }
-            DockerAction::Start => match &container.docker_id {
-                Some(docker_id) => Ok(DockerCall::Start {
-                    container: name.clone(),
-                    docker_id: docker_id.clone(),
-                }),
-                None => Err(format!("container {name} has no Docker id to start")),
-            },
-            DockerAction::Stop => match &container.docker_id {
-                Some(docker_id) => Ok(DockerCall::Stop {
-                    container: name.clone(),
-                    docker_id: docker_id.clone(),
-                    grace: stop_grace(container, self.settings.stop_timeout),
-                    background: false,
-                }),
-                None => {
-                    // Never created in Docker: nothing to stop.
-                    self.post_synthetic_stop(index, None);
-                    return;
-                }
-            },
-        };
+                },
+            };
         self.task.containers[index].applied_status = Some(target);
         self.dirty = true;
         match call {
@@ -2527,6 +2521,33 @@ mod tests {
             100_030,
         );
         assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
+    }
+
+    #[test]
+    fn cleanup_removes_by_fixed_name_every_container_without_a_docker_id() {
+        // Found by the simulator: a create the crashed process sent landed after restore had
+        // looked its name up; the restored task (which had not sent that create itself) was
+        // stopped and cleaned up without it, and the container was left in Docker.
+        let mut task = one_container_task();
+        task.desired_status = TaskStatus::Stopped;
+        task.sent_status = TaskStatus::Stopped;
+        let name = task.containers[0].docker_name.clone();
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        let mut effects = machine.start(1_000);
+        for _ in 0..3 {
+            if removes(&effects) {
+                break;
+            }
+            effects = machine.handle(Input::TimerFired(TimerKind::Cleanup), 1_000);
+        }
+        let removed: Vec<String> = effects
+            .iter()
+            .find_map(|effect| match effect {
+                Effect::Docker(DockerCall::Remove { docker_ids, .. }) => Some(docker_ids.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        assert_eq!(removed, name.into_iter().collect::<Vec<_>>(), "{effects:?}");
     }
 
     #[test]
