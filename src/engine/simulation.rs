@@ -31,8 +31,9 @@
 //!   die. Every `ManagedTask`, timer, undelivered event and wait-group entry is thrown away;
 //!   calls not yet made by Docker happen now, never, or while the new process restores (a
 //!   request the daemon had read: a create that lands after restore looked its name up is
-//!   adopted on the 409 of the new create); Docker's containers and names survive. Restore then follows §11 as
-//!   `TaskEngine::restore` does: each task comes back from its last `Checkpoint` effect only,
+//!   adopted on the 409 of the new create); Docker's containers and names survive. Restore
+//!   then follows §11 as `TaskEngine::restore` does: each task comes back from its last
+//!   `Checkpoint` effect only,
 //!   through the state store's own file encoding (`state::encode_task_file` /
 //!   `decode_task_file`, so the schema round-trips on every crash), its saved Docker ids are
 //!   routed, each is reconciled with the real `restore::reconcile_task` (retried while Docker
@@ -83,6 +84,9 @@
 //!   run; it is exempt from the stop-before-start check (counted as `wedged`).
 //! - A name a user freed by removing a container deckhand never learnt the id of may be created
 //!   again.
+//! - A start that the daemon carries out for the crashed process only after the new process
+//!   looked at the container is not simulated: the task may hold that container STOPPED until
+//!   its `start` event brings §7's one re-stop, which runs in the background.
 //!
 //! `cargo test` runs a few thousand seeds; `DECKHAND_SIM_SEEDS=N` runs N, `DECKHAND_SIM_SEED=S`
 //! replays one seed with its whole step log. A failure prints the command that replays it.
