@@ -239,6 +239,9 @@ pub struct ManagedTask {
     /// When each container (by index) was last restarted, once Docker confirmed that restart.
     /// Not persisted: after a restore, reconciliation has read Docker's state afresh.
     restart_confirmed_at: Vec<Option<Millis>>,
+    /// When Docker saw the exit (nanoseconds) that each container's last restart answered: a
+    /// report of that very exit can come in the millisecond the restart was decided.
+    restart_trigger_nanos: Vec<Option<i64>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -396,9 +399,11 @@ impl ManagedTask {
         let finished_nanos = vec![None; task.containers.len()];
         let exit_during_start = vec![None; task.containers.len()];
         let restart_confirmed_at = vec![None; task.containers.len()];
+        let restart_trigger_nanos = vec![None; task.containers.len()];
         ManagedTask {
             exit_during_start,
             restart_confirmed_at,
+            restart_trigger_nanos,
             task,
             settings,
             phase: Phase::New,
@@ -1050,22 +1055,23 @@ impl ManagedTask {
             }
             return;
         }
-        // An exit Docker saw before this container's last restart (a late `die` event, an
-        // inspection made before the restart landed) is the exit that restart answered, once
-        // Docker confirmed the restart: applying it would mark the restarted, running container
-        // STOPPED. While the restart call is out, it waits for the answer (a restart that
-        // failed leaves that exit standing).
+        // An exit Docker saw before this container's last restart was decided (a late `die`
+        // event, an inspection made before the restart landed), or the very exit that restart
+        // answered, is old news once Docker confirmed the restart: applying it would mark the
+        // restarted, running container STOPPED. While the restart call is out, such a report
+        // waits for the answer; a restart that failed leaves that exit standing.
         if change.status == ContainerStatus::Stopped
             && change.error.is_none()
             && !change.from_transition
             && !change.restart_failed
         {
-            let before = |restarted: Option<Millis>| {
-                matches!(
-                    (change.observed_at, restarted),
-                    (Some(observed), Some(restarted))
-                        if observed / 1_000_000 < i64::try_from(restarted).unwrap_or(i64::MAX)
-                )
+            let trigger = self.restart_trigger_nanos[index];
+            let before = |restarted: Option<Millis>| match (change.observed_at, restarted) {
+                (Some(observed), Some(restarted)) => {
+                    observed / 1_000_000 < i64::try_from(restarted).unwrap_or(i64::MAX)
+                        || trigger.is_some_and(|exit| observed <= exit)
+                }
+                _ => false,
             };
             if before(self.restart_confirmed_at[index]) {
                 return;
@@ -1113,6 +1119,7 @@ impl ManagedTask {
             if let Some(docker_id) = container.docker_id.clone() {
                 container.restart_count += 1;
                 container.last_restart_at = Some(now);
+                self.restart_trigger_nanos[index] = change.observed_at;
                 container.applied_status = Some(ContainerStatus::Running);
                 if change.exit_code.is_some() {
                     container.exit_code = change.exit_code;
@@ -2548,6 +2555,47 @@ mod tests {
             })
             .unwrap_or_default();
         assert_eq!(removed, name.into_iter().collect::<Vec<_>>(), "{effects:?}");
+    }
+
+    #[test]
+    fn within_the_millisecond_of_a_restart_the_answered_exit_is_old_and_a_later_one_is_new() {
+        // A fast Docker: the exit, the restart decision, the restart and a new exit all in one
+        // millisecond. Nanoseconds tell the exit the restart answered from a new one.
+        let mut task = one_container_task();
+        task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 0,
+        });
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(transition(ContainerStatus::Running, None), 1_003);
+        let exit = |extra_nanos: i64| Input::DockerEvent {
+            docker_id: "id-1".into(),
+            observation: DockerObservation::Status {
+                status: ContainerStatus::Stopped,
+                exit_code: Some(1),
+                at: Some(200_000 * 1_000_000 + extra_nanos),
+            },
+        };
+        let restarts = |effects: &[Effect]| {
+            effects
+                .iter()
+                .filter(|effect| matches!(effect, Effect::Docker(DockerCall::Restart { .. })))
+                .count()
+        };
+        assert_eq!(restarts(&machine.handle(exit(400), 200_000)), 1);
+        machine.handle(restarted_ok(), 200_000);
+        // The same exit again (its inspection, a few hundred nanoseconds earlier): old news.
+        let effects = machine.handle(exit(100), 200_000);
+        assert!(container_stops(&effects).is_empty(), "{effects:?}");
+        assert_eq!(restarts(&effects), 0, "{effects:?}");
+        // The restarted container exits within the same millisecond: a new exit, restarted.
+        let effects = machine.handle(exit(900), 200_000);
+        assert_eq!(restarts(&effects), 1, "{effects:?}");
+        assert_eq!(machine.task().containers[0].restart_count, 2);
     }
 
     #[test]
