@@ -243,12 +243,15 @@ pub struct ManagedTask {
     /// When Docker last saw each container (by index) finish, in nanoseconds: tells an old
     /// `start` report from a real restart (§7). Not persisted; unknown after a restore.
     finished_nanos: Vec<Option<i64>>,
-    /// Containers (by index) whose create was sent: one whose answer was lost may exist in
-    /// Docker under its fixed name without the task knowing its id.
-    create_sent: Vec<bool>,
     /// An exit (by index) seen while the start call was unanswered, under a restart policy:
     /// handled once the start's answer arrived.
     exit_during_start: Vec<Option<ContainerChange>>,
+    /// When each container (by index) was last restarted, once Docker confirmed that restart.
+    /// Not persisted: after a restore, reconciliation has read Docker's state afresh.
+    restart_confirmed_at: Vec<Option<Millis>>,
+    /// When Docker saw the exit (nanoseconds) that each container's last restart answered: a
+    /// report of that very exit can come in the millisecond the restart was decided.
+    restart_trigger_nanos: Vec<Option<i64>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
     cleanup_at: Option<Millis>,
@@ -425,9 +428,10 @@ impl ManagedTask {
             .collect();
         let emitted_task = task.sent_status;
         let finished_nanos = vec![None; task.containers.len()];
-        let create_sent = vec![false; task.containers.len()];
         let exit_during_start = vec![None; task.containers.len()];
         let reinspect = vec![false; task.containers.len()];
+        let restart_confirmed_at = vec![None; task.containers.len()];
+        let restart_trigger_nanos = vec![None; task.containers.len()];
         ManagedTask {
             exit_during_start,
             reinspect,
@@ -435,12 +439,13 @@ impl ManagedTask {
             docker_retry_attempt: 0,
             remove_deferred: false,
             restart_pending: vec![None; task.containers.len()],
+            restart_confirmed_at,
+            restart_trigger_nanos,
             task,
             settings,
             phase: Phase::New,
             unfinished_stop,
             finished_nanos,
-            create_sent,
             emitted_container,
             emitted_task,
             steady_timer_armed: false,
@@ -752,6 +757,7 @@ impl ManagedTask {
                 }
                 match result {
                     Ok(()) => {
+                        self.restart_confirmed_at[index] = restarted.last_restart_at;
                         log::info!(
                             "task {}: restarted container {container} (restart {})",
                             self.task.id,
@@ -775,14 +781,44 @@ impl ManagedTask {
                             "task {}: restarting container {container} failed: {error}",
                             self.task.id
                         );
-                        let change = ContainerChange {
-                            status: ContainerStatus::Stopped,
-                            exit_code,
-                            restart_failed: true,
-                            ..ContainerChange::default()
-                        };
-                        self.container_change(index, change, now, effects);
+                        // A restart that timed out (or lost its answer) may have started the
+                        // container after all: stop it, as §6 does for a start, as the
+                        // container's own transition, so that it becomes STOPPED with the
+                        // stop's answer rather than while Docker may still run it.
+                        let may_run = error_outcome(
+                            ContainerStatus::Running,
+                            &classify_error(ContainerStatus::Running, &error),
+                            self.settings.rules.pull_behavior,
+                        )
+                        .stop_in_background;
+                        let container = &mut self.task.containers[index];
+                        match (may_run, container.docker_id.clone()) {
+                            (true, Some(docker_id)) => {
+                                container.applied_status = Some(ContainerStatus::Stopped);
+                                self.dirty = true;
+                                effects.push(Effect::Docker(DockerCall::Stop {
+                                    container: container.name().to_string(),
+                                    docker_id,
+                                    grace: stop_grace(container, self.settings.stop_timeout),
+                                    background: false,
+                                }));
+                            }
+                            _ => {
+                                let change = ContainerChange {
+                                    status: ContainerStatus::Stopped,
+                                    exit_code,
+                                    restart_failed: true,
+                                    ..ContainerChange::default()
+                                };
+                                self.container_change(index, change, now, effects);
+                            }
+                        }
                     }
+                }
+                // An exit held while the restart call was out (the restarted container exited
+                // again) is handled now that its answer cleared `applied`, as after a start.
+                if let Some(exit) = self.exit_during_start[index].take() {
+                    self.container_change(index, exit, now, effects);
                 }
             }
             Input::Resync => {
@@ -1115,6 +1151,35 @@ impl ManagedTask {
             }
             return;
         }
+        // An exit Docker saw before this container's last restart was decided (a late `die`
+        // event, an inspection made before the restart landed), or the very exit that restart
+        // answered, is old news once Docker confirmed the restart: applying it would mark the
+        // restarted, running container STOPPED. While the restart call is out, such a report
+        // waits for the answer; a restart that failed leaves that exit standing.
+        if change.status == ContainerStatus::Stopped
+            && change.error.is_none()
+            && !change.from_transition
+            && !change.restart_failed
+        {
+            let trigger = self.restart_trigger_nanos[index];
+            let before = |restarted: Option<Millis>| match (change.observed_at, restarted) {
+                (Some(observed), Some(restarted)) => {
+                    observed / 1_000_000 < i64::try_from(restarted).unwrap_or(i64::MAX)
+                        || trigger.is_some_and(|exit| observed <= exit)
+                }
+                _ => false,
+            };
+            if before(self.restart_confirmed_at[index]) {
+                return;
+            }
+            if container.applied_status == Some(ContainerStatus::Running)
+                && container.known_status == ContainerStatus::Running
+                && before(container.last_restart_at)
+            {
+                self.exit_during_start[index] = Some(change);
+                return;
+            }
+        }
         if change.status <= container.known_status {
             // A repeat of the current status still refreshes metadata (health, exit code, times).
             if change.status == container.known_status && change.error.is_none() {
@@ -1150,6 +1215,7 @@ impl ManagedTask {
             if let Some(docker_id) = container.docker_id.clone() {
                 container.restart_count += 1;
                 container.last_restart_at = Some(now);
+                self.restart_trigger_nanos[index] = change.observed_at;
                 container.applied_status = Some(ContainerStatus::Running);
                 if change.exit_code.is_some() {
                     container.exit_code = change.exit_code;
@@ -1183,11 +1249,16 @@ impl ManagedTask {
             }
             if outcome.stop_in_background {
                 if let Some(docker_id) = container.docker_id.clone() {
+                    // The start may have happened: stop it as this container's own transition,
+                    // so it reaches STOPPED with the stop's answer. Left untracked, §3 row 5 made
+                    // it STOPPED at once, and the task could finish its stop number (letting a
+                    // replacement start) while Docker still ran the container.
+                    container.applied_status = Some(ContainerStatus::Stopped);
                     effects.push(Effect::Docker(DockerCall::Stop {
                         container: container.name().to_string(),
                         docker_id,
                         grace: stop_grace(container, stop_default),
-                        background: true,
+                        background: false,
                     }));
                 }
             }
@@ -1362,17 +1433,19 @@ impl ManagedTask {
         }
         self.phase = Phase::Removing;
         effects.push(Effect::Docker(DockerCall::Remove {
-            // By id; by the fixed name where a create was sent but its answer never gave an id
-            // (a timed-out create that happened must not leak).
+            // By id; by the fixed name where no id is known: a create whose answer was lost (a
+            // time-out that happened, a crash) or that Docker made only after a restore looked
+            // the name up may have left a container under it. Removing a name Docker does not
+            // know is a harmless 404.
             docker_ids: self
                 .task
                 .containers
                 .iter()
-                .zip(&self.create_sent)
-                .filter_map(|(container, create_sent)| match &container.docker_id {
-                    Some(docker_id) => Some(docker_id.clone()),
-                    None if *create_sent => container.docker_name.clone(),
-                    None => None,
+                .filter_map(|container| {
+                    container
+                        .docker_id
+                        .clone()
+                        .or_else(|| container.docker_name.clone())
                 })
                 .collect(),
             volumes: task_volume_names(&self.task),
@@ -1637,46 +1710,43 @@ impl ManagedTask {
     ) {
         let container = &self.task.containers[index];
         let name = container.name().to_string();
-        let call = match action {
-            DockerAction::Pull => {
-                if self.task.pull_started_at.is_none() {
-                    self.task.pull_started_at = Some(now);
+        let call =
+            match action {
+                DockerAction::Pull => {
+                    if self.task.pull_started_at.is_none() {
+                        self.task.pull_started_at = Some(now);
+                    }
+                    Ok(DockerCall::Pull {
+                        container: name.clone(),
+                        image: container.definition.image.clone(),
+                    })
                 }
-                Ok(DockerCall::Pull {
-                    container: name.clone(),
-                    image: container.definition.image.clone(),
-                })
-            }
-            DockerAction::Create => {
-                self.create_sent[index] = true;
-                create_request(&self.task, index, &self.settings.cluster).map(|spec| {
-                    DockerCall::Create {
+                DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
+                    .map(|spec| DockerCall::Create {
                         container: name.clone(),
                         spec: Box::new(spec),
+                    }),
+                DockerAction::Start => match &container.docker_id {
+                    Some(docker_id) => Ok(DockerCall::Start {
+                        container: name.clone(),
+                        docker_id: docker_id.clone(),
+                    }),
+                    None => Err(format!("container {name} has no Docker id to start")),
+                },
+                DockerAction::Stop => match &container.docker_id {
+                    Some(docker_id) => Ok(DockerCall::Stop {
+                        container: name.clone(),
+                        docker_id: docker_id.clone(),
+                        grace: stop_grace(container, self.settings.stop_timeout),
+                        background: false,
+                    }),
+                    None => {
+                        // Never created in Docker: nothing to stop.
+                        self.post_synthetic_stop(index, None);
+                        return;
                     }
-                })
-            }
-            DockerAction::Start => match &container.docker_id {
-                Some(docker_id) => Ok(DockerCall::Start {
-                    container: name.clone(),
-                    docker_id: docker_id.clone(),
-                }),
-                None => Err(format!("container {name} has no Docker id to start")),
-            },
-            DockerAction::Stop => match &container.docker_id {
-                Some(docker_id) => Ok(DockerCall::Stop {
-                    container: name.clone(),
-                    docker_id: docker_id.clone(),
-                    grace: stop_grace(container, self.settings.stop_timeout),
-                    background: false,
-                }),
-                None => {
-                    // Never created in Docker: nothing to stop.
-                    self.post_synthetic_stop(index, None);
-                    return;
-                }
-            },
-        };
+                },
+            };
         self.task.containers[index].applied_status = Some(target);
         self.dirty = true;
         match call {
@@ -2476,6 +2546,313 @@ mod tests {
         machine.handle(transition(ContainerStatus::Running, None), 1_003);
         assert_eq!(machine.task().known_status, TaskStatus::Running);
         machine
+    }
+
+    /// A running container under a restart policy (60 s between restarts) that exits at 90 s
+    /// and is restarted at 100 s.
+    fn restarted_machine() -> ManagedTask {
+        let mut task = one_container_task();
+        task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 60,
+        });
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(transition(ContainerStatus::Running, None), 1_003);
+        let effects = machine.handle(die_at(1, 90_000), 100_000);
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Restart { .. }))),
+            "{effects:?}"
+        );
+        machine
+    }
+
+    fn die_at(exit_code: i64, at_millis: i64) -> Input {
+        Input::DockerEvent {
+            docker_id: "id-1".into(),
+            observation: DockerObservation::Status {
+                status: ContainerStatus::Stopped,
+                exit_code: Some(exit_code),
+                at: Some(at_millis * 1_000_000),
+            },
+        }
+    }
+
+    fn restarted_ok() -> Input {
+        Input::Restarted {
+            container: "app".into(),
+            exit_code: Some(1),
+            result: Ok(()),
+        }
+    }
+
+    #[test]
+    fn an_exit_seen_before_the_restart_it_caused_does_not_stop_the_restarted_container() {
+        // Found by the simulator: the inspection that follows the `die` event is made before
+        // the restart lands and answers after it; the exit it shows is the one the restart
+        // already answered.
+        let mut machine = restarted_machine();
+        machine.handle(restarted_ok(), 100_010);
+        let mut stale = exited_info(1, false, "");
+        stale.state.finished_at = "1970-01-01T00:01:30Z".into();
+        for late in [
+            Input::Inspected {
+                container: "app".into(),
+                result: Ok(stale),
+            },
+            die_at(1, 90_000),
+        ] {
+            let effects = machine.handle(late, 100_020);
+            assert!(container_stops(&effects).is_empty(), "{effects:?}");
+            assert_eq!(
+                machine.task().containers[0].known_status,
+                ContainerStatus::Running
+            );
+        }
+        // A later exit is a new one.
+        let effects = machine.handle(die_at(1, 100_030), 100_040);
+        assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
+    }
+
+    #[test]
+    fn an_exit_during_a_restart_call_is_handled_once_the_restart_answers() {
+        // Found by the simulator: the exit was held for the restart's answer and then forgotten
+        // (the container stayed RUNNING in deckhand's view), until an unrelated later answer
+        // for the container applied it.
+        let mut machine = restarted_machine();
+        let task = &mut machine.task;
+        if let Some(policy) = &mut task.containers[0].definition.restart_policy {
+            policy.restart_attempt_period_secs = 0;
+        }
+        // The restarted container exits again before the restart call answers.
+        let effects = machine.handle(die_at(1, 100_005), 100_006);
+        assert!(container_stops(&effects).is_empty(), "{effects:?}");
+        let effects = machine.handle(restarted_ok(), 100_010);
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Restart { .. }))),
+            "the held exit restarts the container again: {effects:?}"
+        );
+        assert_eq!(machine.task().containers[0].restart_count, 2);
+    }
+
+    #[test]
+    fn a_restart_that_timed_out_is_stopped_before_the_container_counts_as_stopped() {
+        // Found by the simulator: Docker restarted the container but the call timed out; the
+        // container was marked STOPPED and kept running, unmanaged, until cleanup.
+        let mut machine = restarted_machine();
+        let effects = machine.handle(
+            Input::Restarted {
+                container: "app".into(),
+                exit_code: Some(1),
+                result: Err(RuntimeError::Timeout {
+                    operation: "start".into(),
+                    after: Duration::from_secs(1),
+                }),
+            },
+            100_010,
+        );
+        assert!(
+            effects.iter().any(|effect| matches!(
+                effect,
+                Effect::Docker(DockerCall::Stop {
+                    background: false,
+                    ..
+                })
+            )),
+            "{effects:?}"
+        );
+        // STOPPED with the stop's answer, not before.
+        assert!(container_stops(&effects).is_empty(), "{effects:?}");
+        let effects = machine.handle(transition(ContainerStatus::Stopped, None), 100_020);
+        assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
+        // A refused restart (Docker answered) did not start anything: no stop.
+        let mut machine = restarted_machine();
+        let effects = machine.handle(
+            Input::Restarted {
+                container: "app".into(),
+                exit_code: Some(1),
+                result: Err(RuntimeError::Api {
+                    status: 500,
+                    message: "no".into(),
+                }),
+            },
+            100_010,
+        );
+        assert!(
+            !effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Stop { .. }))),
+            "{effects:?}"
+        );
+    }
+
+    #[test]
+    fn a_start_that_timed_out_is_stopped_before_the_container_counts_as_stopped() {
+        // Found by the simulator: the start timed out (Docker had started the container), the
+        // stop went out in the background, and §3 row 5 made the container STOPPED at once: the
+        // task finished its stop number and a replacement started beside the running container.
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(
+            Input::Desired {
+                status: TaskStatus::Stopped,
+                sequence: 7,
+                registered: true,
+            },
+            1_003,
+        );
+        let effects = machine.handle(
+            Input::Transition {
+                container: "app".into(),
+                target: ContainerStatus::Running,
+                result: Err(RuntimeError::Timeout {
+                    operation: "start".into(),
+                    after: Duration::from_secs(1),
+                }),
+            },
+            1_004,
+        );
+        assert!(
+            effects.iter().any(|effect| matches!(
+                effect,
+                Effect::Docker(DockerCall::Stop {
+                    background: false,
+                    ..
+                })
+            )),
+            "{effects:?}"
+        );
+        assert!(
+            !effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::WaitGroupDone { .. })),
+            "the stop number waits for the stop's answer: {effects:?}"
+        );
+        assert_eq!(machine.task().known_status, TaskStatus::Created);
+        let effects = machine.handle(transition(ContainerStatus::Stopped, None), 1_005);
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::WaitGroupDone { sequence: 7 })),
+            "{effects:?}"
+        );
+        assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    }
+
+    #[test]
+    fn an_exit_seen_before_a_restart_that_did_not_happen_stops_the_container() {
+        // Found by the simulator: the restart timed out without Docker making it, the stop that
+        // answers a possible start failed, and the earlier exit, dropped as "answered by the
+        // restart", left the exited container RUNNING for good.
+        let mut machine = restarted_machine();
+        machine.handle(
+            Input::Restarted {
+                container: "app".into(),
+                exit_code: Some(1),
+                result: Err(RuntimeError::Timeout {
+                    operation: "start".into(),
+                    after: Duration::from_secs(1),
+                }),
+            },
+            100_010,
+        );
+        machine.handle(
+            Input::Transition {
+                container: "app".into(),
+                target: ContainerStatus::Stopped,
+                result: Err(RuntimeError::Unreachable {
+                    message: "restarting".into(),
+                }),
+            },
+            100_020,
+        );
+        let mut exited = exited_info(1, false, "");
+        exited.state.finished_at = "1970-01-01T00:01:30Z".into();
+        let effects = machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Ok(exited),
+            },
+            100_030,
+        );
+        assert_eq!(container_stops(&effects).len(), 1, "{effects:?}");
+    }
+
+    #[test]
+    fn cleanup_removes_by_fixed_name_every_container_without_a_docker_id() {
+        // Found by the simulator: a create the crashed process sent landed after restore had
+        // looked its name up; the restored task (which had not sent that create itself) was
+        // stopped and cleaned up without it, and the container was left in Docker.
+        let mut task = one_container_task();
+        task.desired_status = TaskStatus::Stopped;
+        task.sent_status = TaskStatus::Stopped;
+        let name = task.containers[0].docker_name.clone();
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        let mut effects = machine.start(1_000);
+        for _ in 0..3 {
+            if removes(&effects) {
+                break;
+            }
+            effects = machine.handle(Input::TimerFired(TimerKind::Cleanup), 1_000);
+        }
+        let removed: Vec<String> = effects
+            .iter()
+            .find_map(|effect| match effect {
+                Effect::Docker(DockerCall::Remove { docker_ids, .. }) => Some(docker_ids.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        assert_eq!(removed, name.into_iter().collect::<Vec<_>>(), "{effects:?}");
+    }
+
+    #[test]
+    fn within_the_millisecond_of_a_restart_the_answered_exit_is_old_and_a_later_one_is_new() {
+        // A fast Docker: the exit, the restart decision, the restart and a new exit all in one
+        // millisecond. Nanoseconds tell the exit the restart answered from a new one.
+        let mut task = one_container_task();
+        task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 0,
+        });
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(transition(ContainerStatus::Running, None), 1_003);
+        let exit = |extra_nanos: i64| Input::DockerEvent {
+            docker_id: "id-1".into(),
+            observation: DockerObservation::Status {
+                status: ContainerStatus::Stopped,
+                exit_code: Some(1),
+                at: Some(200_000 * 1_000_000 + extra_nanos),
+            },
+        };
+        let restarts = |effects: &[Effect]| {
+            effects
+                .iter()
+                .filter(|effect| matches!(effect, Effect::Docker(DockerCall::Restart { .. })))
+                .count()
+        };
+        assert_eq!(restarts(&machine.handle(exit(400), 200_000)), 1);
+        machine.handle(restarted_ok(), 200_000);
+        // The same exit again (its inspection, a few hundred nanoseconds earlier): old news.
+        let effects = machine.handle(exit(100), 200_000);
+        assert!(container_stops(&effects).is_empty(), "{effects:?}");
+        assert_eq!(restarts(&effects), 0, "{effects:?}");
+        // The restarted container exits within the same millisecond: a new exit, restarted.
+        let effects = machine.handle(exit(900), 200_000);
+        assert_eq!(restarts(&effects), 1, "{effects:?}");
+        assert_eq!(machine.task().containers[0].restart_count, 2);
     }
 
     #[test]

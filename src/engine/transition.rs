@@ -107,6 +107,18 @@ pub fn next_state(task: &Task, index: usize, config: &RuleConfig, now: Millis) -
             if container.applied_status == Some(ContainerStatus::Running) {
                 return NextState::StartInFlight;
             }
+            // A start that may have happened (it timed out, ended in EOF, or its inspection
+            // failed) and whose stop has not been confirmed: Docker may be running the
+            // container, so it is stopped like a running one, never marked STOPPED unseen.
+            if known == ContainerStatus::Created
+                && container.docker_id.is_some()
+                && start_may_have_happened(container)
+            {
+                return NextState::Transition {
+                    target: ContainerStatus::Stopped,
+                    action: DockerAction::Stop,
+                };
+            }
             // Row 5: it never ran, so there is nothing to stop in Docker.
             return NextState::SyntheticStopped;
         }
@@ -134,6 +146,19 @@ pub fn next_state(task: &Task, index: usize, config: &RuleConfig, now: Millis) -
         // Unreachable: known < desired and desired is not STOPPED means known < RUNNING.
         ContainerStatus::Running | ContainerStatus::Stopped => NextState::None,
     }
+}
+
+/// The container's start failed in a way that leaves it possibly running (§6: timed out, an
+/// answer ending in EOF, a failed inspection afterwards).
+fn start_may_have_happened(container: &Container) -> bool {
+    container.applying_error.as_ref().is_some_and(|error| {
+        matches!(
+            error.kind,
+            ContainerErrorKind::Timeout
+                | ContainerErrorKind::StartEof
+                | ContainerErrorKind::InspectFailed
+        )
+    })
 }
 
 fn condition_name(condition: DependencyCondition) -> &'static str {
@@ -808,6 +833,45 @@ mod tests {
     fn next_state_row5_desired_stopped_never_started() {
         for known in [ContainerStatus::None, Pulled, Created] {
             assert_eq!(single(known, Stopped, None), NextState::SyntheticStopped, "{known}");
+        }
+    }
+
+    #[test]
+    fn next_state_row5_a_start_that_may_have_happened_is_stopped_in_docker() {
+        // Found by the simulator: the stop that answers a timed-out start failed (Docker was
+        // briefly unreachable), and row 5 then marked the container STOPPED while Docker ran it.
+        let kinds = [
+            (ContainerErrorKind::Timeout, true),
+            (ContainerErrorKind::StartEof, true),
+            (ContainerErrorKind::InspectFailed, true),
+            (ContainerErrorKind::Other, false),
+            (ContainerErrorKind::CannotPull, false),
+        ];
+        for (kind, stopped_in_docker) in kinds {
+            let mut task = task(vec![definition("app")]);
+            let index = set(&mut task, "app", Created, Stopped);
+            task.containers[index].docker_id = Some("id-1".into());
+            task.containers[index].applying_error = Some(ContainerError {
+                kind,
+                message: "start failed".into(),
+            });
+            let expected = if stopped_in_docker {
+                transition(Stopped, DockerAction::Stop)
+            } else {
+                NextState::SyntheticStopped
+            };
+            assert_eq!(
+                next_state(&task, index, &RuleConfig::default(), NOW),
+                expected,
+                "{kind:?}"
+            );
+            // Never created: nothing to stop.
+            task.containers[index].docker_id = None;
+            assert_eq!(
+                next_state(&task, index, &RuleConfig::default(), NOW),
+                NextState::SyntheticStopped,
+                "{kind:?}"
+            );
         }
     }
 

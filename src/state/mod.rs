@@ -244,7 +244,16 @@ fn read_versioned<T: serde::de::DeserializeOwned>(
     key: &str,
 ) -> Result<T, LoadProblem> {
     let bytes = fs::read(path).map_err(|e| LoadProblem::Fatal(StateError::io(path, "read", e)))?;
-    let mut document: serde_json::Value = serde_json::from_slice(&bytes)
+    parse_versioned(path, &bytes, key)
+}
+
+/// Parse the bytes of a `{"schema": N, "<key>": {...}}` file (`path` only names it in errors).
+fn parse_versioned<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    bytes: &[u8],
+    key: &str,
+) -> Result<T, LoadProblem> {
+    let mut document: serde_json::Value = serde_json::from_slice(bytes)
         .map_err(|e| LoadProblem::Quarantine(format!("not valid JSON: {e}")))?;
     let schema = match document.get("schema") {
         Some(serde_json::Value::Number(n)) => n.as_u64(),
@@ -271,6 +280,29 @@ fn read_versioned<T: serde::de::DeserializeOwned>(
         .ok_or_else(|| LoadProblem::Quarantine(format!("no \"{key}\" field")))?;
     serde_json::from_value(body).map_err(|e| {
         LoadProblem::Quarantine(format!("\"{key}\" does not match schema {schema}: {e}"))
+    })
+}
+
+/// The bytes of a task's checkpoint file (`tasks/<id>.json`), exactly as [`StateStore::save_task`]
+/// writes them.
+pub fn encode_task_file(task: &Task) -> Result<Vec<u8>, StateError> {
+    serde_json::to_vec(&TaskFileOut {
+        schema: SCHEMA_VERSION,
+        task,
+    })
+    .map_err(|e| StateError::Encode {
+        what: format!("task {}", task.id),
+        message: e.to_string(),
+    })
+}
+
+/// Reads a task's checkpoint file from its bytes, with the checks [`StateStore::open`] applies
+/// (schema version, shape); the error says why the file would be refused or quarantined. The
+/// simulator restores tasks through this, so every crash it simulates round-trips the schema.
+pub fn decode_task_file(bytes: &[u8]) -> Result<Task, String> {
+    parse_versioned(Path::new("task checkpoint"), bytes, "task").map_err(|problem| match problem {
+        LoadProblem::Fatal(error) => error.to_string(),
+        LoadProblem::Quarantine(reason) => reason,
     })
 }
 
@@ -529,14 +561,7 @@ impl StateStore {
     /// Checkpoint one task, atomically and durably; costs only this task's size.
     pub fn save_task(&self, task: &Task) -> Result<(), StateError> {
         let path = self.task_path(&task.id)?;
-        let bytes = serde_json::to_vec(&TaskFileOut {
-            schema: SCHEMA_VERSION,
-            task,
-        })
-        .map_err(|e| StateError::Encode {
-            what: format!("task {}", task.id),
-            message: e.to_string(),
-        })?;
+        let bytes = encode_task_file(task)?;
         let lock = self.task_lock(&task.id);
         let _held = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         fsio::write_atomic(&self.faults, &path, &bytes)?;
