@@ -75,9 +75,9 @@
 //!
 //! # What the simulator tolerates, and why
 //!
-//! - Docker answers a restore-time inspection only with success, 404, "unreachable" or a
-//!   time-out while [`INSPECT_ERRORS_AT_RESTORE`] is off: `state::reconcile` still takes any
-//!   other failure as "vanished" and marks a running container STOPPED.
+//! - Docker answers a restore-time inspection with success, 404, "unreachable", a time-out, or
+//!   (with [`INSPECT_ERRORS_AT_RESTORE`]) a 500 or a malformed answer, which `state::reconcile`
+//!   retries rather than taking as "vanished".
 //! - A failed removal at cleanup is not retried by the engine: the containers it named stay in
 //!   Docker (counted as `leftovers`, not failed).
 //! - A container whose stop the worker gave up on while Docker answered its ping (§6) may still
@@ -147,10 +147,9 @@ impl Random {
 const CLUSTER: &str = "sim";
 
 /// Whether Docker answers inspections at restore with errors other than "unreachable" and
-/// time-outs (a 500, a malformed answer). Off while `state::reconcile` still takes any failed
-/// inspect as "the container vanished" (the task is then marked STOPPED while Docker runs its
-/// containers); turn it on once only a 404 counts as vanished.
-const INSPECT_ERRORS_AT_RESTORE: bool = false;
+/// time-outs (a 500, a malformed answer). Only a 404 counts as "vanished", so these must leave
+/// the container as it was.
+const INSPECT_ERRORS_AT_RESTORE: bool = true;
 
 /// An entity of the event log: a container (by name) or the task itself.
 type Entity = Option<String>;
@@ -887,6 +886,16 @@ impl Simulation {
             event.status,
             event.reason
         ));
+        // Docker being away is nobody's fault: it is never the reason a container or a task
+        // stopped (its calls wait and retry instead).
+        if let Some(reason) = &event.reason {
+            if reason.contains("Docker unreachable") {
+                self.fail(format!(
+                    "task {index}: {} stopped for Docker being away: {reason}",
+                    event.container.as_deref().unwrap_or("the task")
+                ));
+            }
+        }
         let Some(machine) = &self.tasks[index].machine else {
             return;
         };
