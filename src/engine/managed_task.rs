@@ -651,7 +651,13 @@ impl ManagedTask {
                     }
                     Err(RuntimeError::NoSuchContainer { message }) => {
                         let known = self.task.containers[index].known_status;
-                        if known >= ContainerStatus::Created && known < ContainerStatus::Stopped {
+                        // A container adopted by its name (its id is known, its create's answer
+                        // was lost) that is gone again was removed from outside, like one known
+                        // CREATED or RUNNING: it vanished, rather than being made once more
+                        // under a new id.
+                        let exists_for_the_task = known >= ContainerStatus::Created
+                            || self.task.containers[index].docker_id.is_some();
+                        if exists_for_the_task && known < ContainerStatus::Stopped {
                             let change = ContainerChange {
                                 status: ContainerStatus::Stopped,
                                 error: Some(ContainerError {
