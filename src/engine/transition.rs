@@ -107,13 +107,12 @@ pub fn next_state(task: &Task, index: usize, config: &RuleConfig, now: Millis) -
             if container.applied_status == Some(ContainerStatus::Running) {
                 return NextState::StartInFlight;
             }
-            // A start that may have happened (it timed out, ended in EOF, or its inspection
-            // failed) and whose stop has not been confirmed: Docker may be running the
-            // container, so it is stopped like a running one, never marked STOPPED unseen.
-            if known == ContainerStatus::Created
-                && container.docker_id.is_some()
-                && start_may_have_happened(container)
-            {
+            // A container that exists in Docker (known CREATED, with an id) is stopped through
+            // Docker, never marked STOPPED unseen: its start may have happened without the task
+            // learning it — the call timed out, ended in EOF or its inspection failed, or the
+            // agent crashed while the start was out and restore could not inspect it since.
+            // Docker answers a stop of a container that never ran at once.
+            if known == ContainerStatus::Created && container.docker_id.is_some() {
                 return NextState::Transition {
                     target: ContainerStatus::Stopped,
                     action: DockerAction::Stop,
@@ -146,19 +145,6 @@ pub fn next_state(task: &Task, index: usize, config: &RuleConfig, now: Millis) -
         // Unreachable: known < desired and desired is not STOPPED means known < RUNNING.
         ContainerStatus::Running | ContainerStatus::Stopped => NextState::None,
     }
-}
-
-/// The container's start failed in a way that leaves it possibly running (§6: timed out, an
-/// answer ending in EOF, a failed inspection afterwards).
-fn start_may_have_happened(container: &Container) -> bool {
-    container.applying_error.as_ref().is_some_and(|error| {
-        matches!(
-            error.kind,
-            ContainerErrorKind::Timeout
-                | ContainerErrorKind::StartEof
-                | ContainerErrorKind::InspectFailed
-        )
-    })
 }
 
 fn condition_name(condition: DependencyCondition) -> &'static str {
@@ -837,32 +823,31 @@ mod tests {
     }
 
     #[test]
-    fn next_state_row5_a_start_that_may_have_happened_is_stopped_in_docker() {
+    fn next_state_row5_a_created_container_is_stopped_in_docker() {
         // Found by the simulator: the stop that answers a timed-out start failed (Docker was
-        // briefly unreachable), and row 5 then marked the container STOPPED while Docker ran it.
+        // briefly unreachable), and row 5 then marked the container STOPPED while Docker ran it;
+        // and after a crash during a start, restore that could not inspect the container left
+        // it CREATED while Docker ran it. A container Docker has is stopped through Docker,
+        // whatever its last error.
         let kinds = [
-            (ContainerErrorKind::Timeout, true),
-            (ContainerErrorKind::StartEof, true),
-            (ContainerErrorKind::InspectFailed, true),
-            (ContainerErrorKind::Other, false),
-            (ContainerErrorKind::CannotPull, false),
+            Some(ContainerErrorKind::Timeout),
+            Some(ContainerErrorKind::StartEof),
+            Some(ContainerErrorKind::InspectFailed),
+            Some(ContainerErrorKind::Other),
+            Some(ContainerErrorKind::CannotPull),
+            None,
         ];
-        for (kind, stopped_in_docker) in kinds {
+        for kind in kinds {
             let mut task = task(vec![definition("app")]);
             let index = set(&mut task, "app", Created, Stopped);
             task.containers[index].docker_id = Some("id-1".into());
-            task.containers[index].applying_error = Some(ContainerError {
+            task.containers[index].applying_error = kind.map(|kind| ContainerError {
                 kind,
                 message: "start failed".into(),
             });
-            let expected = if stopped_in_docker {
-                transition(Stopped, DockerAction::Stop)
-            } else {
-                NextState::SyntheticStopped
-            };
             assert_eq!(
                 next_state(&task, index, &RuleConfig::default(), NOW),
-                expected,
+                transition(Stopped, DockerAction::Stop),
                 "{kind:?}"
             );
             // Never created: nothing to stop.
