@@ -1870,8 +1870,17 @@ fn the_engine_keeps_its_promises_over_many_seeds_with_crashes() {
     let started = std::time::Instant::now();
     let mut total = Stats::default();
     let mut failures: Vec<(u64, String)> = Vec::new();
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    // Only this thread's panics are silenced: the hook is global, and tests running beside
+    // this one must keep their failure messages.
+    let previous: std::sync::Arc<dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync> =
+        std::sync::Arc::from(std::panic::take_hook());
+    let simulating = std::thread::current().id();
+    let for_others = std::sync::Arc::clone(&previous);
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().id() != simulating {
+            for_others(info);
+        }
+    }));
     for seed in first..first + seeds {
         match run_seed(seed, false) {
             Ok(stats) => total.add(&stats),
@@ -1883,7 +1892,8 @@ fn the_engine_keeps_its_promises_over_many_seeds_with_crashes() {
             }
         }
     }
-    std::panic::set_hook(hook);
+    let _ours = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| previous(info)));
     eprintln!(
         "simulated {seeds} seeds in {:.1}s: {total:?}",
         started.elapsed().as_secs_f64()
