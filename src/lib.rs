@@ -12,6 +12,7 @@ pub mod report;
 pub mod runtime;
 pub mod state;
 pub mod task;
+pub mod text;
 
 /// The agent's version, as `deckhand --version` prints it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

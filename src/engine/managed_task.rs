@@ -299,58 +299,8 @@ pub fn status_from_inspect(info: &ContainerInfo) -> ContainerStatus {
     }
 }
 
-/// RFC 3339 (as Docker writes it) → milliseconds since the epoch; `None` for Docker's "never"
-/// (`0001-01-01…`) or anything unreadable.
-pub fn parse_docker_time(text: &str) -> Option<Millis> {
-    parse_docker_time_nanos(text).and_then(|nanos| u64::try_from(nanos / 1_000_000).ok())
-}
-
-/// RFC 3339 → nanoseconds since the epoch (Docker's own precision, which orders a container's
-/// start and finish even within one millisecond).
-pub fn parse_docker_time_nanos(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[10] != b'T' {
-        return None;
-    }
-    let number = |range: std::ops::Range<usize>| -> Option<i64> { text.get(range)?.parse().ok() };
-    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if year < 1970 {
-        return None;
-    }
-    let mut nanos = 0i64;
-    let mut rest = &text[19..];
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits: String = fraction.chars().take_while(char::is_ascii_digit).collect();
-        rest = &fraction[digits.len()..];
-        let padded = format!("{digits:0<9}");
-        nanos = padded.get(0..9)?.parse().ok()?;
-    }
-    let offset_seconds = match rest.as_bytes().first() {
-        Some(b'Z') | Some(b'z') => 0,
-        Some(sign @ (b'+' | b'-')) => {
-            let hours: i64 = rest.get(1..3)?.parse().ok()?;
-            let minutes: i64 = rest.get(4..6)?.parse().ok()?;
-            let magnitude = hours * 3600 + minutes * 60;
-            if *sign == b'+' {
-                magnitude
-            } else {
-                -magnitude
-            }
-        }
-        _ => return None,
-    };
-    // Days from the civil date (proleptic Gregorian), after Howard Hinnant's algorithm.
-    let shifted_year = if month <= 2 { year - 1 } else { year };
-    let era = shifted_year.div_euclid(400);
-    let year_of_era = shifted_year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
-}
+/// Docker's RFC 3339 times, read by the crate's one parser (kept here under the names callers use).
+pub use crate::task::time::{parse_docker_time, parse_docker_time_nanos};
 
 /// The time (nanoseconds) an inspection shows for reaching `status`: StartedAt for RUNNING,
 /// FinishedAt for STOPPED.
@@ -1703,6 +1653,14 @@ fn perform(
     false
 }
 
+/// A worker thread's name: the task id's first 8 characters and the operation. Cut on a
+/// character boundary (a user's task id may be any text), and without NUL, which makes
+/// `std::thread::Builder::spawn` panic.
+fn worker_thread_name(task_id: &str, operation: &str) -> String {
+    let prefix = crate::text::truncate_chars(task_id, 8).replace('\0', "?");
+    format!("{prefix}-{operation}")
+}
+
 fn spawn_worker(
     task_id: &str,
     shared: &EngineShared,
@@ -1722,7 +1680,7 @@ fn spawn_worker(
     let results_for_worker = results.clone();
     let call_for_worker = call.clone();
     let spawned = std::thread::Builder::new()
-        .name(format!("{}-{operation}", &task_id[..task_id.len().min(8)]))
+        .name(worker_thread_name(task_id, operation))
         .spawn(move || {
             if let Some(input) = run_docker_call(&context, call_for_worker) {
                 // The task may be gone (shut down); then nobody needs the answer.
@@ -2108,6 +2066,21 @@ mod tests {
             .iter()
             .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))));
         assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    }
+
+    #[test]
+    fn worker_thread_names_cut_task_ids_between_characters() {
+        let table = [
+            ("0123456789abcdef", "01234567-pull"),
+            ("abc", "abc-pull"),
+            // Byte 8 falls inside a character here: a byte cut would panic.
+            ("abcdefg\u{FFFD}xyz", "abcdefg\u{FFFD}-pull"),
+            ("éééééééééé", "éééééééé-pull"),
+            ("a\0b", "a?b-pull"),
+        ];
+        for (task_id, expected) in table {
+            assert_eq!(worker_thread_name(task_id, "pull"), expected, "{task_id:?}");
+        }
     }
 
     #[test]
