@@ -8,6 +8,9 @@ pub mod config;
 pub mod control;
 pub mod docker;
 pub mod engine;
+/// Entry points of the fuzz targets in `fuzz/`; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod report;
 pub mod runtime;
 pub mod state;

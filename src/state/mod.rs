@@ -233,7 +233,7 @@ struct AgentFileOut<'a> {
 }
 
 /// Why a file could not be loaded: either it must stop start-up, or it goes to quarantine.
-enum LoadProblem {
+pub(crate) enum LoadProblem {
     Fatal(StateError),
     Quarantine(String),
 }
@@ -244,7 +244,16 @@ fn read_versioned<T: serde::de::DeserializeOwned>(
     key: &str,
 ) -> Result<T, LoadProblem> {
     let bytes = fs::read(path).map_err(|e| LoadProblem::Fatal(StateError::io(path, "read", e)))?;
-    let mut document: serde_json::Value = serde_json::from_slice(&bytes)
+    parse_versioned(&bytes, path, key)
+}
+
+/// [`read_versioned`]'s parsing of the bytes read from `path`.
+pub(crate) fn parse_versioned<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    path: &Path,
+    key: &str,
+) -> Result<T, LoadProblem> {
+    let mut document: serde_json::Value = serde_json::from_slice(bytes)
         .map_err(|e| LoadProblem::Quarantine(format!("not valid JSON: {e}")))?;
     let schema = match document.get("schema") {
         Some(serde_json::Value::Number(n)) => n.as_u64(),
