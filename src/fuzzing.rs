@@ -20,9 +20,11 @@ use crate::docker::http::{
 };
 use crate::docker::progress::{ProgressJudge, ProgressKind};
 use crate::docker::{negotiation, wire};
+use crate::engine::managed_task::{Input, ManagedTask, ManagedTaskSettings};
 use crate::engine::{EngineError, EngineHandle};
 use crate::report::Event;
-use crate::task::{Task, TaskDefinition};
+use crate::state::MAX_STORED_NUMBER;
+use crate::task::{Task, TaskDefinition, TaskStatus};
 
 /// Docker's HTTP framing: a response head, then its body as a whole (Content-Length, chunked or
 /// until EOF) and as an NDJSON stream of events and pull-progress lines. The bytes arrive in
@@ -134,6 +136,23 @@ pub fn state_files(data: &[u8]) {
         let _ = crate::control::tasks_d::stopped_by_itself(&task);
         let _ = crate::control::tasks_d::task_run_time(&task, 1_700_000_000_000);
         let _ = serde_json::to_vec(&task).expect("a loaded task serializes");
+        // What restore does with a task the store accepted: the managed task starts from it,
+        // then is asked to stop.
+        let accepted = task.start_sequence.max(task.stop_sequence) <= MAX_STORED_NUMBER;
+        if accepted {
+            let now = 1_800_000_000_000;
+            let stop_sequence = task.start_sequence.max(task.stop_sequence) + 1;
+            let mut machine = ManagedTask::new(task, managed_task_settings(), None);
+            let _ = machine.start(now);
+            let _ = machine.handle(
+                Input::Desired {
+                    status: TaskStatus::Stopped,
+                    sequence: stop_sequence,
+                    registered: true,
+                },
+                now + 1,
+            );
+        }
     }
     let _ = crate::state::parse_versioned::<crate::state::AgentRecord>(data, path, "agent");
     let parsed = crate::state::event_log::parse_log(data);
@@ -144,6 +163,19 @@ pub fn state_files(data: &[u8]) {
             "the next event number {next} is not above the last {last}"
         );
         assert!(first <= next);
+    }
+}
+
+/// The engine's defaults, as `deckhand run` has them without a configuration file.
+fn managed_task_settings() -> ManagedTaskSettings {
+    ManagedTaskSettings {
+        cluster: "edge".into(),
+        rules: Default::default(),
+        stop_timeout: Duration::from_secs(30),
+        steady_check_interval: Duration::from_secs(300),
+        cleanup_wait: Duration::from_secs(3 * 3600),
+        dependency_poll_interval: Duration::from_secs(5),
+        sent_poll_interval: Duration::from_secs(30),
     }
 }
 

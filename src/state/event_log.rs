@@ -20,7 +20,7 @@
 
 use crate::report::Event;
 use crate::state::fsio::{self, FaultInjector, FsError, FsStep};
-use crate::state::{QuarantinedFile, StateError};
+use crate::state::{QuarantinedFile, StateError, MAX_STORED_NUMBER};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -98,7 +98,7 @@ impl ParsedLog {
         };
         let next_seq = (last_seq + 1)
             .max(self.highest_seq_seen + 1)
-            .max(next_seq_floor)
+            .max(next_seq_floor.min(MAX_STORED_NUMBER))
             .max(1);
         let first_seq = if self.offsets.is_empty() {
             next_seq
@@ -126,7 +126,10 @@ pub(crate) fn parse_log(bytes: &[u8]) -> ParsedLog {
             break;
         };
         let line = &bytes[position..position + newline];
-        let event = serde_json::from_slice::<Event>(line).ok();
+        // A number past what deckhand could have written is damage, like unreadable JSON.
+        let event = serde_json::from_slice::<Event>(line)
+            .ok()
+            .filter(|event| event.seq <= MAX_STORED_NUMBER);
         if let Some(event) = &event {
             parsed.highest_seq_seen = parsed.highest_seq_seen.max(event.seq);
         }

@@ -150,9 +150,17 @@ fn parse_rfc3339(text: &str) -> Option<(u64, u32)> {
     };
     let days = days_from_civil(year, month, day);
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    // Before 1970 (Docker's zero time `0001-01-01T00:00:00Z` among them) is "never".
+    // Before 1970 (Docker's zero time `0001-01-01T00:00:00Z` among them) is "never". Past the
+    // end of year 9999 (reachable through a leap second or an offset) is no time deckhand could
+    // write back with a four-digit year.
+    if seconds > LAST_WRITABLE_SECOND {
+        return None;
+    }
     Some((u64::try_from(seconds).ok()?, nanos))
 }
+
+/// 9999-12-31T23:59:59Z, the last second a four-digit year can write.
+const LAST_WRITABLE_SECOND: i64 = 253_402_300_799;
 
 /// A fixed-width run of ASCII digits as a number; `None` if any byte is not a digit.
 fn ascii_number(digits: &[u8]) -> Option<i64> {
@@ -225,6 +233,10 @@ mod tests {
             ("1969-12-31T23:59:59.999Z", None),
             ("1970-01-01T01:00:00+01:00", Some(0)),
             ("9999-12-31T23:59:59.999999999Z", Some(253_402_300_799_999)),
+            // Found by fuzzing: past year 9999, which `rfc3339_from_millis` cannot write back.
+            ("9999-12-31T23:59:60.999999999Z", None),
+            ("9999-12-31T23:00:00-01:00", None),
+            ("2016-12-31T23:59:60Z", Some(1_483_228_800_000)),
         ];
         for (text, expected) in table {
             assert_eq!(parse_docker_time(text), expected, "{text}");
