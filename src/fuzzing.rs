@@ -241,9 +241,9 @@ pub fn tasks_d(data: &[u8]) {
         scanned.insert(name.to_string(), ScannedFile { hash, valid });
     }
     for action in diff(&tracked, &scanned) {
-        let file = match &action {
-            Action::Start { file } | Action::Replace { file, .. } => file,
-            Action::Stop { file, .. } => file,
+        // Only a start (or the start half of a replacement) marks its task with the file.
+        let (Action::Start { file } | Action::Replace { file, .. }) = &action else {
+            continue;
         };
         let hash = scanned.get(file).map_or(0, |scanned| scanned.hash);
         let mark = source_mark(file, hash);
