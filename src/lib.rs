@@ -8,10 +8,14 @@ pub mod config;
 pub mod control;
 pub mod docker;
 pub mod engine;
+/// Entry points of the fuzz targets in `fuzz/`; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod report;
 pub mod runtime;
 pub mod state;
 pub mod task;
+pub mod text;
 
 /// The agent's version, as `deckhand --version` prints it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

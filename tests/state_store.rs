@@ -369,6 +369,55 @@ fn a_corrupt_agent_record_is_quarantined_and_numbering_resumes_above_every_task(
     assert!(store.next_sequence().expect("seq") > 900);
 }
 
+/// Numbers no agent reaches (a damaged or hand-edited file) are damage: counting on from
+/// `u64::MAX` overflowed (a panic in debug builds, numbers reused from 0 in release).
+#[test]
+fn sequence_numbers_past_any_agents_reach_are_damage_not_overflow() {
+    let scratch = TempDir::new("deckhand-state-hugenumbers");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
+    store.save_task(&task(7)).expect("save");
+    let mut huge = task(u64::MAX);
+    huge.stop_sequence = u64::MAX;
+    store.save_task(&huge).expect("save");
+    drop(store);
+    fs::write(
+        scratch.path.join("agent.json"),
+        format!(
+            r#"{{"schema":1,"agent":{{"next_sequence":{0},"next_event_seq":{0}}}}}"#,
+            u64::MAX
+        ),
+    )
+    .expect("agent record");
+    fs::write(
+        scratch.path.join("events.log"),
+        [
+            event(1),
+            Event {
+                seq: u64::MAX,
+                ..event(2)
+            },
+            event(2),
+        ]
+        .iter()
+        .map(|event| serde_json::to_string(event).expect("encode") + "\n")
+        .collect::<String>(),
+    )
+    .expect("event log");
+    let (store, loaded) = StateStore::open(&scratch.path).expect("open");
+    let ids: Vec<&str> = loaded.tasks.iter().map(|task| task.id.as_str()).collect();
+    assert_eq!(ids, vec![task(7).id.as_str()]);
+    // The task file, the agent record and the event log.
+    assert_eq!(loaded.quarantined.len(), 3, "{:?}", loaded.quarantined);
+    let next = store.next_sequence().expect("seq");
+    assert!(
+        (8..=deckhand::state::MAX_STORED_NUMBER).contains(&next),
+        "{next}"
+    );
+    assert_eq!(loaded.events.last_seq, 1);
+    // Above the readable event after the damage: numbers are not reused.
+    assert_eq!(loaded.events.next_seq, 3);
+}
+
 #[test]
 fn temp_files_left_by_a_crash_are_removed_at_open() {
     let scratch = TempDir::new("deckhand-state-sweep");

@@ -295,7 +295,12 @@ pub fn load_state(path: &Path) -> Result<BTreeMap<String, TrackedFile>, String> 
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
         Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
     };
-    let state: StateFile = serde_json::from_slice(&text)
+    parse_state(&text, path)
+}
+
+/// [`load_state`]'s parsing of the bytes read from `path`.
+pub fn parse_state(text: &[u8], path: &Path) -> Result<BTreeMap<String, TrackedFile>, String> {
+    let state: StateFile = serde_json::from_slice(text)
         .map_err(|error| format!("{} is not a tasks.d state file: {error}", path.display()))?;
     if state.version > STATE_VERSION {
         return Err(format!(

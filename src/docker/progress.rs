@@ -58,7 +58,7 @@ impl ProgressJudge {
             message: format!(
                 "Docker sent an invalid progress line for {} ({error}): {}",
                 self.image,
-                &text[..text.len().min(200)]
+                crate::text::truncate_chars(text, 200)
             ),
         })?;
         let error_text = value
@@ -157,6 +157,27 @@ mod tests {
                 assert!(message.contains("invalid progress line"), "{message}")
             }
             other => panic!("expected Protocol, got {other:?}"),
+        }
+    }
+
+    /// A malformed line is quoted in the error, cut at 200 characters: a byte cut panicked when a
+    /// multi-byte character (or the U+FFFD lossy decoding puts for a bad byte) straddled byte 200.
+    #[test]
+    fn malformed_long_lines_are_cut_between_characters() {
+        let mut with_e_acute = format!("{{\"status\":\"{}", "a".repeat(188)).into_bytes();
+        with_e_acute.extend_from_slice("\u{e9}\u{e9}\u{e9}".as_bytes());
+        assert_eq!(with_e_acute.len() - 6, 199, "the é must straddle byte 200");
+        let mut with_bad_byte = format!("{{\"status\":\"{}", "a".repeat(188)).into_bytes();
+        with_bad_byte.extend_from_slice(&[0xff, 0xfe, b'x']);
+        for line in [with_e_acute, with_bad_byte] {
+            let mut judge = ProgressJudge::new(ProgressKind::Pull, "app:v1");
+            match judge.observe_line(&line) {
+                Err(RuntimeError::Protocol { message }) => {
+                    assert!(message.contains("invalid progress line"), "{message}");
+                    assert!(message.contains(&"a".repeat(188)), "{message}");
+                }
+                other => panic!("expected Protocol, got {other:?}"),
+            }
         }
     }
 

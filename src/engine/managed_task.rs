@@ -333,58 +333,8 @@ pub fn status_from_inspect(info: &ContainerInfo) -> ContainerStatus {
     }
 }
 
-/// RFC 3339 (as Docker writes it) → milliseconds since the epoch; `None` for Docker's "never"
-/// (`0001-01-01…`) or anything unreadable.
-pub fn parse_docker_time(text: &str) -> Option<Millis> {
-    parse_docker_time_nanos(text).and_then(|nanos| u64::try_from(nanos / 1_000_000).ok())
-}
-
-/// RFC 3339 → nanoseconds since the epoch (Docker's own precision, which orders a container's
-/// start and finish even within one millisecond).
-pub fn parse_docker_time_nanos(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[10] != b'T' {
-        return None;
-    }
-    let number = |range: std::ops::Range<usize>| -> Option<i64> { text.get(range)?.parse().ok() };
-    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if year < 1970 {
-        return None;
-    }
-    let mut nanos = 0i64;
-    let mut rest = &text[19..];
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits: String = fraction.chars().take_while(char::is_ascii_digit).collect();
-        rest = &fraction[digits.len()..];
-        let padded = format!("{digits:0<9}");
-        nanos = padded.get(0..9)?.parse().ok()?;
-    }
-    let offset_seconds = match rest.as_bytes().first() {
-        Some(b'Z') | Some(b'z') => 0,
-        Some(sign @ (b'+' | b'-')) => {
-            let hours: i64 = rest.get(1..3)?.parse().ok()?;
-            let minutes: i64 = rest.get(4..6)?.parse().ok()?;
-            let magnitude = hours * 3600 + minutes * 60;
-            if *sign == b'+' {
-                magnitude
-            } else {
-                -magnitude
-            }
-        }
-        _ => return None,
-    };
-    // Days from the civil date (proleptic Gregorian), after Howard Hinnant's algorithm.
-    let shifted_year = if month <= 2 { year - 1 } else { year };
-    let era = shifted_year.div_euclid(400);
-    let year_of_era = shifted_year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
-}
+/// Docker's RFC 3339 times, read by the crate's one parser (kept here under the names callers use).
+pub use crate::task::time::{parse_docker_time, parse_docker_time_nanos};
 
 /// The time (nanoseconds) an inspection shows for reaching `status`: StartedAt for RUNNING,
 /// FinishedAt for STOPPED.
@@ -2003,6 +1953,15 @@ fn perform(
 /// Queues `call` on the engine's Docker worker pool; its answer comes back on `results`. A call
 /// whose worker panics still answers, as a failed call (`input_for_panicked_call`), so the task's
 /// error rules apply and the container never stays "in flight".
+/// What the worker pool calls a task's Docker call in its logs: the task id's first 8
+/// characters (cut on a character boundary: a user's task id may be any text) and the operation.
+fn worker_label(task_id: &str, operation: &str) -> String {
+    format!(
+        "task {}: {operation}",
+        crate::text::truncate_chars(task_id, 8)
+    )
+}
+
 fn spawn_worker(
     task: &Task,
     shared: &EngineShared,
@@ -2010,10 +1969,9 @@ fn spawn_worker(
     results: &Sender<Box<Input>>,
     task_stopping: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
-    let short_id: String = task.id.chars().take(8).collect();
     #[cfg(test)]
     let family = task.family.clone();
-    let label = format!("task {short_id}: {}", operation_name(&call));
+    let label = worker_label(&task.id, operation_name(&call));
     let context = shared.worker_context.clone();
     let results_for_work = results.clone();
     let results_for_panic = results.clone();
@@ -2436,6 +2394,20 @@ mod tests {
             .iter()
             .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))));
         assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    }
+
+    #[test]
+    fn worker_labels_cut_task_ids_between_characters() {
+        let table = [
+            ("0123456789abcdef", "task 01234567: pull"),
+            ("abc", "task abc: pull"),
+            // Byte 8 falls inside a character here: a byte cut would panic.
+            ("abcdefg\u{FFFD}xyz", "task abcdefg\u{FFFD}: pull"),
+            ("éééééééééé", "task éééééééé: pull"),
+        ];
+        for (task_id, expected) in table {
+            assert_eq!(worker_label(task_id, "pull"), expected, "{task_id:?}");
+        }
     }
 
     #[test]

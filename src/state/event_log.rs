@@ -20,7 +20,7 @@
 
 use crate::report::Event;
 use crate::state::fsio::{self, FaultInjector, FsError, FsStep};
-use crate::state::{QuarantinedFile, StateError};
+use crate::state::{QuarantinedFile, StateError, MAX_STORED_NUMBER};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -77,7 +77,7 @@ impl std::fmt::Debug for EventLog {
     }
 }
 
-struct ParsedLog {
+pub(crate) struct ParsedLog {
     offsets: Vec<u64>,
     first_seq: u64,
     valid_len: u64,
@@ -87,8 +87,30 @@ struct ParsedLog {
     events_after_damage: usize,
 }
 
+impl ParsedLog {
+    /// (first, last, next) event numbers after replay; the next is above every number seen and
+    /// at least `next_seq_floor`.
+    pub(crate) fn numbering(&self, next_seq_floor: u64) -> (u64, u64, u64) {
+        let last_seq = if self.offsets.is_empty() {
+            0
+        } else {
+            self.first_seq + self.offsets.len() as u64 - 1
+        };
+        let next_seq = (last_seq + 1)
+            .max(self.highest_seq_seen + 1)
+            .max(next_seq_floor.min(MAX_STORED_NUMBER))
+            .max(1);
+        let first_seq = if self.offsets.is_empty() {
+            next_seq
+        } else {
+            self.first_seq
+        };
+        (first_seq, last_seq, next_seq)
+    }
+}
+
 /// The longest prefix of `bytes` that is a gap-free run of complete event lines.
-fn parse_log(bytes: &[u8]) -> ParsedLog {
+pub(crate) fn parse_log(bytes: &[u8]) -> ParsedLog {
     let mut parsed = ParsedLog {
         offsets: Vec::new(),
         first_seq: 0,
@@ -104,7 +126,10 @@ fn parse_log(bytes: &[u8]) -> ParsedLog {
             break;
         };
         let line = &bytes[position..position + newline];
-        let event = serde_json::from_slice::<Event>(line).ok();
+        // A number past what deckhand could have written is damage, like unreadable JSON.
+        let event = serde_json::from_slice::<Event>(line)
+            .ok()
+            .filter(|event| event.seq <= MAX_STORED_NUMBER);
         if let Some(event) = &event {
             parsed.highest_seq_seen = parsed.highest_seq_seen.max(event.seq);
         }
@@ -183,20 +208,7 @@ impl EventLog {
             fsio::set_len(&faults, &file, path, parsed.valid_len)?;
             fsio::sync_data(&faults, &file, path)?;
         }
-        let last_seq = if parsed.offsets.is_empty() {
-            0
-        } else {
-            parsed.first_seq + parsed.offsets.len() as u64 - 1
-        };
-        let next_seq = (last_seq + 1)
-            .max(parsed.highest_seq_seen + 1)
-            .max(next_seq_floor)
-            .max(1);
-        let first_seq = if parsed.offsets.is_empty() {
-            next_seq
-        } else {
-            parsed.first_seq
-        };
+        let (first_seq, last_seq, next_seq) = parsed.numbering(next_seq_floor);
         let replay = EventLogReplay {
             events: parsed.offsets.len(),
             last_seq,

@@ -43,6 +43,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// The schema version this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u64 = 1;
 
+/// The largest sequence or event number accepted from disk: more than an agent hands out in
+/// centuries, and far enough below `u64::MAX` that counting on from it cannot overflow. A file
+/// holding a larger one is damaged, not trusted.
+pub const MAX_STORED_NUMBER: u64 = 1 << 53;
+
 /// How many sequence numbers one write of `agent.json` reserves.
 ///
 /// Why blocks: a sequence number must be durable before the command that carries it is
@@ -233,7 +238,7 @@ struct AgentFileOut<'a> {
 }
 
 /// Why a file could not be loaded: either it must stop start-up, or it goes to quarantine.
-enum LoadProblem {
+pub(crate) enum LoadProblem {
     Fatal(StateError),
     Quarantine(String),
 }
@@ -248,7 +253,7 @@ fn read_versioned<T: serde::de::DeserializeOwned>(
 }
 
 /// Parse the bytes of a `{"schema": N, "<key>": {...}}` file (`path` only names it in errors).
-fn parse_versioned<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse_versioned<T: serde::de::DeserializeOwned>(
     path: &Path,
     bytes: &[u8],
     key: &str,
@@ -430,6 +435,16 @@ impl StateStore {
         let mut agent_damaged = false;
         let mut agent = if agent_path.exists() {
             match read_versioned::<AgentRecord>(&agent_path, "agent") {
+                Ok(record)
+                    if record.next_sequence.max(record.next_event_seq) > MAX_STORED_NUMBER =>
+                {
+                    quarantine(
+                        &agent_path,
+                        format!("holds a sequence number past {MAX_STORED_NUMBER}"),
+                    )?;
+                    agent_damaged = true;
+                    AgentRecord::default()
+                }
                 Ok(record) => record,
                 Err(LoadProblem::Fatal(error)) => return Err(error),
                 Err(LoadProblem::Quarantine(reason)) => {
@@ -470,6 +485,12 @@ impl StateStore {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
             match outcome {
+                Ok(task) if task.start_sequence.max(task.stop_sequence) > MAX_STORED_NUMBER => {
+                    quarantine(
+                        &path,
+                        format!("holds a sequence number past {MAX_STORED_NUMBER}"),
+                    )?
+                }
                 Ok(task) if task.id == stem => tasks.push(task),
                 Ok(task) => quarantine(
                     &path,

@@ -1,7 +1,8 @@
 //! Time as deckhand writes and reads it: milliseconds since the epoch ([`Millis`]) to and from
 //! RFC 3339 UTC text, and Docker's own RFC 3339 times (nanoseconds, offsets, a zero time for
-//! "never") to milliseconds. One calendar conversion serves all three, so the API, the CLI and
-//! restore-time reconciliation cannot disagree about a date. Pure functions, table-tested.
+//! "never") to milliseconds or nanoseconds. One parser and one calendar conversion serve them
+//! all, so the API, the CLI, the managed task and restore-time reconciliation cannot disagree
+//! about a date, and none of them can be crashed by the bytes of one. Pure functions, table-tested.
 
 use super::Millis;
 
@@ -20,42 +21,14 @@ pub fn rfc3339_from_millis(millis: Millis) -> String {
     )
 }
 
-/// Parses the RFC 3339 UTC form [`rfc3339_from_millis`] writes (`YYYY-MM-DDTHH:MM:SS[.fff]Z`);
-/// `None` for anything else.
+/// Parses the RFC 3339 UTC form [`rfc3339_from_millis`] writes (`YYYY-MM-DDTHH:MM:SS[.fff]Z`,
+/// any number of fraction digits); `None` for anything else, including an offset other than `Z`.
+/// The same parser as Docker's times ([`parse_docker_time`]), restricted to UTC.
 pub fn millis_from_rfc3339(text: &str) -> Option<Millis> {
-    let text = text.strip_suffix('Z')?;
-    let (date, time) = text.split_once('T')?;
-    let mut date_parts = date.splitn(3, '-');
-    let year: i64 = date_parts.next()?.parse().ok()?;
-    let month: u32 = date_parts.next()?.parse().ok()?;
-    let day: u32 = date_parts.next()?.parse().ok()?;
-    let (clock, fraction) = match time.split_once('.') {
-        Some((clock, fraction)) => (clock, Some(fraction)),
-        None => (time, None),
-    };
-    let mut clock_parts = clock.splitn(3, ':');
-    let hour: u32 = clock_parts.next()?.parse().ok()?;
-    let minute: u32 = clock_parts.next()?.parse().ok()?;
-    let second: u32 = clock_parts.next()?.parse().ok()?;
-    let [month, day, hour, minute, second] = [month, day, hour, minute, second].map(i64::from);
-    if !fields_in_range(month, day, hour, minute, second) {
+    if !text.ends_with('Z') {
         return None;
     }
-    let millis: u64 = match fraction {
-        None => 0,
-        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-            let padded = format!("{:0<3}", &digits[..digits.len().min(3)]);
-            padded.parse().ok()?
-        }
-        Some(_) => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    if days < 0 {
-        // A date before 1970 is not a time deckhand writes.
-        return None;
-    }
-    let seconds = u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).ok()?;
-    Some(seconds * 1000 + millis)
+    parse_docker_time(text)
 }
 
 /// Whether date and clock fields can be a time at all (a leap second allowed); both parsers ask.
@@ -101,57 +74,100 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// `+hh:mm` offset) into milliseconds since the epoch. Docker's zero time, an empty string, a
 /// time before 1970 and anything malformed give `None`.
 pub fn parse_docker_time(text: &str) -> Option<Millis> {
+    let (seconds, nanos) = parse_rfc3339(text)?;
+    // `seconds` is at most year 9999's, so neither product nor sum can overflow.
+    Some(seconds * 1000 + u64::from(nanos / 1_000_000))
+}
+
+/// [`parse_docker_time`] in nanoseconds (Docker's own precision, which orders a container's start
+/// and finish even within one millisecond). `None` also past what an `i64` of nanoseconds holds
+/// (year 2262).
+pub fn parse_docker_time_nanos(text: &str) -> Option<i64> {
+    let (seconds, nanos) = parse_rfc3339(text)?;
+    i64::try_from(seconds)
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(i64::from(nanos))
+}
+
+/// The crate's one RFC 3339 parser: `YYYY-MM-DD(T|t| )HH:MM:SS[.digits](Z|z|±HH:MM)` → (seconds
+/// since the epoch, nanoseconds within the second). Works on bytes and checks every position the
+/// layout names before reading it, so no input (non-ASCII, truncated, U+FFFD from lossy decoding)
+/// can make it slice inside a character; numbers have fixed widths, so none can overflow.
+fn parse_rfc3339(text: &str) -> Option<(u64, u32)> {
     let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || bytes[13] != b':' {
+    if bytes.len() < 20 {
         return None;
     }
-    if !matches!(bytes[10], b'T' | b't' | b' ') || bytes[16] != b':' {
+    let layout_ok = bytes[4] == b'-'
+        && bytes[7] == b'-'
+        && matches!(bytes[10], b'T' | b't' | b' ')
+        && bytes[13] == b':'
+        && bytes[16] == b':';
+    if !layout_ok {
         return None;
     }
-    let number = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = text.get(range)?;
-        if part.bytes().all(|b| b.is_ascii_digit()) {
-            part.parse().ok()
-        } else {
-            None
-        }
-    };
-    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    let year = ascii_number(&bytes[0..4])?;
+    let month = ascii_number(&bytes[5..7])?;
+    let day = ascii_number(&bytes[8..10])?;
+    let hour = ascii_number(&bytes[11..13])?;
+    let minute = ascii_number(&bytes[14..16])?;
+    let second = ascii_number(&bytes[17..19])?;
     if !fields_in_range(month, day, hour, minute, second) {
         return None;
     }
-    let mut rest = &text[19..];
-    let mut millis_fraction = 0i64;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+    let mut rest = &bytes[19..];
+    let mut nanos = 0u32;
+    if let Some(fraction) = rest.strip_prefix(b".") {
+        let digits = fraction.iter().take_while(|b| b.is_ascii_digit()).count();
         if digits == 0 {
             return None;
         }
-        let first_three = &fraction[..digits.min(3)];
-        millis_fraction =
-            first_three.parse::<i64>().ok()? * 10i64.pow(3 - first_three.len() as u32);
+        // Digits past the ninth (below a nanosecond) are read and ignored; fewer are padded.
+        let significant = &fraction[..digits.min(9)];
+        nanos = significant
+            .iter()
+            .fold(0u32, |nanos, digit| nanos * 10 + u32::from(digit - b'0'))
+            * 10u32.pow(9 - significant.len() as u32);
         rest = &fraction[digits..];
     }
     let offset_seconds = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6
-            && (rest.starts_with('+') || rest.starts_with('-'))
-            && &rest[3..4] == ":" =>
-        {
-            let hours: i64 = rest.get(1..3)?.parse().ok()?;
-            let minutes: i64 = rest.get(4..6)?.parse().ok()?;
-            let sign = if rest.starts_with('-') { -1 } else { 1 };
-            sign * (hours * 3600 + minutes * 60)
+        b"Z" | b"z" => 0,
+        [sign @ (b'+' | b'-'), hours @ .., b':', _, _] if hours.len() == 2 => {
+            let hours = ascii_number(hours)?;
+            let minutes = ascii_number(&rest[4..6])?;
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let magnitude = hours * 3600 + minutes * 60;
+            if *sign == b'-' {
+                -magnitude
+            } else {
+                magnitude
+            }
         }
         _ => return None,
     };
     let days = days_from_civil(year, month, day);
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    if seconds < 0 {
+    // Before 1970 (Docker's zero time `0001-01-01T00:00:00Z` among them) is "never". Past the
+    // end of year 9999 (reachable through a leap second or an offset) is no time deckhand could
+    // write back with a four-digit year.
+    if seconds > LAST_WRITABLE_SECOND {
         return None;
     }
-    Some((seconds * 1000 + millis_fraction) as Millis)
+    Some((u64::try_from(seconds).ok()?, nanos))
+}
+
+/// 9999-12-31T23:59:59Z, the last second a four-digit year can write.
+const LAST_WRITABLE_SECOND: i64 = 253_402_300_799;
+
+/// A fixed-width run of ASCII digits as a number; `None` if any byte is not a digit.
+fn ascii_number(digits: &[u8]) -> Option<i64> {
+    digits.iter().try_fold(0i64, |number, byte| {
+        byte.is_ascii_digit()
+            .then(|| number * 10 + i64::from(byte - b'0'))
+    })
 }
 
 #[cfg(test)]
@@ -209,9 +225,77 @@ mod tests {
             ("2026-11-29 23:00:00", None),
             ("2026-11-29T23:00:00.Z", None),
             ("yesterday at noon, roughly", None),
+            ("2026-11-29T23:00:00Zjunk", None),
+            ("2026-11-29T23:00:00+1:000", None),
+            ("2026-11-29T23:00:00+-1:00", None),
+            ("2026-11-29T23:00:00+24:00", None),
+            ("+026-11-29T23:00:00Z", None),
+            ("1969-12-31T23:59:59.999Z", None),
+            ("1970-01-01T01:00:00+01:00", Some(0)),
+            ("9999-12-31T23:59:59.999999999Z", Some(253_402_300_799_999)),
+            // Found by fuzzing: past year 9999, which `rfc3339_from_millis` cannot write back.
+            ("9999-12-31T23:59:60.999999999Z", None),
+            ("9999-12-31T23:00:00-01:00", None),
+            ("2016-12-31T23:59:60Z", Some(1_483_228_800_000)),
         ];
         for (text, expected) in table {
             assert_eq!(parse_docker_time(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn docker_times_in_nanoseconds() {
+        let table = [
+            ("1970-01-01T00:00:00.000000001Z", Some(1)),
+            ("1970-01-01T00:00:01.5Z", Some(1_500_000_000)),
+            // Digits below a nanosecond are ignored, not rounded.
+            ("1970-01-01T00:00:00.1234567891Z", Some(123_456_789)),
+            (
+                "2026-11-29T23:00:00.123456789+01:00",
+                Some(1_795_989_600_123_456_789),
+            ),
+            // Past what an i64 of nanoseconds holds.
+            ("2262-04-12T00:00:00Z", None),
+            ("0001-01-01T00:00:00Z", None),
+        ];
+        for (text, expected) in table {
+            assert_eq!(parse_docker_time_nanos(text), expected, "{text}");
+        }
+    }
+
+    /// Non-ASCII bytes where the layout expects ASCII: the old parser sliced `&rest[3..4]` of an
+    /// offset and panicked when a multi-byte character straddled it (restore reads these times on
+    /// every start, so the agent crash-looped).
+    #[test]
+    fn non_ascii_bytes_anywhere_are_refused_without_panicking() {
+        let table = [
+            "2026-11-29T23:00:00+0\u{e9}00",
+            "2026-11-29T23:00:00+\u{FFFD}:00",
+            "2026-11-29T23:00:00-00\u{FFFD}",
+            "2026-11-29T23:00:00.\u{FFFD}Z",
+            "2026-11-29T23:00:0\u{e9}Z",
+            "2026-11-29\u{e9}23:00:00Z",
+            "\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}",
+            "2026-11-29T23:00:00Z\u{e9}",
+        ];
+        for text in table {
+            assert_eq!(parse_docker_time(text), None, "{text:?}");
+            assert_eq!(parse_docker_time_nanos(text), None, "{text:?}");
+            assert_eq!(millis_from_rfc3339(text), None, "{text:?}");
+        }
+    }
+
+    /// The written form's parser used to read any number of year digits, so a long year
+    /// overflowed the calendar arithmetic.
+    #[test]
+    fn written_times_refuse_other_layouts() {
+        for bad in [
+            "99999999999999999-01-01T00:00:00Z",
+            "2023-1-1T00:00:00Z",
+            "2023-11-14T22:13:20.Z",
+            "2023-11-14T22:13:20.12aZ",
+        ] {
+            assert_eq!(millis_from_rfc3339(bad), None, "{bad}");
         }
     }
 }

@@ -1,0 +1,454 @@
+//! Entry points for the fuzz targets in `fuzz/` (cargo-fuzz, nightly) and for the tests that
+//! replay their saved corpora on stable: one function per parser family of bytes that come from
+//! outside deckhand. Each takes arbitrary bytes, drives the same code the agent runs on them, and
+//! panics only where a parser broke its promise (a panic, or an answer that contradicts itself).
+//! Not an API: hidden from the docs, and nothing in the agent calls it.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufReader, Read, Write};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_BODY_BYTES};
+use crate::api::introspection::IntrospectionApi;
+use crate::api::local::LocalApi;
+use crate::docker::http::{
+    read_line_limited, read_response_head, BodyReader, MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES,
+    MAX_STREAM_LINE_BYTES,
+};
+use crate::docker::progress::{ProgressJudge, ProgressKind};
+use crate::docker::{negotiation, wire};
+use crate::engine::managed_task::{Input, ManagedTask, ManagedTaskSettings};
+use crate::engine::{EngineError, EngineHandle};
+use crate::report::Event;
+use crate::state::MAX_STORED_NUMBER;
+use crate::task::{Task, TaskDefinition, TaskStatus};
+
+/// Docker's HTTP framing: a response head, then its body as a whole (Content-Length, chunked or
+/// until EOF) and as an NDJSON stream of events and pull-progress lines. The bytes arrive in
+/// small reads, as from a socket.
+pub fn docker_http(data: &[u8]) {
+    for method in ["GET", "HEAD"] {
+        for as_stream in [false, true] {
+            let _ = docker_response(data, method, as_stream);
+        }
+    }
+}
+
+fn docker_response(data: &[u8], method: &str, as_stream: bool) -> io::Result<()> {
+    let step = 1 + data.len() % 13;
+    let mut reader = BufReader::new(SplitReader { data, step });
+    let head = read_response_head(&mut reader, MAX_RESPONSE_HEAD_BYTES)?;
+    let framing = head.body_framing(method)?;
+    let mut body = BodyReader::new(reader, framing);
+    if !as_stream {
+        let bytes = body.read_to_end_limited(MAX_BODY_BYTES)?;
+        let _ = wire::error_message(&bytes, &head.reason);
+        return Ok(());
+    }
+    let mut lines = BufReader::new(body);
+    let mut line = Vec::new();
+    let mut judge = ProgressJudge::new(ProgressKind::Pull, "app:v1");
+    while read_line_limited(&mut lines, MAX_STREAM_LINE_BYTES, &mut line)? {
+        docker_stream_line(&line);
+        let _ = judge.observe_line(&line);
+    }
+    let _ = judge.finish();
+    Ok(())
+}
+
+/// One NDJSON line of Docker's event stream, as the events thread reads it.
+fn docker_stream_line(line: &[u8]) {
+    if let Ok(Some(event)) = wire::parse_event(line) {
+        let _ = crate::engine::docker_events::observation_for_event(&event);
+    }
+}
+
+/// Docker's JSON answers: container inspect (and what the engine and restore read from it),
+/// container and volume lists, image inspect, version, create and wait answers, events,
+/// pull/import progress lines, and error bodies.
+pub fn docker_json(data: &[u8]) {
+    if let Ok(info) = wire::parse_container_info(data) {
+        let _ = crate::engine::managed_task::status_from_inspect(&info);
+        let _ = crate::state::reconcile::docker_state_status(&info);
+        let _ = crate::state::reconcile::inspected_metadata(&info);
+    }
+    let _ = wire::parse_container_list(data);
+    let _ = wire::parse_volume_list(data);
+    let _ = wire::parse_volume_created(data);
+    let _ = wire::parse_image_info(data);
+    let _ = wire::parse_created(data);
+    if let Ok(version) = wire::parse_json::<wire::EngineVersion>(data, "version") {
+        let _ = negotiation::negotiate(&version.api_version);
+    }
+    let _ = negotiation::negotiate(&String::from_utf8_lossy(data));
+    let _ = wire::error_message(data, "Internal Server Error");
+    for line in data.split(|byte| *byte == b'\n') {
+        docker_stream_line(line);
+    }
+    for kind in [ProgressKind::Pull, ProgressKind::Import] {
+        let mut judge = ProgressJudge::new(kind, "app:v1");
+        let verdict = data
+            .split(|byte| *byte == b'\n')
+            .try_for_each(|line| judge.observe_line(line));
+        if verdict.is_ok() {
+            let _ = judge.finish();
+        }
+    }
+}
+
+/// The local API's and the introspection endpoint's HTTP framing and request handling (routes,
+/// query strings, task-definition bodies) against an engine that holds two tasks, and the CLI's
+/// reading of the agent's answers.
+pub fn api_http(data: &[u8]) {
+    let step = 1 + data.len() % 11;
+    let mut stream = FakeConnection {
+        input: SplitReader { data, step },
+        output: Vec::new(),
+    };
+    if let Ok(request) = read_request(&mut stream, MAX_REQUEST_BODY_BYTES) {
+        let engine: Arc<dyn EngineHandle> = Arc::new(FuzzEngine);
+        // "Stopping" makes a long-poll for events return after one look instead of waiting.
+        let local = LocalApi::new(Arc::clone(&engine), Arc::new(AtomicBool::new(true)));
+        let introspection = IntrospectionApi::new(engine);
+        for response in [local.handle(&request), introspection.handle(&request)] {
+            let mut written = Vec::new();
+            write_response(&mut written, &response).expect("writing to memory cannot fail");
+            let read_back = read_response(&mut written.as_slice(), usize::MAX)
+                .expect("the agent's own response reads back");
+            assert_eq!(read_back.status, response.status);
+            assert_eq!(read_back.body, response.body);
+        }
+    }
+    let _ = read_response(&mut SplitReader { data, step }, MAX_REQUEST_BODY_BYTES);
+}
+
+/// The files the state store reads at start: a task checkpoint, the agent record and the
+/// event log (the same bytes as each).
+pub fn state_files(data: &[u8]) {
+    let path = Path::new("/var/lib/deckhand/tasks/fuzz.json");
+    if let Ok(task) = crate::state::parse_versioned::<Task>(path, data, "task") {
+        let cluster = task.arn.clone();
+        let _ = crate::api::views::task_metadata(&task, &cluster);
+        let _ = crate::api::views::introspection_task(&task);
+        let _ = crate::control::tasks_d::stopped_by_itself(&task);
+        let _ = crate::control::tasks_d::task_run_time(&task, 1_700_000_000_000);
+        let _ = serde_json::to_vec(&task).expect("a loaded task serializes");
+        // What restore does with a task the store accepted: the managed task starts from it,
+        // then is asked to stop.
+        let accepted = task.start_sequence.max(task.stop_sequence) <= MAX_STORED_NUMBER;
+        if accepted {
+            let now = 1_800_000_000_000;
+            let stop_sequence = task.start_sequence.max(task.stop_sequence) + 1;
+            let mut machine = ManagedTask::new(task, managed_task_settings(), None);
+            let _ = machine.start(now);
+            let _ = machine.handle(
+                Input::Desired {
+                    status: TaskStatus::Stopped,
+                    sequence: stop_sequence,
+                    registered: true,
+                },
+                now + 1,
+            );
+        }
+    }
+    let _ = crate::state::parse_versioned::<crate::state::AgentRecord>(path, data, "agent");
+    let parsed = crate::state::event_log::parse_log(data);
+    for floor in [0, 1, u64::MAX] {
+        let (first, last, next) = parsed.numbering(floor);
+        assert!(
+            next > last,
+            "the next event number {next} is not above the last {last}"
+        );
+        assert!(first <= next);
+    }
+}
+
+/// The engine's defaults, as `deckhand run` has them without a configuration file.
+fn managed_task_settings() -> ManagedTaskSettings {
+    ManagedTaskSettings {
+        cluster: "edge".into(),
+        rules: Default::default(),
+        stop_timeout: Duration::from_secs(30),
+        steady_check_interval: Duration::from_secs(300),
+        cleanup_wait: Duration::from_secs(3 * 3600),
+        dependency_poll_interval: Duration::from_secs(5),
+        sent_poll_interval: Duration::from_secs(30),
+    }
+}
+
+/// The configuration file, then `KEY=VALUE` environment lines after a NUL byte, for both the
+/// system and the per-user scope.
+pub fn config_file(data: &[u8]) {
+    let (file, environment) = match data.iter().position(|byte| *byte == 0) {
+        Some(split) => (&data[..split], &data[split + 1..]),
+        None => (data, &[][..]),
+    };
+    // The agent reads the file as UTF-8 text (`read_to_string`); other bytes stop there.
+    let Ok(text) = std::str::from_utf8(file) else {
+        return;
+    };
+    let environment: Vec<(String, String)> = String::from_utf8_lossy(environment)
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect();
+    let env = |key: &str| {
+        environment
+            .iter()
+            .rev()
+            .find(|(candidate, _)| candidate == key)
+            .map(|(_, value)| value.clone())
+    };
+    for scope in [crate::config::Scope::System, crate::config::Scope::User] {
+        let path = Path::new("/etc/deckhand/deckhand.conf");
+        let _ = crate::config::Config::from_sources(Some((path, text)), &env, scope);
+    }
+    let _ = crate::config::parse_duration(text);
+}
+
+/// `tasks.d`: the watcher's state file (before the first NUL byte), then directory entries
+/// separated by `0x01`, each a file name, a newline and the file's contents. Drives the scan's
+/// name filter, hashing, definition parsing, the diff and the source marks.
+pub fn tasks_d(data: &[u8]) {
+    use crate::control::tasks_d::{
+        content_hash, diff, parse_source_mark, parse_state, source_mark, Action, ScannedFile,
+    };
+    let (state, directory) = match data.iter().position(|byte| *byte == 0) {
+        Some(split) => (&data[..split], &data[split + 1..]),
+        None => (data, &[][..]),
+    };
+    let tracked =
+        parse_state(state, Path::new("/var/lib/deckhand/tasks-d.json")).unwrap_or_default();
+    let mut scanned = BTreeMap::new();
+    for entry in directory.split(|byte| *byte == 1).filter(|e| !e.is_empty()) {
+        let (name, content) = match entry.iter().position(|byte| *byte == b'\n') {
+            Some(split) => (&entry[..split], &entry[split + 1..]),
+            None => (entry, &[][..]),
+        };
+        // As the scan: names that are not UTF-8, hidden files and other extensions are skipped.
+        let Ok(name) = std::str::from_utf8(name) else {
+            continue;
+        };
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        let hash = content_hash(content);
+        let valid = content.len() <= MAX_REQUEST_BODY_BYTES
+            && crate::task::parse_task_definition(content).is_ok();
+        scanned.insert(name.to_string(), ScannedFile { hash, valid });
+    }
+    for action in diff(&tracked, &scanned) {
+        // Only a start (or the start half of a replacement) marks its task with the file.
+        let (Action::Start { file } | Action::Replace { file, .. }) = &action else {
+            continue;
+        };
+        let hash = scanned.get(file).map_or(0, |scanned| scanned.hash);
+        let mark = source_mark(file, hash);
+        assert_eq!(
+            parse_source_mark(&mark),
+            Some((file.clone(), hash)),
+            "the source mark {mark:?} does not read back"
+        );
+    }
+    for name in tracked.keys() {
+        let _ = parse_source_mark(name);
+    }
+    let _ = parse_source_mark(&String::from_utf8_lossy(data));
+}
+
+/// RFC 3339 times, as Docker writes them and as deckhand writes and reads them back: the parsers
+/// agree with each other, and what deckhand writes reads back exactly.
+pub fn rfc3339(data: &[u8]) {
+    use crate::task::time::{
+        millis_from_rfc3339, parse_docker_time, parse_docker_time_nanos, rfc3339_from_millis,
+    };
+    let text = String::from_utf8_lossy(data);
+    let millis = parse_docker_time(&text);
+    if let Some(nanos) = parse_docker_time_nanos(&text) {
+        assert_eq!(millis, u64::try_from(nanos / 1_000_000).ok(), "{text:?}");
+    }
+    if let Some(written) = millis_from_rfc3339(&text) {
+        assert_eq!(Some(written), millis, "{text:?}");
+    }
+    if let Some(millis) = millis {
+        assert_eq!(
+            millis_from_rfc3339(&rfc3339_from_millis(millis)),
+            Some(millis)
+        );
+    }
+    if data.len() >= 8 {
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(&data[..8]);
+        // Up to the end of year 9999, the last time a four-digit year can write.
+        let millis = u64::from_le_bytes(raw) % 253_402_300_800_000;
+        assert_eq!(
+            millis_from_rfc3339(&rfc3339_from_millis(millis)),
+            Some(millis)
+        );
+    }
+}
+
+/// A fuzz target's entry point.
+pub type Target = fn(&[u8]);
+
+/// Every fuzz target by name, for the corpus replay.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("docker_http", docker_http),
+    ("docker_json", docker_json),
+    ("api_http", api_http),
+    ("state_files", state_files),
+    ("config_file", config_file),
+    ("tasks_d", tasks_d),
+    ("rfc3339", rfc3339),
+];
+
+/// Bytes handed out at most `step` at a time, as a socket does.
+struct SplitReader<'a> {
+    data: &'a [u8],
+    step: usize,
+}
+
+impl Read for SplitReader<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        let count = self.data.len().min(buffer.len()).min(self.step);
+        buffer[..count].copy_from_slice(&self.data[..count]);
+        self.data = &self.data[count..];
+        Ok(count)
+    }
+}
+
+/// A client connection: the request's bytes in, whatever the agent writes (`100 Continue`) out.
+struct FakeConnection<'a> {
+    input: SplitReader<'a>,
+    output: Vec<u8>,
+}
+
+impl Read for FakeConnection<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        self.input.read(buffer)
+    }
+}
+
+impl Write for FakeConnection<'_> {
+    fn write(&mut self, buffer: &[u8]) -> io::Result<usize> {
+        self.output.write(buffer)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An engine holding two tasks (so that lookups by id, prefix, ARN and Docker id have something
+/// to find) that accepts every submitted definition and stops what it holds.
+struct FuzzEngine;
+
+impl FuzzEngine {
+    fn task(id: &str, docker_id: &str) -> Task {
+        let definition = TaskDefinition {
+            family: "web".into(),
+            revision: 1,
+            network_mode: crate::task::NetworkMode::Bridge,
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![crate::task::ContainerDefinition::new(
+                "app",
+                "busybox:latest",
+            )],
+        };
+        let mut task = Task::new(id.into(), "edge", definition, 1, 1_700_000_000_000);
+        task.containers[0].docker_id = Some(docker_id.into());
+        task
+    }
+}
+
+impl EngineHandle for FuzzEngine {
+    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+        Ok(Task::new(
+            "fuzz".into(),
+            "edge",
+            definition,
+            3,
+            1_700_000_000_000,
+        ))
+    }
+
+    fn submit_from_source(
+        &self,
+        definition: TaskDefinition,
+        _source: String,
+    ) -> Result<Task, EngineError> {
+        self.submit(definition)
+    }
+
+    fn stop(&self, task_id: &str) -> Result<(), EngineError> {
+        if self.tasks().iter().any(|task| task.id == task_id) {
+            Ok(())
+        } else {
+            Err(EngineError::NotFound {
+                task: task_id.to_string(),
+            })
+        }
+    }
+
+    fn tasks(&self) -> Vec<Task> {
+        vec![
+            FuzzEngine::task("0f3c2a9e7b5d4c1a", &"ab12".repeat(16)),
+            FuzzEngine::task("0f3c9999e0e0e0e0", &"cd34".repeat(16)),
+        ]
+    }
+
+    fn events_since(&self, _after: u64, _wait: Duration) -> Vec<Event> {
+        Vec::new()
+    }
+
+    fn cluster(&self) -> String {
+        "edge".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every saved input of every target (the seeds and each crash ever found) runs through the
+    /// target's entry point on stable, in `cargo test`.
+    #[test]
+    fn every_fuzz_corpus_replays_without_panics() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+        for (target, run) in TARGETS {
+            let directory = root.join(target);
+            let mut replayed = 0;
+            let entries = std::fs::read_dir(&directory)
+                .unwrap_or_else(|error| panic!("{}: {error}", directory.display()));
+            for entry in entries {
+                let path = entry.expect("corpus entry").path();
+                let bytes = std::fs::read(&path)
+                    .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+                let outcome = std::panic::catch_unwind(|| run(&bytes));
+                assert!(outcome.is_ok(), "{target}: {} panics", path.display());
+                replayed += 1;
+            }
+            assert!(
+                replayed >= 5,
+                "{target}: the corpus at {} has only {replayed} inputs",
+                directory.display()
+            );
+        }
+    }
+
+    #[test]
+    fn split_reads_hand_out_every_byte_in_order() {
+        let mut reader = SplitReader {
+            data: b"hello world",
+            step: 3,
+        };
+        let mut all = Vec::new();
+        reader.read_to_end(&mut all).expect("memory");
+        assert_eq!(all, b"hello world");
+    }
+}
