@@ -626,7 +626,7 @@ impl ManagedTask {
             Input::DockerEvent {
                 docker_id,
                 observation: DockerObservation::FoundByName { docker_name },
-            } => self.adopt_by_name(docker_id, &docker_name, effects),
+            } => self.adopt_by_name(docker_id, &docker_name, now, effects),
             Input::DockerEvent {
                 docker_id,
                 observation,
@@ -1004,7 +1004,13 @@ impl ManagedTask {
     /// containers that never recorded an id (its create's answer was lost): record the id, route
     /// its events here, and inspect it for its status. A container that has an id already (the
     /// create's answer came after the list) keeps it.
-    fn adopt_by_name(&mut self, docker_id: String, docker_name: &str, effects: &mut Vec<Effect>) {
+    fn adopt_by_name(
+        &mut self,
+        docker_id: String,
+        docker_name: &str,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
         if self
             .task
             .containers
@@ -1013,11 +1019,12 @@ impl ManagedTask {
         {
             return;
         }
-        let Some(container) = self.task.containers.iter_mut().find(|container| {
+        let Some(index) = self.task.containers.iter().position(|container| {
             container.docker_id.is_none() && container.docker_name.as_deref() == Some(docker_name)
         }) else {
             return;
         };
+        let container = &mut self.task.containers[index];
         log::info!(
             "task {}: adopted container {} ({docker_id}), found by its name {docker_name} after \
              Docker's event stream came back",
@@ -1033,6 +1040,27 @@ impl ManagedTask {
             container: container.name().to_string(),
             docker_id,
         }));
+        // Docker has it, so it was created (see `progress`).
+        self.adopted_is_created(index, now, effects);
+    }
+
+    /// A container whose Docker id the task holds while it still counts as not created (adopted
+    /// by its name after a create's answer was lost) was created: the task goes on from CREATED
+    /// — its inspection says more — and never creates it again under a new id; if it is removed
+    /// from outside meanwhile, its start finds it gone. Waits for a call still out for it (the
+    /// lost create's retry), so there are never two at once.
+    fn adopted_is_created(&mut self, index: usize, now: Millis, effects: &mut Vec<Effect>) {
+        let container = &self.task.containers[index];
+        if container.known_status < ContainerStatus::Created
+            && container.docker_id.is_some()
+            && container.applied_status.is_none()
+        {
+            let change = ContainerChange {
+                status: ContainerStatus::Created,
+                ..ContainerChange::default()
+            };
+            self.container_change(index, change, now, effects);
+        }
     }
 
     /// Docker's `oom` event: the container was killed (or is about to exit) for exceeding its
@@ -1560,6 +1588,9 @@ impl ManagedTask {
                 });
             }
             return;
+        }
+        for index in 0..self.task.containers.len() {
+            self.adopted_is_created(index, now, effects);
         }
         let mut acted = false;
         let mut in_flight = false;
@@ -3135,6 +3166,62 @@ mod tests {
             machine.task().containers[0].known_status,
             ContainerStatus::Created
         );
+    }
+
+    #[test]
+    fn a_container_adopted_by_its_name_is_never_created_again_under_a_new_id() {
+        // Found by the simulator: a create timed out but happened; Docker's event stream came
+        // back and the container was adopted by its name; a user removed it; the task's retried
+        // create then made a second container under a new id.
+        let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        let docker_name = machine.task().containers[0]
+            .docker_name
+            .clone()
+            .expect("the fixed name is set before the create");
+        // The create was sent and its answer lost: Docker was away.
+        machine.handle(
+            failed(
+                ContainerStatus::Created,
+                RuntimeError::Timeout {
+                    operation: "create".into(),
+                    after: Duration::from_secs(1),
+                },
+            ),
+            1_002,
+        );
+        let effects = machine.handle(
+            Input::DockerEvent {
+                docker_id: "id-7".into(),
+                observation: DockerObservation::FoundByName { docker_name },
+            },
+            1_003,
+        );
+        assert_eq!(
+            machine.task().containers[0].known_status,
+            ContainerStatus::Created,
+            "Docker has it, so it was created: {effects:?}"
+        );
+        assert!(
+            !effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Create { .. }))),
+            "no second create: {effects:?}"
+        );
+        // Removed from outside: its inspection says so, and it vanished.
+        machine.handle(
+            Input::Inspected {
+                container: "app".into(),
+                result: Err(RuntimeError::NoSuchContainer {
+                    message: "id-7".into(),
+                }),
+            },
+            1_004,
+        );
+        let container = &machine.task().containers[0];
+        assert_eq!(container.known_status, ContainerStatus::Stopped);
+        assert_eq!(container.docker_id.as_deref(), Some("id-7"));
     }
 
     fn failed(target: ContainerStatus, error: RuntimeError) -> Input {
