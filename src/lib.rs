@@ -7,10 +7,12 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod docker;
+pub mod encoding;
 pub mod engine;
 /// Entry points of the fuzz targets in `fuzz/`; not an API.
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod ports;
 pub mod report;
 pub mod runtime;
 pub mod state;

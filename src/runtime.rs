@@ -94,17 +94,7 @@ pub struct HealthConfig {
     pub start_period: Duration,
 }
 
-/// A port binding: requested at create, or reported by inspect.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PortBinding {
-    pub container_port: u16,
-    /// `tcp` or `udp`.
-    pub protocol: String,
-    /// 0 at create = let Docker choose.
-    pub host_port: u16,
-    /// Empty = all addresses.
-    pub host_ip: String,
-}
+pub use crate::ports::PortBinding;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LogConfig {

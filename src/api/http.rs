@@ -542,7 +542,7 @@ pub fn percent_decode(text: &str) -> String {
 /// Percent-encodes everything but unreserved characters (for a path segment or query value):
 /// the same encoding the Docker client uses for its paths.
 pub fn percent_encode(text: &str) -> String {
-    crate::docker::encoding::percent_encode(text, false)
+    crate::encoding::percent_encode(text, false)
 }
 
 /// `a=1&b=x%20y` → `[("a","1"),("b","x y")]`.

@@ -9,7 +9,7 @@
 //!   Docker id lookups, with ambiguity reported rather than guessed.
 
 // The metadata shows exactly the labels the engine put on the container: one function makes both.
-use crate::engine::container_spec::container_labels;
+use crate::task::labels::container_labels;
 use crate::task::{Container, HealthStatus, Millis, Task};
 use serde_json::{json, Map, Value};
 use std::fmt;

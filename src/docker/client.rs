@@ -18,7 +18,6 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::encoding::{percent_encode, query_string};
 use super::http::{
     read_line_limited, read_response_head, write_request, BodyReader, Request, ResponseHead,
     MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES, MAX_STREAM_LINE_BYTES,
@@ -27,6 +26,7 @@ use super::negotiation::{negotiate, ApiVersion};
 use super::progress::{ProgressJudge, ProgressKind};
 use super::transport::{DockerHost, TimedStream, TimeoutCause};
 use super::wire::{self, EngineVersion};
+use crate::encoding::{percent_encode, query_string};
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, EventFilter, EventStream,
     ImageInfo, RegistryAuth, RuntimeError, RuntimeEvent, StreamCanceller, Timeouts,

@@ -9,7 +9,6 @@
 //! - `client`: the endpoints, their accepted statuses and their errors.
 
 pub mod client;
-pub mod encoding;
 pub mod http;
 pub mod negotiation;
 pub mod progress;

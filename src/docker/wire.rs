@@ -12,7 +12,7 @@ use crate::runtime::{
     PortBinding, RegistryAuth, RuntimeError, RuntimeEvent,
 };
 
-use super::encoding::base64_url;
+use crate::encoding::base64_url;
 
 /// Splits an image reference into the `fromImage` and `tag` a pull sends. A reference without a
 /// tag gets `latest` (pulling without a tag would fetch every tag); a digest is sent as the tag.

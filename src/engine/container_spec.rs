@@ -6,16 +6,16 @@
 //! crash in the middle of a create is adopted later instead of duplicated.
 
 use crate::runtime::{CreateContainer, HealthConfig, LogConfig, PortBinding};
-use crate::task::{Container, Task};
-use std::collections::BTreeMap;
+use crate::task::Task;
 use std::io::Read;
 use std::time::Duration;
 
-pub const LABEL_CLUSTER: &str = "com.amazonaws.ecs.cluster";
-pub const LABEL_TASK_ARN: &str = "com.amazonaws.ecs.task-arn";
-pub const LABEL_CONTAINER_NAME: &str = "com.amazonaws.ecs.container-name";
-pub const LABEL_TASK_DEFINITION_FAMILY: &str = "com.amazonaws.ecs.task-definition-family";
-pub const LABEL_TASK_DEFINITION_VERSION: &str = "com.amazonaws.ecs.task-definition-version";
+// The ECS labels and how a container gets them are the task model's (the API's views show them
+// too); re-exported for the engine's callers.
+pub use crate::task::labels::{
+    container_labels, LABEL_CLUSTER, LABEL_CONTAINER_NAME, LABEL_TASK_ARN,
+    LABEL_TASK_DEFINITION_FAMILY, LABEL_TASK_DEFINITION_VERSION,
+};
 
 /// Docker's CPU-shares floor; smaller values (including 0 CPU units) are raised to it.
 const MINIMUM_CPU_SHARES: i64 = 2;
@@ -94,30 +94,6 @@ pub fn task_volume_names(task: &Task) -> Vec<String> {
     names.sort();
     names.dedup();
     names
-}
-
-/// The five ECS labels, merged over the container's own labels (ours win).
-pub fn container_labels(
-    task: &Task,
-    container: &Container,
-    cluster: &str,
-) -> BTreeMap<String, String> {
-    let mut labels = container.definition.docker_labels.clone();
-    labels.insert(LABEL_CLUSTER.to_string(), cluster.to_string());
-    labels.insert(LABEL_TASK_ARN.to_string(), task.arn.clone());
-    labels.insert(
-        LABEL_CONTAINER_NAME.to_string(),
-        container.name().to_string(),
-    );
-    labels.insert(
-        LABEL_TASK_DEFINITION_FAMILY.to_string(),
-        task.family.clone(),
-    );
-    labels.insert(
-        LABEL_TASK_DEFINITION_VERSION.to_string(),
-        task.revision.to_string(),
-    );
-    labels
 }
 
 fn docker_name_of(task: &Task, container_name: &str) -> Result<String, String> {
@@ -251,6 +227,7 @@ mod tests {
         ContainerDefinition, HealthCheck, LogConfiguration, MountPoint, NetworkMode, PortMapping,
         Protocol, TaskDefinition, Volume, VolumeFrom,
     };
+    use std::collections::BTreeMap;
 
     fn container_definition(name: &str) -> ContainerDefinition {
         crate::engine::test_support::container_definition(name, "busybox:latest")

@@ -2,6 +2,7 @@
 //! task-definition JSON, dependency rules and status derivation. No I/O here.
 
 pub mod definition;
+pub mod labels;
 pub mod model;
 pub mod status;
 pub mod time;

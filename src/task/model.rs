@@ -298,7 +298,7 @@ pub struct Container {
     pub health_output: Option<String>,
     pub health_since: Option<Millis>,
     /// Host port bindings Docker reported.
-    pub ports: Vec<crate::runtime::PortBinding>,
+    pub ports: Vec<crate::ports::PortBinding>,
     /// Networks and addresses Docker reported while the container ran (kept after it stops,
     /// as introspection shows them). Absent from checkpoints written before it existed.
     #[serde(default)]

@@ -1,5 +1,7 @@
-//! Small encoders the Docker API needs: percent-encoding for paths and query strings, and the
-//! base64url form of `X-Registry-Auth`. Written here to avoid two dependencies for forty lines.
+//! Small encoders: percent-encoding for URL paths and query strings (the Docker client's and the
+//! local API client's), and the base64url form of Docker's `X-Registry-Auth`. Written here to
+//! avoid two dependencies for forty lines; a leaf module, so both clients use it without one
+//! importing the other.
 
 /// Percent-encodes everything but RFC 3986 unreserved characters (and `/`, `:` and `@` when
 /// `keep_path_separators`, for image references used as a path).
