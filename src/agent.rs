@@ -245,20 +245,16 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             return ExitCode::from(EXIT_RUNTIME);
         }
     };
-    let mut watcher = match TasksDirWatcher::start(
-        handle,
-        config.tasks_dir.clone(),
-        Some(config.data_dir.join("tasks-d.json")),
-        DEFAULT_RESCAN_INTERVAL,
-    ) {
-        Ok(watcher) => watcher,
-        Err(error) => {
-            log::error!("cannot start the tasks.d watcher: {error}");
-            api.shutdown();
-            engine.shutdown();
-            return ExitCode::from(EXIT_RUNTIME);
-        }
-    };
+    let mut watcher =
+        match TasksDirWatcher::start(handle, config.tasks_dir.clone(), DEFAULT_RESCAN_INTERVAL) {
+            Ok(watcher) => watcher,
+            Err(error) => {
+                log::error!("cannot start the tasks.d watcher: {error}");
+                api.shutdown();
+                engine.shutdown();
+                return ExitCode::from(EXIT_RUNTIME);
+            }
+        };
 
     let mut watchdog_usec = 0u64;
     let watchdog = if sd_notify::watchdog_enabled(false, &mut watchdog_usec) && watchdog_usec > 0 {

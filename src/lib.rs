@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod api;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod control;
 pub mod docker;
