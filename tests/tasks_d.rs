@@ -8,12 +8,13 @@ mod api_support;
 mod memory_engine;
 
 use api_support::{TempDir, INVALID_DEFINITION, WEB_DEFINITION};
+use deckhand::clock::now_millis;
 use deckhand::control::tasks_d::{RestartBackoff, ScanSummary, TasksDirWatcher};
 use deckhand::task::TaskStatus;
 use memory_engine::{Call, MemoryEngine};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 /// Long enough that only explicit rescans run during a test.
@@ -360,13 +361,6 @@ fn a_rescan_trigger_works_from_another_thread() {
     assert!(setup
         .engine
         .wait_for_calls(DEADLINE, |calls| !calls.is_empty()));
-}
-
-fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Marks a task STOPPED as the engine does when its essential container exits: no stop command.

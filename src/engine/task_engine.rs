@@ -16,6 +16,7 @@
 //! (waiting for Docker when it does not answer), reports leftover containers, re-adds stop
 //! numbers to the wait group, and only then starts the tasks' loops.
 
+use crate::clock::now_millis;
 use crate::engine::container_spec::{
     assign_docker_names, create_request, new_task_id, random_hex, LABEL_CLUSTER,
 };
@@ -25,8 +26,8 @@ use crate::engine::docker_events::{
 };
 use crate::engine::handle::{EngineError, EngineHandle};
 use crate::engine::managed_task::{
-    now_millis, run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes,
-    TaskRoute, DOCKER_EVENT_INBOX_CAPACITY,
+    run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
+    DOCKER_EVENT_INBOX_CAPACITY,
 };
 use crate::engine::restore::{leftover_containers, reconcile_task, relist_plan};
 use crate::engine::transition::RuleConfig;

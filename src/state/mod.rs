@@ -281,7 +281,7 @@ pub(crate) fn quarantine_path(quarantine_dir: &Path, original: &Path) -> PathBuf
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".to_string());
-    let stamp = now_millis();
+    let stamp = crate::clock::now_millis();
     let mut candidate = quarantine_dir.join(format!("{name}.{stamp}"));
     let mut counter = 1;
     while candidate.exists() {
@@ -289,13 +289,6 @@ pub(crate) fn quarantine_path(quarantine_dir: &Path, original: &Path) -> PathBuf
         counter += 1;
     }
     candidate
-}
-
-fn now_millis() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
 }
 
 /// A task id is used as a file name: refuse anything that could escape `tasks/` or clash with a
