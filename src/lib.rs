@@ -9,6 +9,7 @@ pub mod config;
 pub mod control;
 pub mod docker;
 pub mod engine;
+pub mod event;
 pub mod report;
 pub mod runtime;
 pub mod state;

@@ -28,7 +28,7 @@ pub mod reconcile;
 #[cfg(test)]
 pub(crate) mod scratch;
 
-pub use event_log::{EventLog, EventLogReplay, DEFAULT_RETAIN_EVENTS};
+pub use event_log::{EventLogFile, EventLogReplay, DEFAULT_RETAIN_EVENTS};
 pub use fsio::{FaultInjector, FsStep};
 
 use crate::task::{Millis, Task};
@@ -209,7 +209,7 @@ pub struct StateStore {
     /// cannot be reordered; writes of different tasks never wait on each other.
     task_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     agent: Mutex<AgentState>,
-    event_log: Arc<EventLog>,
+    event_log: Arc<EventLogFile>,
 }
 
 impl fmt::Debug for StateStore {
@@ -454,7 +454,7 @@ impl StateStore {
         }
         agent.next_sequence = agent.next_sequence.max(1);
 
-        let (event_log, events) = EventLog::open(
+        let (event_log, events) = EventLogFile::open(
             &datadir.join("events.log"),
             &quarantine_dir,
             Arc::clone(&faults),
@@ -501,7 +501,7 @@ impl StateStore {
     }
 
     /// The durable event log (the reporter thread appends to it; subscribers read it).
-    pub fn event_log(&self) -> Arc<EventLog> {
+    pub fn event_log(&self) -> Arc<EventLogFile> {
         Arc::clone(&self.event_log)
     }
 
