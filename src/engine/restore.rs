@@ -19,7 +19,7 @@
 //! The orchestration around those pure steps is here too: [`TaskEngine`]'s start-up pass over
 //! its saved tasks (route their Docker ids, reconcile with back-off while Docker does not
 //! answer, report leftovers, re-add unfinished stop numbers to the wait group, then start the
-//! loops), and [`EngineShared::relist_by_label`], which the events thread runs after each
+//! loops), and `EngineShared::relist_by_label`, which the events thread runs after each
 //! reconnect.
 
 use crate::clock::now_millis;
