@@ -245,20 +245,16 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             return ExitCode::from(EXIT_RUNTIME);
         }
     };
-    let mut watcher = match TasksDirWatcher::start(
-        handle,
-        config.tasks_dir.clone(),
-        Some(config.data_dir.join("tasks-d.json")),
-        DEFAULT_RESCAN_INTERVAL,
-    ) {
-        Ok(watcher) => watcher,
-        Err(error) => {
-            log::error!("cannot start the tasks.d watcher: {error}");
-            api.shutdown();
-            engine.shutdown();
-            return ExitCode::from(EXIT_RUNTIME);
-        }
-    };
+    let mut watcher =
+        match TasksDirWatcher::start(handle, config.tasks_dir.clone(), DEFAULT_RESCAN_INTERVAL) {
+            Ok(watcher) => watcher,
+            Err(error) => {
+                log::error!("cannot start the tasks.d watcher: {error}");
+                api.shutdown();
+                engine.shutdown();
+                return ExitCode::from(EXIT_RUNTIME);
+            }
+        };
 
     let mut watchdog_usec = 0u64;
     let watchdog = if sd_notify::watchdog_enabled(false, &mut watchdog_usec) && watchdog_usec > 0 {
@@ -314,6 +310,26 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The agent turns its configuration into the engine's settings here, so the engine imports
+/// nothing of the configuration.
+impl EngineConfig {
+    /// The engine's part of the agent configuration; the rest keeps its defaults.
+    pub fn from_agent_config(config: &Config) -> EngineConfig {
+        EngineConfig {
+            cluster: config.cluster.clone(),
+            cleanup_wait: config.task_cleanup_wait,
+            stop_timeout: config.container_stop_timeout,
+            steady_check_interval: config.steady_state_check_interval,
+            pull_behavior: config.image_pull_behavior.into(),
+            pull_dependent_containers_upfront: config.pull_dependent_containers_upfront,
+            disable_privileged: config.privileged_disabled,
+            remove_orphans: config.remove_orphans,
+            docker_concurrency: config.docker_concurrency,
+            ..EngineConfig::default()
+        }
+    }
+}
+
 /// The configured `ECS_IMAGE_PULL_BEHAVIOR` as the engine's pull behaviour. The configuration
 /// imports nothing of the task model, so the two types meet here, where the agent turns its
 /// configuration into engine settings.
@@ -331,6 +347,41 @@ impl From<ImagePullBehavior> for PullBehavior {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Scope;
+
+    #[test]
+    fn engine_settings_come_from_the_agent_configuration() {
+        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\nDECKHAND_DOCKER_CONCURRENCY=3\n";
+        let config = Config::from_sources(
+            Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
+            &|_| None,
+            Scope::System,
+        )
+        .expect("a valid configuration");
+        let engine = EngineConfig::from_agent_config(&config);
+        assert_eq!(engine.cluster, "edge");
+        assert_eq!(engine.cleanup_wait, Duration::from_secs(600));
+        assert_eq!(engine.stop_timeout, Duration::from_secs(7));
+        assert_eq!(engine.pull_behavior, PullBehavior::Once);
+        assert!(engine.pull_dependent_containers_upfront);
+        assert!(engine.disable_privileged);
+        assert_eq!(engine.docker_concurrency, 3);
+        assert_eq!(
+            engine.steady_check_interval,
+            config.steady_state_check_interval
+        );
+    }
+
+    #[test]
+    fn the_engines_default_pool_size_is_the_configured_default() {
+        assert_eq!(
+            EngineConfig::default().docker_concurrency,
+            Config::from_sources(None, &|_| None, Scope::System)
+                .expect("the defaults load")
+                .docker_concurrency,
+            "the engine's default pool size is the documented DECKHAND_DOCKER_CONCURRENCY"
+        );
+    }
 
     /// Every value the configuration accepts names the same behaviour in the engine.
     #[test]

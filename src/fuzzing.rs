@@ -209,19 +209,28 @@ pub fn config_file(data: &[u8]) {
     let _ = crate::config::parse_duration(text);
 }
 
-/// `tasks.d`: the watcher's state file (before the first NUL byte), then directory entries
-/// separated by `0x01`, each a file name, a newline and the file's contents. Drives the scan's
-/// name filter, hashing, definition parsing, the diff and the source marks.
+/// `tasks.d`: the source marks of the tasks the engine holds, one per line (before the first NUL
+/// byte), then directory entries separated by `0x01`, each a file name, a newline and the file's
+/// contents. Drives the source-mark reader, the scan's name filter, hashing, definition parsing,
+/// the diff and the marks written for new tasks.
 pub fn tasks_d(data: &[u8]) {
     use crate::control::tasks_d::{
-        content_hash, diff, parse_source_mark, parse_state, source_mark, Action, ScannedFile,
+        content_hash, diff, parse_source_mark, source_mark, Action, ScannedFile, TrackedFile,
     };
-    let (state, directory) = match data.iter().position(|byte| *byte == 0) {
+    let (marks, directory) = match data.iter().position(|byte| *byte == 0) {
         Some(split) => (&data[..split], &data[split + 1..]),
         None => (data, &[][..]),
     };
-    let tracked =
-        parse_state(state, Path::new("/var/lib/deckhand/tasks-d.json")).unwrap_or_default();
+    // What the watcher learns from the engine: the file and hash each task's mark names.
+    let tracked: BTreeMap<String, TrackedFile> = String::from_utf8_lossy(marks)
+        .lines()
+        .enumerate()
+        .filter_map(|(index, mark)| {
+            let (file, hash) = parse_source_mark(mark)?;
+            let task_id = format!("{index:032x}");
+            Some((file, TrackedFile { hash, task_id }))
+        })
+        .collect();
     let mut scanned = BTreeMap::new();
     for entry in directory.split(|byte| *byte == 1).filter(|e| !e.is_empty()) {
         let (name, content) = match entry.iter().position(|byte| *byte == b'\n') {

@@ -4,11 +4,13 @@
 pub mod agent;
 pub mod api;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod control;
 pub mod docker;
 pub mod encoding;
 pub mod engine;
+pub mod event;
 /// Entry points of the fuzz targets in `fuzz/`; not an API.
 #[doc(hidden)]
 pub mod fuzzing;

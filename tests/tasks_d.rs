@@ -1,6 +1,6 @@
 //! The `tasks.d` watcher on a real directory, against an in-memory engine: files added, changed,
-//! removed and broken, the order of stop and start, restarts with the state file, and the
-//! periodic rescan.
+//! removed and broken, the order of stop and start, restarts (files matched to tasks by their
+//! source marks), and the periodic rescan.
 
 #[path = "support/api.rs"]
 mod api_support;
@@ -8,12 +8,13 @@ mod api_support;
 mod memory_engine;
 
 use api_support::{TempDir, INVALID_DEFINITION, WEB_DEFINITION};
+use deckhand::clock::now_millis;
 use deckhand::control::tasks_d::{RestartBackoff, ScanSummary, TasksDirWatcher};
 use deckhand::task::TaskStatus;
 use memory_engine::{Call, MemoryEngine};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 /// Long enough that only explicit rescans run during a test.
@@ -41,38 +42,29 @@ struct Setup {
     engine: Arc<MemoryEngine>,
     directory: TempDir,
     tasks_dir: PathBuf,
-    state: PathBuf,
 }
 
 fn setup() -> Setup {
     let directory = TempDir::new("tasks-d");
     let tasks_dir = directory.path().join("tasks.d");
     std::fs::create_dir_all(&tasks_dir).expect("tasks.d");
-    let state = directory.path().join("state").join("tasks-d.json");
     Setup {
         engine: Arc::new(MemoryEngine::new("tasks-d")),
         directory,
         tasks_dir,
-        state,
     }
 }
 
 impl Setup {
     fn watcher(&self, interval: Duration) -> TasksDirWatcher {
-        TasksDirWatcher::start(
-            self.engine.clone(),
-            self.tasks_dir.clone(),
-            Some(self.state.clone()),
-            interval,
-        )
-        .expect("start watcher")
+        TasksDirWatcher::start(self.engine.clone(), self.tasks_dir.clone(), interval)
+            .expect("start watcher")
     }
 
     fn watcher_with_backoff(&self, backoff: RestartBackoff) -> TasksDirWatcher {
         TasksDirWatcher::start_with_backoff(
             self.engine.clone(),
             self.tasks_dir.clone(),
-            Some(self.state.clone()),
             NO_TICK,
             backoff,
         )
@@ -308,8 +300,7 @@ fn a_task_whose_submit_was_never_recorded_is_found_by_its_source_mark() {
         "{sources:?}"
     );
 
-    // A crash right after the submits: the watcher's own record of them never reached the disk.
-    std::fs::remove_file(&setup.state).expect("state file");
+    // A crash right after the submits: the watcher keeps nothing of its own, the marks speak.
     let mut watcher = setup.watcher(NO_TICK);
     assert_eq!(rescan(&watcher), ScanSummary::default());
     assert_eq!(
@@ -323,7 +314,7 @@ fn a_task_whose_submit_was_never_recorded_is_found_by_its_source_mark() {
     assert_eq!(summary.stopped, vec!["worker.json".to_string()]);
     watcher.shutdown();
 
-    // A task stopped by request stays stopped across a restart, state file or not.
+    // A task stopped by request stays stopped across a restart.
     use deckhand::engine::EngineHandle;
     let web = first
         .iter()
@@ -338,7 +329,6 @@ fn a_task_whose_submit_was_never_recorded_is_found_by_its_source_mark() {
         .clone();
     setup.engine.stop(&web).expect("stop");
     setup.engine.finish_stop(&web);
-    std::fs::remove_file(&setup.state).expect("state file");
     let watcher = setup.watcher(NO_TICK);
     assert_eq!(rescan(&watcher), ScanSummary::default());
     assert_eq!(submitted_ids(&setup.engine.calls()), first);
@@ -371,13 +361,6 @@ fn a_rescan_trigger_works_from_another_thread() {
     assert!(setup
         .engine
         .wait_for_calls(DEADLINE, |calls| !calls.is_empty()));
-}
-
-fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Marks a task STOPPED as the engine does when its essential container exits: no stop command.
@@ -437,11 +420,13 @@ fn a_task_that_stops_by_itself_is_started_again_with_a_growing_pause() {
         calls.iter().all(|call| matches!(call, Call::Submit { .. })),
         "restarts stop nothing: {calls:?}"
     );
-    // The state file follows the newest task, so an agent restart does not start another
-    // (the rescan waits for the scan that restarted it to finish writing).
+    // The newest task carries the file's mark, so an agent restart does not start another.
     rescan(&watcher);
-    let state = std::fs::read_to_string(&setup.state).expect("state file");
-    assert!(state.contains(&current), "{state}");
+    drop(watcher);
+    let restarted = setup.watcher(NO_TICK);
+    assert_eq!(rescan(&restarted), ScanSummary::default());
+    let submitted = submitted_ids(&setup.engine.calls());
+    assert_eq!(submitted.last(), Some(&current), "{submitted:?}");
 }
 
 #[test]

@@ -14,8 +14,8 @@ use std::io::{self, Read, Write};
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Most headers accepted in one head.
 pub const MAX_HEADERS: usize = 64;
-/// Largest request body the API accepts (a task definition).
-pub const MAX_REQUEST_BODY_BYTES: usize = 1024 * 1024;
+/// Largest request body the API accepts: a task definition.
+pub const MAX_REQUEST_BODY_BYTES: usize = crate::task::MAX_TASK_DEFINITION_BYTES;
 
 /// A parsed request: method, target split into path and query, headers and the whole body.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Exit code of a runtime failure.
 pub const EXIT_RUNTIME: u8 = 1;
@@ -174,13 +174,6 @@ pub fn resolve_socket(flag: Option<&Path>) -> Result<PathBuf, CliFailure> {
     pick_socket(&candidates, |path| {
         std::os::unix::net::UnixStream::connect(path).map(drop)
     })
-}
-
-fn now_millis() -> Millis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as Millis)
-        .unwrap_or(0)
 }
 
 /// Reads a definition from FILE or stdin (`-`), refusing more than the API accepts.
@@ -528,7 +521,7 @@ pub fn ps(
         let text = serde_json::to_string_pretty(&shown).unwrap_or_default();
         return write_out(out, &format!("{text}\n"));
     }
-    write_out(out, &ps_table(&tasks, all, now_millis()))
+    write_out(out, &ps_table(&tasks, all, crate::clock::now_millis()))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! microseconds, and it means no shared connection state between threads, and a blocking stream
 //! (events, pull) never holds up other calls.
 
+#[cfg(any(test, feature = "test-support"))]
 use std::collections::BTreeMap;
 use std::io::{self, BufReader};
 use std::net::Shutdown;
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(any(test, feature = "test-support"))]
 use serde::Deserialize;
 use serde_json::json;
 
@@ -335,6 +337,7 @@ impl DockerClient {
     }
 
     /// `POST /containers/{id}/kill?signal=…`. A container that is not running is a `Conflict`.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn kill_container(&self, id: &str, signal: &str) -> Result<(), RuntimeError> {
         let mut call = Call::new(
             format!("kill container {id} with {signal}"),
@@ -349,6 +352,7 @@ impl DockerClient {
 
     /// `POST /containers/{id}/wait`: blocks until the container stops (or `timeout` passes) and
     /// returns its exit code.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn wait_container(&self, id: &str, timeout: Duration) -> Result<i64, RuntimeError> {
         #[derive(Deserialize)]
         struct WaitAnswer {
@@ -381,6 +385,7 @@ impl DockerClient {
 
     /// `POST /images/create?fromSrc=-`: makes an image `repository:tag` from a root-filesystem
     /// tarball and returns its id. Used by tests to build images without a registry.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn import_image(
         &self,
         tarball: &[u8],
@@ -406,6 +411,9 @@ impl DockerClient {
     }
 }
 
+/// Volume endpoints: deckhand's engine never makes or lists volumes itself (Docker creates a
+/// task's named volumes at container create); tests use these to check what was made.
+#[cfg(any(test, feature = "test-support"))]
 impl DockerClient {
     /// `POST /volumes/create`: a local volume `name` carrying `labels`; returns its name. Creating
     /// a volume that exists already succeeds (Docker's rule) and keeps its labels.

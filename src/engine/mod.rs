@@ -2,6 +2,7 @@
 //! the pure transition rules, the sequential wait group, the Docker events thread, the worker
 //! pool that makes Docker calls, and the create requests.
 
+mod accept;
 pub mod container_spec;
 pub mod docker_events;
 pub mod handle;

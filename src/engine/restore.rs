@@ -15,13 +15,25 @@
 //! them; the engine logs each and removes it only when `DECKHAND_REMOVE_ORPHANS=true`. The same
 //! comparison runs whenever the Docker event stream reconnects ([`relist_plan`]): a container
 //! created while the stream was down whose task never learned its id is adopted by name.
+//!
+//! The orchestration around those pure steps is here too: [`TaskEngine`]'s start-up pass over
+//! its saved tasks (route their Docker ids, reconcile with back-off while Docker does not
+//! answer, report leftovers, re-add unfinished stop numbers to the wait group, then start the
+//! loops), and `EngineShared::relist_by_label`, which the events thread runs after each
+//! reconnect.
 
-use crate::engine::container_spec::LABEL_TASK_ARN;
+use crate::clock::now_millis;
+use crate::engine::container_spec::{LABEL_CLUSTER, LABEL_TASK_ARN};
+use crate::engine::docker_events::DockerObservation;
+use crate::engine::managed_task::{DesiredCommand, TaskInboxes};
+use crate::engine::task_engine::{new_inboxes, EngineShared, TaskEngine, TaskHandle};
 use crate::engine::transition::{docker_away, exit_error_from_inspection, DockerCallKind};
 use crate::runtime::{ContainerRuntime, ContainerSummary, RuntimeError};
 use crate::state::reconcile::{reconcile_container, DockerView};
-use crate::task::{ContainerStatus, Millis, Task};
+use crate::task::{ContainerStatus, Millis, Task, TaskStatus};
+use crossbeam_channel::Sender;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// What reconciling one task found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -213,6 +225,268 @@ pub fn leftover_containers<'a>(
             !known_ids.contains(summary.id.as_str()) && !known_names.contains(name)
         })
         .collect()
+}
+
+// Restore orchestration: the engine's start-up pass over its saved tasks, and the re-list by
+// label after each reconnect of the event stream (both compare what Docker lists with what the
+// tasks know, and hand leftovers to the same orphan rule).
+
+/// Restore rounds for a task whose containers Docker lists but fails to inspect (a 500, a
+/// malformed answer) before its loop starts anyway, with those containers as they were saved.
+/// Docker not answering at all is waited for without limit: nothing can be done without it.
+const RESTORE_INSPECT_ROUNDS: u32 = 5;
+
+/// A saved task on its way back: reconciled (`changed`: it differs from its file) and routed,
+/// its loop not started yet.
+struct Prepared {
+    task: Task,
+    changed: bool,
+    desired: Sender<DesiredCommand>,
+    shutdown: Sender<()>,
+    inboxes: TaskInboxes,
+}
+
+impl TaskEngine {
+    /// §11: reconcile every saved task with Docker and start its loop. The Docker event
+    /// subscription already exists (made in `start_with`), and each task's saved Docker ids are
+    /// routed before any container is inspected, so no change in between is lost.
+    pub(super) fn restore(&self, saved: Vec<Task>) -> std::io::Result<()> {
+        let started = std::time::Instant::now();
+        let runtime = Arc::clone(&self.shared.worker_context.runtime);
+        let mut prepared: Vec<Prepared> = saved
+            .into_iter()
+            .map(|task| {
+                let (desired, shutdown, inboxes) = new_inboxes();
+                self.route_containers(&task, &inboxes.route);
+                Prepared {
+                    task,
+                    changed: false,
+                    desired,
+                    shutdown,
+                    inboxes,
+                }
+            })
+            .collect();
+
+        let mut waiting: Vec<usize> = (0..prepared.len()).collect();
+        let mut backoff = self.shared.config.events_reconnect.initial;
+        let mut round = 0;
+        loop {
+            round += 1;
+            let mut unanswered = Vec::new();
+            let mut answered_badly = 0;
+            for index in waiting {
+                let Prepared {
+                    task,
+                    changed,
+                    inboxes,
+                    ..
+                } = &mut prepared[index];
+                let outcome = reconcile_task(runtime.as_ref(), task, now_millis());
+                *changed |= outcome.changed;
+                if outcome.adopted {
+                    self.route_containers(task, &inboxes.route);
+                    // Events about it before its id was routed were dropped: re-inspect.
+                    let _ = inboxes.route.resync.try_send(());
+                }
+                if outcome.docker_unreachable {
+                    unanswered.push(index);
+                } else if outcome.inspect_failed {
+                    if round < RESTORE_INSPECT_ROUNDS {
+                        answered_badly += 1;
+                        unanswered.push(index);
+                    } else {
+                        // Docker answers, but keeps failing to inspect a container it still
+                        // lists: start the task with that container as it was (never STOPPED
+                        // for it), and let its loop inspect again, with back-off, once it runs.
+                        log::warn!(
+                            "restore: task {}: Docker keeps failing to inspect a container; \
+                             starting the task with its saved status, its loop inspects again",
+                            task.id
+                        );
+                        let _ = inboxes.route.resync.try_send(());
+                    }
+                }
+            }
+            if unanswered.is_empty() {
+                break;
+            }
+            log::warn!(
+                "restore: Docker does not answer (or answers an inspect with an error, for {} of \
+                 them); {} saved task(s) wait to be reconciled; retrying in {}s",
+                answered_badly,
+                unanswered.len(),
+                backoff.as_secs_f64()
+            );
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(self.shared.config.events_reconnect.maximum);
+            waiting = unanswered;
+        }
+
+        self.report_leftovers(
+            &prepared
+                .iter()
+                .map(|prepared| prepared.task.clone())
+                .collect::<Vec<_>>(),
+        );
+
+        let mut commands = self.shared.commands();
+        // Every saved stop that has not finished blocks later starts again (§9), before any
+        // loop runs.
+        for Prepared { task, .. } in &prepared {
+            if task.stop_sequence > 0 && task.known_status < TaskStatus::Stopped {
+                self.shared.wait_group.add(task.stop_sequence, 1);
+            }
+            commands.last_sequence = commands
+                .last_sequence
+                .max(task.start_sequence)
+                .max(task.stop_sequence);
+        }
+        let count = prepared.len();
+        for Prepared {
+            task,
+            changed,
+            desired,
+            shutdown,
+            inboxes,
+        } in prepared
+        {
+            let unfinished_stop = (task.stop_sequence > 0
+                && task.known_status < TaskStatus::Stopped)
+                .then_some(task.stop_sequence);
+            let stop_registered = task.stop_sequence > 0;
+            let id = task.id.clone();
+            let route = inboxes.route.clone();
+            self.shared.publish_snapshot(&task);
+            let thread = match self.spawn_task(task, unfinished_stop, changed, inboxes) {
+                Ok(thread) => thread,
+                Err(error) => {
+                    if let Some(sequence) = unfinished_stop {
+                        self.shared.wait_group.done(sequence);
+                    }
+                    return Err(error);
+                }
+            };
+            commands.tasks.insert(
+                id,
+                TaskHandle {
+                    desired,
+                    shutdown,
+                    stop_registered,
+                    thread: Some(thread),
+                    route,
+                },
+            );
+        }
+        drop(commands);
+        if count > 0 {
+            log::info!(
+                "restored {count} task(s) in {} ms",
+                started.elapsed().as_millis()
+            );
+        }
+        Ok(())
+    }
+
+    /// Containers of this cluster that no saved task knows: reported, and removed only when
+    /// `DECKHAND_REMOVE_ORPHANS=true`.
+    fn report_leftovers(&self, tasks: &[Task]) {
+        let runtime = &self.shared.worker_context.runtime;
+        let filter = vec![format!("{}={}", LABEL_CLUSTER, self.shared.config.cluster)];
+        let listed = match runtime.list_containers(&filter) {
+            Ok(listed) => listed,
+            Err(error) => {
+                log::warn!("cannot list this cluster's containers to look for leftovers: {error}");
+                return;
+            }
+        };
+        let leftovers: Vec<ContainerSummary> = leftover_containers(&listed, tasks)
+            .into_iter()
+            .cloned()
+            .collect();
+        self.shared.handle_orphans(&leftovers, "at start-up");
+    }
+}
+
+impl EngineShared {
+    /// Containers of this cluster that belong to no task: each is logged, and removed only when
+    /// `DECKHAND_REMOVE_ORPHANS=true`. `moment` says when they were found, for the log.
+    fn handle_orphans(&self, orphans: &[ContainerSummary], moment: &str) {
+        let runtime = &self.worker_context.runtime;
+        for orphan in orphans {
+            let name = orphan.name.trim_start_matches('/');
+            if self.config.remove_orphans {
+                match runtime.remove_container(&orphan.id, true) {
+                    Ok(()) => log::warn!(
+                        "removed leftover container {name} ({}) found {moment}: it carries this \
+                         cluster's labels but belongs to no task (DECKHAND_REMOVE_ORPHANS=true)",
+                        orphan.id
+                    ),
+                    Err(error) => log::warn!(
+                        "cannot remove leftover container {name} ({}): {error}",
+                        orphan.id
+                    ),
+                }
+            } else {
+                log::warn!(
+                    "leftover container {name} ({}) found {moment} carries this cluster's labels but \
+                     belongs to no task; leaving it alone (set DECKHAND_REMOVE_ORPHANS=true to remove \
+                     such containers)",
+                    orphan.id
+                );
+            }
+        }
+    }
+
+    /// The re-list by label after the Docker event stream reconnected (Docker restarted, or the
+    /// connection broke): containers created meanwhile whose task never recorded their id (a
+    /// create whose answer was lost) are handed to that task, which adopts them by name; containers
+    /// of this cluster that belong to no task are reported (and removed only when
+    /// `DECKHAND_REMOVE_ORPHANS=true`). Runs on the events thread; never waits on a task.
+    pub(super) fn relist_by_label(&self) {
+        // Docker is back: every task that waits to retry a call Docker was away for makes it now
+        // (those with containers in Docker were woken by the events thread already; this reaches
+        // the ones still pulling or creating). A full one-slot inbox already holds a wake-up.
+        for handle in self.commands().tasks.values() {
+            let _ = handle.route.resync.try_send(());
+        }
+        // The tasks first, then the list: a container listed after this snapshot was created by a
+        // task in it (a newer task's containers are created later), so nothing new looks orphaned.
+        let tasks: Vec<Task> = self.snapshots().values().cloned().collect();
+        let filter = vec![format!("{}={}", LABEL_CLUSTER, self.config.cluster)];
+        let listed = match self.worker_context.runtime.list_containers(&filter) {
+            Ok(listed) => listed,
+            Err(error) => {
+                log::warn!("cannot list this cluster's containers after the reconnect: {error}");
+                return;
+            }
+        };
+        let plan = relist_plan(&listed, &tasks);
+        self.handle_orphans(&plan.orphans, "after Docker's event stream reconnected");
+        if !plan.adopt.is_empty() {
+            let commands = self.commands();
+            for adoption in plan.adopt {
+                let Some(handle) = commands.tasks.get(&adoption.task_id) else {
+                    continue;
+                };
+                let observation = DockerObservation::FoundByName {
+                    docker_name: adoption.docker_name,
+                };
+                if handle
+                    .route
+                    .docker_events
+                    .try_send((adoption.docker_id, observation))
+                    .is_err()
+                {
+                    log::warn!(
+                        "task {}: its inbox is full; a container found by name is adopted at the \
+                         next reconnect",
+                        adoption.task_id
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

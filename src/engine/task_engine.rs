@@ -15,28 +15,27 @@
 //! Docker events first, routes the saved Docker ids, reconciles each container with Docker
 //! (waiting for Docker when it does not answer), reports leftover containers, re-adds stop
 //! numbers to the wait group, and only then starts the tasks' loops.
+//!
+//! Rooms: this file holds the engine's shared state, its threads' start and shutdown, and the
+//! reads; `accept.rs` takes the commands (submit, stop), `restore.rs` brings saved tasks back
+//! and re-lists by label after a reconnect. The agent maps its configuration onto
+//! [`EngineConfig`] (`agent.rs`), so the engine reads no configuration file format.
 
-use crate::engine::container_spec::{
-    assign_docker_names, create_request, new_task_id, random_hex, LABEL_CLUSTER,
-};
 use crate::engine::docker_events::{
-    event_filter, run_events_thread, DockerIndex, DockerObservation, EventsThreadControl,
-    OnReconnect, Reconnect,
+    event_filter, run_events_thread, DockerIndex, EventsThreadControl, OnReconnect, Reconnect,
 };
-use crate::engine::handle::{EngineError, EngineHandle};
 use crate::engine::managed_task::{
-    now_millis, run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes,
-    TaskRoute, DOCKER_EVENT_INBOX_CAPACITY,
+    run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
+    DOCKER_EVENT_INBOX_CAPACITY,
 };
-use crate::engine::restore::{leftover_containers, reconcile_task, relist_plan};
 use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::worker_pool::{DockerPool, PoolStats, DEFAULT_DOCKER_CONCURRENCY};
 use crate::engine::workers::{StopRetry, WorkerContext};
-use crate::report::{Event, EventLog, DEFAULT_EVENT_CAPACITY};
-use crate::runtime::{ContainerRuntime, ContainerSummary};
+use crate::report::{EventLog, DEFAULT_EVENT_CAPACITY};
+use crate::runtime::ContainerRuntime;
 use crate::state::{StateError, StateStore};
-use crate::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
+use crate::task::{PullBehavior, Task};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -104,47 +103,29 @@ impl Default for EngineConfig {
     }
 }
 
-impl EngineConfig {
-    /// The engine's part of the agent configuration; the rest keeps its defaults.
-    pub fn from_agent_config(config: &crate::config::Config) -> EngineConfig {
-        EngineConfig {
-            cluster: config.cluster.clone(),
-            cleanup_wait: config.task_cleanup_wait,
-            stop_timeout: config.container_stop_timeout,
-            steady_check_interval: config.steady_state_check_interval,
-            pull_behavior: config.image_pull_behavior.into(),
-            pull_dependent_containers_upfront: config.pull_dependent_containers_upfront,
-            disable_privileged: config.privileged_disabled,
-            remove_orphans: config.remove_orphans,
-            docker_concurrency: config.docker_concurrency,
-            ..EngineConfig::default()
-        }
-    }
-}
-
 /// How long shutdown waits for the Docker worker pool's threads to end. Idle workers end at
 /// once; one still inside a Docker call (a pull can take hours) is left to finish it on its own:
 /// every task's loop has ended, so nothing needs its answer, and the process is about to exit.
 pub const WORKER_SHUTDOWN_GRACE: Duration = Duration::from_millis(250);
 
 /// A running managed task, as the engine holds it.
-struct TaskHandle {
-    desired: Sender<DesiredCommand>,
+pub(super) struct TaskHandle {
+    pub(super) desired: Sender<DesiredCommand>,
     /// Sending (or dropping) ends the task's loop.
-    shutdown: Sender<()>,
+    pub(super) shutdown: Sender<()>,
     /// Whether a stop number was registered for this task (only the first stop is).
-    stop_registered: bool,
-    thread: Option<JoinHandle<()>>,
+    pub(super) stop_registered: bool,
+    pub(super) thread: Option<JoinHandle<()>>,
     /// The task's Docker-event inboxes, for the re-list after a reconnect (a container found by
     /// name is handed to its task here, since no Docker id routes to it yet).
-    route: TaskRoute,
+    pub(super) route: TaskRoute,
 }
 
 #[derive(Default)]
-struct Commands {
-    last_sequence: u64,
-    shutting_down: bool,
-    tasks: HashMap<String, TaskHandle>,
+pub(super) struct Commands {
+    pub(super) last_sequence: u64,
+    pub(super) shutting_down: bool,
+    pub(super) tasks: HashMap<String, TaskHandle>,
 }
 
 /// What the engine shares with its managed tasks and their workers.
@@ -166,13 +147,13 @@ pub(crate) struct EngineShared {
 }
 
 impl EngineShared {
-    fn commands(&self) -> MutexGuard<'_, Commands> {
+    pub(super) fn commands(&self) -> MutexGuard<'_, Commands> {
         self.commands
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    fn snapshots(&self) -> MutexGuard<'_, BTreeMap<String, Task>> {
+    pub(super) fn snapshots(&self) -> MutexGuard<'_, BTreeMap<String, Task>> {
         self.snapshots
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -251,7 +232,7 @@ impl EngineShared {
 
 /// The task engine. Dropping it without [`TaskEngine::shutdown`] leaves its threads running.
 pub struct TaskEngine {
-    shared: Arc<EngineShared>,
+    pub(super) shared: Arc<EngineShared>,
     events_control: Arc<EventsThreadControl>,
     events_stop: Mutex<Option<Sender<()>>>,
     events_thread: Mutex<Option<JoinHandle<()>>>,
@@ -338,7 +319,7 @@ impl TaskEngine {
             let control = Arc::clone(&events_control);
             let reconnect = shared.config.events_reconnect;
             let relist_shared = Arc::clone(&shared);
-            let on_reconnect: OnReconnect = Box::new(move || relist_by_label(&relist_shared));
+            let on_reconnect: OnReconnect = Box::new(move || relist_shared.relist_by_label());
             std::thread::Builder::new()
                 .name("docker-events".to_string())
                 .spawn(move || {
@@ -455,18 +436,8 @@ impl TaskEngine {
         self.shared.commands().tasks.len()
     }
 
-    /// The next command sequence number: durable before it is used when there is a store.
-    fn next_sequence(&self, commands: &Commands) -> Result<u64, EngineError> {
-        match &self.shared.store {
-            Some(store) => store
-                .next_sequence()
-                .map_err(|error| unavailable("cannot save the sequence counter", error)),
-            None => Ok(commands.last_sequence + 1),
-        }
-    }
-
     /// `unsaved`: the task differs from its checkpoint (its first pass writes it).
-    fn spawn_task(
+    pub(super) fn spawn_task(
         &self,
         task: Task,
         unfinished_stop: Option<u64>,
@@ -484,7 +455,7 @@ impl TaskEngine {
             .spawn(move || run_managed_task(machine, inboxes, shared))
     }
 
-    fn route_containers(&self, task: &Task, route: &TaskRoute) {
+    pub(super) fn route_containers(&self, task: &Task, route: &TaskRoute) {
         let mut index = self
             .shared
             .docker_index
@@ -494,205 +465,6 @@ impl TaskEngine {
             index.insert(docker_id.clone(), route.clone());
         }
     }
-
-    /// §11: reconcile every saved task with Docker and start its loop. The Docker event
-    /// subscription already exists (made in `start_with`), and each task's saved Docker ids are
-    /// routed before any container is inspected, so no change in between is lost.
-    fn restore(&self, saved: Vec<Task>) -> std::io::Result<()> {
-        let started = std::time::Instant::now();
-        let runtime = Arc::clone(&self.shared.worker_context.runtime);
-        let mut prepared: Vec<Prepared> = saved
-            .into_iter()
-            .map(|task| {
-                let (desired, shutdown, inboxes) = new_inboxes();
-                self.route_containers(&task, &inboxes.route);
-                Prepared {
-                    task,
-                    changed: false,
-                    desired,
-                    shutdown,
-                    inboxes,
-                }
-            })
-            .collect();
-
-        let mut waiting: Vec<usize> = (0..prepared.len()).collect();
-        let mut backoff = self.shared.config.events_reconnect.initial;
-        let mut round = 0;
-        loop {
-            round += 1;
-            let mut unanswered = Vec::new();
-            let mut answered_badly = 0;
-            for index in waiting {
-                let Prepared {
-                    task,
-                    changed,
-                    inboxes,
-                    ..
-                } = &mut prepared[index];
-                let outcome = reconcile_task(runtime.as_ref(), task, now_millis());
-                *changed |= outcome.changed;
-                if outcome.adopted {
-                    self.route_containers(task, &inboxes.route);
-                    // Events about it before its id was routed were dropped: re-inspect.
-                    let _ = inboxes.route.resync.try_send(());
-                }
-                if outcome.docker_unreachable {
-                    unanswered.push(index);
-                } else if outcome.inspect_failed {
-                    if round < RESTORE_INSPECT_ROUNDS {
-                        answered_badly += 1;
-                        unanswered.push(index);
-                    } else {
-                        // Docker answers, but keeps failing to inspect a container it still
-                        // lists: start the task with that container as it was (never STOPPED
-                        // for it), and let its loop inspect again, with back-off, once it runs.
-                        log::warn!(
-                            "restore: task {}: Docker keeps failing to inspect a container; \
-                             starting the task with its saved status, its loop inspects again",
-                            task.id
-                        );
-                        let _ = inboxes.route.resync.try_send(());
-                    }
-                }
-            }
-            if unanswered.is_empty() {
-                break;
-            }
-            log::warn!(
-                "restore: Docker does not answer (or answers an inspect with an error, for {} of \
-                 them); {} saved task(s) wait to be reconciled; retrying in {}s",
-                answered_badly,
-                unanswered.len(),
-                backoff.as_secs_f64()
-            );
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(self.shared.config.events_reconnect.maximum);
-            waiting = unanswered;
-        }
-
-        self.report_leftovers(
-            &prepared
-                .iter()
-                .map(|prepared| prepared.task.clone())
-                .collect::<Vec<_>>(),
-        );
-
-        let mut commands = self.shared.commands();
-        // Every saved stop that has not finished blocks later starts again (§9), before any
-        // loop runs.
-        for Prepared { task, .. } in &prepared {
-            if task.stop_sequence > 0 && task.known_status < TaskStatus::Stopped {
-                self.shared.wait_group.add(task.stop_sequence, 1);
-            }
-            commands.last_sequence = commands
-                .last_sequence
-                .max(task.start_sequence)
-                .max(task.stop_sequence);
-        }
-        let count = prepared.len();
-        for Prepared {
-            task,
-            changed,
-            desired,
-            shutdown,
-            inboxes,
-        } in prepared
-        {
-            let unfinished_stop = (task.stop_sequence > 0
-                && task.known_status < TaskStatus::Stopped)
-                .then_some(task.stop_sequence);
-            let stop_registered = task.stop_sequence > 0;
-            let id = task.id.clone();
-            let route = inboxes.route.clone();
-            self.shared.publish_snapshot(&task);
-            let thread = match self.spawn_task(task, unfinished_stop, changed, inboxes) {
-                Ok(thread) => thread,
-                Err(error) => {
-                    if let Some(sequence) = unfinished_stop {
-                        self.shared.wait_group.done(sequence);
-                    }
-                    return Err(error);
-                }
-            };
-            commands.tasks.insert(
-                id,
-                TaskHandle {
-                    desired,
-                    shutdown,
-                    stop_registered,
-                    thread: Some(thread),
-                    route,
-                },
-            );
-        }
-        drop(commands);
-        if count > 0 {
-            log::info!(
-                "restored {count} task(s) in {} ms",
-                started.elapsed().as_millis()
-            );
-        }
-        Ok(())
-    }
-
-    /// Containers of this cluster that no saved task knows: reported, and removed only when
-    /// `DECKHAND_REMOVE_ORPHANS=true`.
-    fn report_leftovers(&self, tasks: &[Task]) {
-        let runtime = &self.shared.worker_context.runtime;
-        let filter = vec![format!("{}={}", LABEL_CLUSTER, self.shared.config.cluster)];
-        let listed = match runtime.list_containers(&filter) {
-            Ok(listed) => listed,
-            Err(error) => {
-                log::warn!("cannot list this cluster's containers to look for leftovers: {error}");
-                return;
-            }
-        };
-        let leftovers: Vec<ContainerSummary> = leftover_containers(&listed, tasks)
-            .into_iter()
-            .cloned()
-            .collect();
-        handle_orphans(&self.shared, &leftovers, "at start-up");
-    }
-
-    fn reject_if_invalid(&self, task: &Task) -> Result<(), EngineError> {
-        if self.shared.config.disable_privileged {
-            if let Some(container) = task.containers.iter().find(|c| c.definition.privileged) {
-                return Err(EngineError::Rejected {
-                    reason: format!(
-                        "container {:?} is privileged, and privileged containers are disabled on this host (ECS_DISABLE_PRIVILEGED)",
-                        container.name()
-                    ),
-                });
-            }
-        }
-        for index in 0..task.containers.len() {
-            create_request(task, index, &self.shared.config.cluster)
-                .map_err(|reason| EngineError::Rejected { reason })?;
-        }
-        Ok(())
-    }
-}
-
-fn unavailable(what: &str, error: impl std::fmt::Display) -> EngineError {
-    EngineError::Unavailable {
-        reason: format!("{what}: {error}"),
-    }
-}
-
-/// Restore rounds for a task whose containers Docker lists but fails to inspect (a 500, a
-/// malformed answer) before its loop starts anyway, with those containers as they were saved.
-/// Docker not answering at all is waited for without limit: nothing can be done without it.
-const RESTORE_INSPECT_ROUNDS: u32 = 5;
-
-/// A saved task on its way back: reconciled (`changed`: it differs from its file) and routed,
-/// its loop not started yet.
-struct Prepared {
-    task: Task,
-    changed: bool,
-    desired: Sender<DesiredCommand>,
-    shutdown: Sender<()>,
-    inboxes: TaskInboxes,
 }
 
 /// Why a durable engine could not start.
@@ -715,91 +487,8 @@ impl std::fmt::Display for EngineStartError {
 
 impl std::error::Error for EngineStartError {}
 
-/// Containers of this cluster that belong to no task: each is logged, and removed only when
-/// `DECKHAND_REMOVE_ORPHANS=true`. `moment` says when they were found, for the log.
-fn handle_orphans(shared: &EngineShared, orphans: &[ContainerSummary], moment: &str) {
-    let runtime = &shared.worker_context.runtime;
-    for orphan in orphans {
-        let name = orphan.name.trim_start_matches('/');
-        if shared.config.remove_orphans {
-            match runtime.remove_container(&orphan.id, true) {
-                Ok(()) => log::warn!(
-                    "removed leftover container {name} ({}) found {moment}: it carries this \
-                     cluster's labels but belongs to no task (DECKHAND_REMOVE_ORPHANS=true)",
-                    orphan.id
-                ),
-                Err(error) => log::warn!(
-                    "cannot remove leftover container {name} ({}): {error}",
-                    orphan.id
-                ),
-            }
-        } else {
-            log::warn!(
-                "leftover container {name} ({}) found {moment} carries this cluster's labels but \
-                 belongs to no task; leaving it alone (set DECKHAND_REMOVE_ORPHANS=true to remove \
-                 such containers)",
-                orphan.id
-            );
-        }
-    }
-}
-
-/// The re-list by label after the Docker event stream reconnected (Docker restarted, or the
-/// connection broke): containers created meanwhile whose task never recorded their id (a
-/// create whose answer was lost) are handed to that task, which adopts them by name; containers
-/// of this cluster that belong to no task are reported (and removed only when
-/// `DECKHAND_REMOVE_ORPHANS=true`). Runs on the events thread; never waits on a task.
-fn relist_by_label(shared: &EngineShared) {
-    // Docker is back: every task that waits to retry a call Docker was away for makes it now
-    // (those with containers in Docker were woken by the events thread already; this reaches
-    // the ones still pulling or creating). A full one-slot inbox already holds a wake-up.
-    for handle in shared.commands().tasks.values() {
-        let _ = handle.route.resync.try_send(());
-    }
-    // The tasks first, then the list: a container listed after this snapshot was created by a
-    // task in it (a newer task's containers are created later), so nothing new looks orphaned.
-    let tasks: Vec<Task> = shared.snapshots().values().cloned().collect();
-    let filter = vec![format!("{}={}", LABEL_CLUSTER, shared.config.cluster)];
-    let listed = match shared.worker_context.runtime.list_containers(&filter) {
-        Ok(listed) => listed,
-        Err(error) => {
-            log::warn!("cannot list this cluster's containers after the reconnect: {error}");
-            return;
-        }
-    };
-    let plan = relist_plan(&listed, &tasks);
-    handle_orphans(
-        shared,
-        &plan.orphans,
-        "after Docker's event stream reconnected",
-    );
-    if !plan.adopt.is_empty() {
-        let commands = shared.commands();
-        for adoption in plan.adopt {
-            let Some(handle) = commands.tasks.get(&adoption.task_id) else {
-                continue;
-            };
-            let observation = DockerObservation::FoundByName {
-                docker_name: adoption.docker_name,
-            };
-            if handle
-                .route
-                .docker_events
-                .try_send((adoption.docker_id, observation))
-                .is_err()
-            {
-                log::warn!(
-                    "task {}: its inbox is full; a container found by name is adopted at the \
-                     next reconnect",
-                    adoption.task_id
-                );
-            }
-        }
-    }
-}
-
 /// A task's inboxes: the engine keeps the senders, the task's thread the receivers.
-fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
+pub(super) fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
     let (desired_sender, desired) = unbounded();
     let (shutdown_sender, shutdown) = bounded(1);
     let (docker_events_sender, docker_events) = bounded(DOCKER_EVENT_INBOX_CAPACITY);
@@ -817,186 +506,11 @@ fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
     (desired_sender, shutdown_sender, inboxes)
 }
 
-impl TaskEngine {
-    /// Accepts a task (see [`EngineHandle::submit`]) with the control source's mark, which is
-    /// part of the checkpoint that makes it durable.
-    fn submit_with_source(
-        &self,
-        definition: TaskDefinition,
-        source: Option<String>,
-    ) -> Result<Task, EngineError> {
-        let mut commands = self.shared.commands();
-        if commands.shutting_down {
-            return Err(EngineError::ShuttingDown);
-        }
-        let id = new_task_id().map_err(|error| unavailable("cannot make a task id", error))?;
-        let suffixes = (0..definition.containers.len())
-            .map(|_| random_hex(8))
-            .collect::<std::io::Result<Vec<String>>>()
-            .map_err(|error| unavailable("cannot make container names", error))?;
-        let sequence = self.next_sequence(&commands)?;
-        let mut task = Task::new(
-            id.clone(),
-            &self.shared.config.cluster,
-            definition,
-            sequence,
-            now_millis(),
-        );
-        task.source = source;
-        let mut suffixes = suffixes.into_iter();
-        assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
-        self.reject_if_invalid(&task)?;
-        // Durable before it is acknowledged, with its containers' fixed names.
-        self.shared
-            .checkpoint(&task)
-            .map_err(|error| unavailable("cannot save the task", error))?;
-
-        let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
-        let route = inboxes.route.clone();
-        self.shared.publish_snapshot(&task);
-        let thread = self
-            .spawn_task(task.clone(), None, false, inboxes)
-            .map_err(|error| {
-                self.shared.snapshots().remove(&id);
-                if let Some(store) = &self.shared.store {
-                    let _ = store.delete_task(&id);
-                }
-                unavailable("cannot start the task's thread", error)
-            })?;
-        commands.last_sequence = sequence;
-        commands.tasks.insert(
-            id.clone(),
-            TaskHandle {
-                desired: desired_sender,
-                shutdown: shutdown_sender,
-                stop_registered: false,
-                thread: Some(thread),
-                route,
-            },
-        );
-        log::info!(
-            "task {id}: accepted {}:{} with sequence number {sequence}",
-            task.family,
-            task.revision
-        );
-        Ok(task)
-    }
-}
-
-impl EngineHandle for TaskEngine {
-    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
-        self.submit_with_source(definition, None)
-    }
-
-    fn submit_from_source(
-        &self,
-        definition: TaskDefinition,
-        source: String,
-    ) -> Result<Task, EngineError> {
-        self.submit_with_source(definition, Some(source))
-    }
-
-    fn stop(&self, task_id: &str) -> Result<(), EngineError> {
-        let mut commands = self.shared.commands();
-        if commands.shutting_down {
-            return Err(EngineError::ShuttingDown);
-        }
-        if !commands.tasks.contains_key(task_id) {
-            return Err(EngineError::NotFound {
-                task: task_id.to_string(),
-            });
-        }
-        let sequence = self.next_sequence(&commands)?;
-        let handle = commands
-            .tasks
-            .get_mut(task_id)
-            .ok_or_else(|| EngineError::NotFound {
-                task: task_id.to_string(),
-            })?;
-        let registered = !handle.stop_registered;
-        if registered {
-            // Registered here, on the accepting thread, before the next command is accepted.
-            self.shared.wait_group.add(sequence, 1);
-            handle.stop_registered = true;
-        }
-        let (durable_sender, durable) = bounded(1);
-        let command = DesiredCommand {
-            status: TaskStatus::Stopped,
-            sequence,
-            registered,
-            durable: self.shared.store.is_some().then_some(durable_sender),
-        };
-        if handle.desired.send(command).is_err() && registered {
-            // The task's loop is gone (it cannot be: forget() removes the handle first).
-            self.shared.wait_group.done(sequence);
-        }
-        commands.last_sequence = sequence;
-        // Wait for the checkpoint without the command lock: the task's thread may need it
-        // (to forget itself) before it gets to the stop.
-        drop(commands);
-        if self.shared.store.is_some() {
-            match durable.recv_timeout(self.shared.config.durable_ack_timeout) {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
-                    return Err(unavailable("the stop could not be saved", error));
-                }
-                // The task finished and was forgotten before it read the stop: it is stopped.
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {}
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    return Err(EngineError::Unavailable {
-                        reason: format!(
-                            "the stop of task {task_id} was not saved within {}s",
-                            self.shared.config.durable_ack_timeout.as_secs()
-                        ),
-                    });
-                }
-            }
-        }
-        log::info!("task {task_id}: stop accepted with sequence number {sequence}");
-        Ok(())
-    }
-
-    fn tasks(&self) -> Vec<Task> {
-        self.shared.snapshots().values().cloned().collect()
-    }
-
-    fn events_since(&self, after: u64, wait: Duration) -> Vec<Event> {
-        self.shared.reporter.events_since(after, wait)
-    }
-
-    fn cluster(&self) -> String {
-        self.shared.config.cluster.clone()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, Scope};
-    use std::path::Path;
-
-    #[test]
-    fn engine_settings_come_from_the_agent_configuration() {
-        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\nDECKHAND_DOCKER_CONCURRENCY=3\n";
-        let config = Config::from_sources(
-            Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
-            &|_| None,
-            Scope::System,
-        )
-        .expect("a valid configuration");
-        let engine = EngineConfig::from_agent_config(&config);
-        assert_eq!(engine.cluster, "edge");
-        assert_eq!(engine.cleanup_wait, Duration::from_secs(600));
-        assert_eq!(engine.stop_timeout, Duration::from_secs(7));
-        assert_eq!(engine.pull_behavior, PullBehavior::Once);
-        assert!(engine.pull_dependent_containers_upfront);
-        assert!(engine.disable_privileged);
-        assert_eq!(engine.docker_concurrency, 3);
-        assert_eq!(
-            engine.steady_check_interval,
-            config.steady_state_check_interval
-        );
-    }
+    use crate::engine::EngineHandle;
+    use crate::task::{TaskDefinition, TaskStatus};
 
     #[test]
     fn defaults_follow_the_ecs_defaults() {
@@ -1007,13 +521,6 @@ mod tests {
         assert_eq!(config.steady_check_interval, Duration::from_secs(300));
         assert_eq!(config.pull_behavior, PullBehavior::Default);
         assert_eq!(config.event_capacity, 10_000);
-        assert_eq!(
-            config.docker_concurrency,
-            Config::from_sources(None, &|_| None, Scope::System)
-                .expect("the defaults load")
-                .docker_concurrency,
-            "the engine's default pool size is the documented DECKHAND_DOCKER_CONCURRENCY"
-        );
     }
 
     fn single_container(family: &str, image: &str) -> TaskDefinition {

@@ -74,10 +74,7 @@ impl WorkerContext {
             .unwrap_or_else(|poison| poison.into_inner())
             .insert(image.to_string());
         if let Some(store) = &self.store {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
-                .unwrap_or(0);
+            let now = crate::clock::now_millis();
             // Not fatal: at worst the image is pulled once more after a restart.
             if let Err(error) = store.record_image_pulled(image, now) {
                 log::warn!("cannot record that image {image} was pulled: {error}");

@@ -17,26 +17,14 @@
 //! durable log at start-up, so `deckhand events --since N` still sees events recorded before a
 //! restart); a subscriber that asks for older ones gets what is still held.
 
-use crate::report::Event;
+use crate::event::{Event, NewEvent};
 use crate::state::{self, StateError};
-use crate::task::Millis;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Events kept in memory when the configuration does not say otherwise.
 pub const DEFAULT_EVENT_CAPACITY: usize = 10_000;
-
-/// What a managed task hands over; the log fills in `seq`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewEvent {
-    pub time: Millis,
-    pub task: String,
-    pub container: Option<String>,
-    pub status: String,
-    pub exit_code: Option<i64>,
-    pub reason: Option<String>,
-}
 
 #[derive(Debug)]
 pub struct EventLog {
@@ -45,7 +33,7 @@ pub struct EventLog {
     recorded: Condvar,
     capacity: usize,
     /// The durable log the events go to before they count as recorded; `None`: memory only.
-    durable: Option<Arc<state::EventLog>>,
+    durable: Option<Arc<state::EventLogFile>>,
 }
 
 #[derive(Debug)]
@@ -71,7 +59,7 @@ impl EventLog {
 
     fn with_durable(
         capacity: usize,
-        durable: Option<Arc<state::EventLog>>,
+        durable: Option<Arc<state::EventLogFile>>,
         last_sequence: u64,
         events: VecDeque<Event>,
     ) -> EventLog {
@@ -92,7 +80,7 @@ impl EventLog {
 
     /// A log backed by the durable event log: numbering continues after its last event, and the
     /// newest `capacity` events it holds are loaded for subscribers.
-    pub fn durable(capacity: usize, log: Arc<state::EventLog>) -> Result<EventLog, StateError> {
+    pub fn durable(capacity: usize, log: Arc<state::EventLogFile>) -> Result<EventLog, StateError> {
         let capacity = capacity.max(1);
         let next = log.next_seq();
         let first_wanted = next.saturating_sub(capacity as u64).max(1);

@@ -1,12 +1,12 @@
 //! The durable event log: `ECS_DATADIR/events.log`, one JSON line per state-change event
-//! ([`crate::report::Event`]), sequence numbers gap-free.
+//! ([`crate::event::Event`]), sequence numbers gap-free.
 //!
 //! Why durable: subscribers (the API's long-poll, `deckhand events`, later a remote sink) read
 //! events by sequence number, and a restart must neither lose an event that was reported as
 //! recorded nor reuse a number a subscriber has already seen.
 //!
-//! - **Append** writes the lines and fdatasyncs once per call. [`EventLog::append_batch`] is the
-//!   group commit: the reporter drains its inbox and appends everything pending with one fsync.
+//! - **Append** writes the lines and fdatasyncs once per call. [`EventLogFile::append_batch`] is
+//!   the group commit: the reporter drains its inbox and appends everything pending with one fsync.
 //!   A failed write or fsync cuts the file back to its last durable length, so the log never
 //!   holds a half line or an event its caller was told failed.
 //! - **Replay at open** keeps the longest valid prefix. A torn last line (a crash mid-append) is
@@ -18,7 +18,7 @@
 //! - **Reads** use an in-memory table of line offsets (8 bytes per event), so `read_since` costs a
 //!   seek and the bytes read, whatever the file size.
 
-use crate::report::Event;
+use crate::event::Event;
 use crate::state::fsio::{self, FaultInjector, FsError, FsStep};
 use crate::state::{QuarantinedFile, StateError, MAX_STORED_NUMBER};
 use std::fs::File;
@@ -60,18 +60,18 @@ struct Inner {
     needs_cut: bool,
 }
 
-/// The durable event log. Shared between threads (`Arc<EventLog>`); appends are serialised on
+/// The durable event log. Shared between threads (`Arc<EventLogFile>`); appends are serialised on
 /// one mutex, which is held across the fsync because every append goes to the same file.
-pub struct EventLog {
+pub struct EventLogFile {
     path: PathBuf,
     faults: Arc<FaultInjector>,
     retain: usize,
     inner: Mutex<Inner>,
 }
 
-impl std::fmt::Debug for EventLog {
+impl std::fmt::Debug for EventLogFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventLog")
+        f.debug_struct("EventLogFile")
             .field("path", &self.path)
             .finish()
     }
@@ -164,7 +164,7 @@ pub(crate) fn parse_log(bytes: &[u8]) -> ParsedLog {
     parsed
 }
 
-impl EventLog {
+impl EventLogFile {
     /// Open (creating if needed) the log at `path` and replay it. `next_seq_floor` is the lowest
     /// number the next event may carry (from the agent record, in case the log was lost);
     /// damaged content is copied into `quarantine_dir`.
@@ -174,7 +174,7 @@ impl EventLog {
         faults: Arc<FaultInjector>,
         next_seq_floor: u64,
         retain: usize,
-    ) -> Result<(EventLog, EventLogReplay), StateError> {
+    ) -> Result<(EventLogFile, EventLogReplay), StateError> {
         let retain = retain.max(1);
         let existed = path.exists();
         let file = fsio::open_append(&faults, path)?;
@@ -216,7 +216,7 @@ impl EventLog {
             cut_bytes,
             quarantined,
         };
-        let log = EventLog {
+        let log = EventLogFile {
             path: path.to_path_buf(),
             faults,
             retain,
@@ -265,7 +265,7 @@ impl EventLog {
         self.len() == 0
     }
 
-    /// Append one event durably. Its `seq` must be [`EventLog::next_seq`].
+    /// Append one event durably. Its `seq` must be [`EventLogFile::next_seq`].
     pub fn append(&self, event: &Event) -> Result<(), StateError> {
         self.append_batch(std::slice::from_ref(event))
     }
@@ -415,15 +415,15 @@ mod tests {
         fn log_path(&self) -> PathBuf {
             self.directory.path.join("events.log")
         }
-        fn open(&self, retain: usize) -> (EventLog, EventLogReplay) {
+        fn open(&self, retain: usize) -> (EventLogFile, EventLogReplay) {
             self.open_with(Arc::new(FaultInjector::new()), retain)
         }
         fn open_with(
             &self,
             faults: Arc<FaultInjector>,
             retain: usize,
-        ) -> (EventLog, EventLogReplay) {
-            EventLog::open(
+        ) -> (EventLogFile, EventLogReplay) {
+            EventLogFile::open(
                 &self.log_path(),
                 &self.directory.path.join("quarantine"),
                 faults,

@@ -28,7 +28,7 @@ pub mod reconcile;
 #[cfg(test)]
 pub(crate) mod scratch;
 
-pub use event_log::{EventLog, EventLogReplay, DEFAULT_RETAIN_EVENTS};
+pub use event_log::{EventLogFile, EventLogReplay, DEFAULT_RETAIN_EVENTS};
 pub use fsio::{FaultInjector, FsStep};
 
 use crate::task::{Millis, Task};
@@ -214,7 +214,7 @@ pub struct StateStore {
     /// cannot be reordered; writes of different tasks never wait on each other.
     task_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     agent: Mutex<AgentState>,
-    event_log: Arc<EventLog>,
+    event_log: Arc<EventLogFile>,
 }
 
 impl fmt::Debug for StateStore {
@@ -318,7 +318,7 @@ pub(crate) fn quarantine_path(quarantine_dir: &Path, original: &Path) -> PathBuf
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".to_string());
-    let stamp = now_millis();
+    let stamp = crate::clock::now_millis();
     let mut candidate = quarantine_dir.join(format!("{name}.{stamp}"));
     let mut counter = 1;
     while candidate.exists() {
@@ -326,13 +326,6 @@ pub(crate) fn quarantine_path(quarantine_dir: &Path, original: &Path) -> PathBuf
         counter += 1;
     }
     candidate
-}
-
-fn now_millis() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
 }
 
 /// A task id is used as a file name: refuse anything that could escape `tasks/` or clash with a
@@ -514,7 +507,7 @@ impl StateStore {
         }
         agent.next_sequence = agent.next_sequence.max(1);
 
-        let (event_log, events) = EventLog::open(
+        let (event_log, events) = EventLogFile::open(
             &datadir.join("events.log"),
             &quarantine_dir,
             Arc::clone(&faults),
@@ -561,7 +554,7 @@ impl StateStore {
     }
 
     /// The durable event log (the reporter thread appends to it; subscribers read it).
-    pub fn event_log(&self) -> Arc<EventLog> {
+    pub fn event_log(&self) -> Arc<EventLogFile> {
         Arc::clone(&self.event_log)
     }
 

@@ -9,6 +9,7 @@ pub mod time;
 
 pub use definition::{
     parse_task_definition, shutdown_order, start_order, ParsedDefinition, ValidationError,
+    MAX_TASK_DEFINITION_BYTES,
 };
 pub use model::*;
 pub use status::{ContainerStatus, TaskStatus};

@@ -3,11 +3,12 @@
 //! append to. It runs no containers; whole-agent tests use the real engine.
 #![allow(dead_code)]
 
+use deckhand::clock::now_millis;
 use deckhand::engine::{EngineError, EngineHandle};
 use deckhand::report::Event;
 use deckhand::task::{ContainerStatus, Task, TaskDefinition, TaskStatus};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// One command the engine received.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,13 +32,6 @@ pub struct MemoryEngine {
     cluster: String,
     state: Mutex<State>,
     changed: Condvar,
-}
-
-fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 impl MemoryEngine {

@@ -41,6 +41,10 @@ use json::Parser;
 use serde_json::Value;
 use std::fmt;
 
+/// Largest task definition deckhand reads, in bytes: the local API's request body limit and the
+/// size past which a `tasks.d` file (or a file the CLI submits) is refused unread.
+pub const MAX_TASK_DEFINITION_BYTES: usize = 1024 * 1024;
+
 /// A parsed, validated definition plus the warnings (ignored keys) met on the way.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedDefinition {

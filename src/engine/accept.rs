@@ -1,0 +1,200 @@
+//! Acceptance: how the engine takes a command. A submit is numbered, named, checked and saved
+//! before it answers, and its task's thread started; a stop is numbered and registered in the
+//! wait group under the command lock, then acknowledged once the task's own thread saved it
+//! (ENGINE-SEMANTICS §9, §11). `TaskEngine`'s side of [`EngineHandle`].
+
+use crate::clock::now_millis;
+use crate::engine::container_spec::{assign_docker_names, create_request, new_task_id, random_hex};
+use crate::engine::handle::{EngineError, EngineHandle};
+use crate::engine::managed_task::DesiredCommand;
+use crate::engine::task_engine::{new_inboxes, Commands, TaskEngine, TaskHandle};
+use crate::report::Event;
+use crate::task::{Task, TaskDefinition, TaskStatus};
+use crossbeam_channel::bounded;
+use std::time::Duration;
+
+impl TaskEngine {
+    /// Accepts a task (see [`EngineHandle::submit`]) with the control source's mark, which is
+    /// part of the checkpoint that makes it durable.
+    fn submit_with_source(
+        &self,
+        definition: TaskDefinition,
+        source: Option<String>,
+    ) -> Result<Task, EngineError> {
+        let mut commands = self.shared.commands();
+        if commands.shutting_down {
+            return Err(EngineError::ShuttingDown);
+        }
+        let id = new_task_id().map_err(|error| unavailable("cannot make a task id", error))?;
+        let suffixes = (0..definition.containers.len())
+            .map(|_| random_hex(8))
+            .collect::<std::io::Result<Vec<String>>>()
+            .map_err(|error| unavailable("cannot make container names", error))?;
+        let sequence = self.next_sequence(&commands)?;
+        let mut task = Task::new(
+            id.clone(),
+            &self.shared.config.cluster,
+            definition,
+            sequence,
+            now_millis(),
+        );
+        task.source = source;
+        let mut suffixes = suffixes.into_iter();
+        assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
+        self.reject_if_invalid(&task)?;
+        // Durable before it is acknowledged, with its containers' fixed names.
+        self.shared
+            .checkpoint(&task)
+            .map_err(|error| unavailable("cannot save the task", error))?;
+
+        let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
+        let route = inboxes.route.clone();
+        self.shared.publish_snapshot(&task);
+        let thread = self
+            .spawn_task(task.clone(), None, false, inboxes)
+            .map_err(|error| {
+                self.shared.snapshots().remove(&id);
+                if let Some(store) = &self.shared.store {
+                    let _ = store.delete_task(&id);
+                }
+                unavailable("cannot start the task's thread", error)
+            })?;
+        commands.last_sequence = sequence;
+        commands.tasks.insert(
+            id.clone(),
+            TaskHandle {
+                desired: desired_sender,
+                shutdown: shutdown_sender,
+                stop_registered: false,
+                thread: Some(thread),
+                route,
+            },
+        );
+        log::info!(
+            "task {id}: accepted {}:{} with sequence number {sequence}",
+            task.family,
+            task.revision
+        );
+        Ok(task)
+    }
+
+    /// The next command sequence number: durable before it is used when there is a store.
+    fn next_sequence(&self, commands: &Commands) -> Result<u64, EngineError> {
+        match &self.shared.store {
+            Some(store) => store
+                .next_sequence()
+                .map_err(|error| unavailable("cannot save the sequence counter", error)),
+            None => Ok(commands.last_sequence + 1),
+        }
+    }
+
+    fn reject_if_invalid(&self, task: &Task) -> Result<(), EngineError> {
+        if self.shared.config.disable_privileged {
+            if let Some(container) = task.containers.iter().find(|c| c.definition.privileged) {
+                return Err(EngineError::Rejected {
+                    reason: format!(
+                        "container {:?} is privileged, and privileged containers are disabled on this host (ECS_DISABLE_PRIVILEGED)",
+                        container.name()
+                    ),
+                });
+            }
+        }
+        for index in 0..task.containers.len() {
+            create_request(task, index, &self.shared.config.cluster)
+                .map_err(|reason| EngineError::Rejected { reason })?;
+        }
+        Ok(())
+    }
+}
+
+impl EngineHandle for TaskEngine {
+    fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
+        self.submit_with_source(definition, None)
+    }
+
+    fn submit_from_source(
+        &self,
+        definition: TaskDefinition,
+        source: String,
+    ) -> Result<Task, EngineError> {
+        self.submit_with_source(definition, Some(source))
+    }
+
+    fn stop(&self, task_id: &str) -> Result<(), EngineError> {
+        let mut commands = self.shared.commands();
+        if commands.shutting_down {
+            return Err(EngineError::ShuttingDown);
+        }
+        if !commands.tasks.contains_key(task_id) {
+            return Err(EngineError::NotFound {
+                task: task_id.to_string(),
+            });
+        }
+        let sequence = self.next_sequence(&commands)?;
+        let handle = commands
+            .tasks
+            .get_mut(task_id)
+            .ok_or_else(|| EngineError::NotFound {
+                task: task_id.to_string(),
+            })?;
+        let registered = !handle.stop_registered;
+        if registered {
+            // Registered here, on the accepting thread, before the next command is accepted.
+            self.shared.wait_group.add(sequence, 1);
+            handle.stop_registered = true;
+        }
+        let (durable_sender, durable) = bounded(1);
+        let command = DesiredCommand {
+            status: TaskStatus::Stopped,
+            sequence,
+            registered,
+            durable: self.shared.store.is_some().then_some(durable_sender),
+        };
+        if handle.desired.send(command).is_err() && registered {
+            // The task's loop is gone (it cannot be: forget() removes the handle first).
+            self.shared.wait_group.done(sequence);
+        }
+        commands.last_sequence = sequence;
+        // Wait for the checkpoint without the command lock: the task's thread may need it
+        // (to forget itself) before it gets to the stop.
+        drop(commands);
+        if self.shared.store.is_some() {
+            match durable.recv_timeout(self.shared.config.durable_ack_timeout) {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    return Err(unavailable("the stop could not be saved", error));
+                }
+                // The task finished and was forgotten before it read the stop: it is stopped.
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    return Err(EngineError::Unavailable {
+                        reason: format!(
+                            "the stop of task {task_id} was not saved within {}s",
+                            self.shared.config.durable_ack_timeout.as_secs()
+                        ),
+                    });
+                }
+            }
+        }
+        log::info!("task {task_id}: stop accepted with sequence number {sequence}");
+        Ok(())
+    }
+
+    fn tasks(&self) -> Vec<Task> {
+        self.shared.snapshots().values().cloned().collect()
+    }
+
+    fn events_since(&self, after: u64, wait: Duration) -> Vec<Event> {
+        self.shared.reporter.events_since(after, wait)
+    }
+
+    fn cluster(&self) -> String {
+        self.shared.config.cluster.clone()
+    }
+}
+
+fn unavailable(what: &str, error: impl std::fmt::Display) -> EngineError {
+    EngineError::Unavailable {
+        reason: format!("{what}: {error}"),
+    }
+}
