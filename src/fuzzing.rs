@@ -72,8 +72,8 @@ fn docker_stream_line(line: &[u8]) {
 pub fn docker_json(data: &[u8]) {
     if let Ok(info) = wire::parse_container_info(data) {
         let _ = crate::engine::managed_task::status_from_inspect(&info);
-        let _ = crate::state::reconcile::docker_state_status(&info);
-        let _ = crate::state::reconcile::inspected_metadata(&info);
+        let _ = crate::engine::reconcile::docker_state_status(&info);
+        let _ = crate::engine::reconcile::inspected_metadata(&info);
     }
     let _ = wire::parse_container_list(data);
     let _ = wire::parse_volume_list(data);

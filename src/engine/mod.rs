@@ -7,6 +7,7 @@ pub mod container_spec;
 pub mod docker_events;
 pub mod handle;
 pub mod managed_task;
+pub mod reconcile;
 pub mod restore;
 #[cfg(test)]
 mod simulation;

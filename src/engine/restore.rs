@@ -1,7 +1,7 @@
 //! Restore after a restart (ENGINE-SEMANTICS §11 step 3 and the leftover-container scan): bring
 //! each checkpointed task in line with what Docker has now, before its loop starts again.
 //!
-//! The per-container rule is the pure `state::reconcile::reconcile_container`; this file only
+//! The per-container rule is the pure `reconcile::reconcile_container`; this file only
 //! looks each container up (by its fixed name when no Docker id was saved — a crash between the
 //! create call and its answer — by id otherwise) and applies the outcome. Only Docker's "no
 //! such container" means a container vanished; when an inspect fails otherwise and Docker does
@@ -26,10 +26,10 @@ use crate::clock::now_millis;
 use crate::engine::container_spec::{LABEL_CLUSTER, LABEL_TASK_ARN};
 use crate::engine::docker_events::DockerObservation;
 use crate::engine::managed_task::{DesiredCommand, TaskInboxes};
+use crate::engine::reconcile::{reconcile_container, DockerView};
 use crate::engine::task_engine::{new_inboxes, EngineShared, TaskEngine, TaskHandle};
 use crate::engine::transition::{docker_away, exit_error_from_inspection, DockerCallKind};
 use crate::runtime::{ContainerRuntime, ContainerSummary, RuntimeError};
-use crate::state::reconcile::{reconcile_container, DockerView};
 use crate::task::{ContainerStatus, Millis, Task, TaskStatus};
 use crossbeam_channel::Sender;
 use std::collections::HashSet;

@@ -76,7 +76,7 @@
 //! # What the simulator tolerates, and why
 //!
 //! - Docker answers a restore-time inspection with success, 404, "unreachable", a time-out, or
-//!   (with [`INSPECT_ERRORS_AT_RESTORE`]) a 500 or a malformed answer, which `state::reconcile`
+//!   (with [`INSPECT_ERRORS_AT_RESTORE`]) a 500 or a malformed answer, which `engine::reconcile`
 //!   retries rather than taking as "vanished".
 //! - A failed removal at cleanup is not retried by the engine: the containers it named stay in
 //!   Docker (counted as `leftovers`, not failed).

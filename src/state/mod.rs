@@ -24,7 +24,6 @@
 
 pub mod event_log;
 pub mod fsio;
-pub mod reconcile;
 #[cfg(test)]
 pub(crate) mod scratch;
 
