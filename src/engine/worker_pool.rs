@@ -417,8 +417,9 @@ fn run_worker(shared: &PoolShared) {
             ..
         } = job;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-        let panicked = outcome.is_err();
         if let Err(panic) = outcome {
+            // Counted before the task hears of it, so whoever sees the answer sees the count.
+            shared.state().panicked += 1;
             let message = panic_message(panic.as_ref());
             log::error!("{label}: the Docker call panicked: {message}");
             if let Err(panic) =
@@ -433,7 +434,6 @@ fn run_worker(shared: &PoolShared) {
         let mut state = shared.state();
         state.busy -= 1;
         state.completed += 1;
-        state.panicked += u64::from(panicked);
         state.queue.finished(holds_pull_slot);
         drop(state);
         if holds_pull_slot {
