@@ -1,5 +1,5 @@
 //! The task engine against the scripted fake runtime: one test per behaviour of
-//! ENGINE-SEMANTICS §2–§10. Deterministic: no sleeps; every wait is for the event, call or
+//! docs/ENGINE.md §2–§10. Deterministic: no sleeps; every wait is for the event, call or
 //! snapshot that proves the behaviour, with a deadline.
 
 #[path = "support/definitions.rs"]

@@ -1,7 +1,7 @@
 //! Acceptance: how the engine takes a command. A submit is numbered, named, checked and saved
 //! before it answers, and its task's thread started; a stop is numbered and registered in the
 //! wait group under the command lock, then acknowledged once the task's own thread saved it
-//! (ENGINE-SEMANTICS §9, §11). `TaskEngine`'s side of [`EngineHandle`].
+//! (docs/ENGINE.md §9, §11). `TaskEngine`'s side of [`EngineHandle`].
 
 use crate::clock::now_millis;
 use crate::engine::container_spec::{assign_docker_names, create_request, new_task_id, random_hex};

@@ -1,5 +1,5 @@
 //! Restore-time reconciliation of one checkpointed container with what Docker has
-//! (ENGINE-SEMANTICS §11 step 3), as a pure function: the caller looks the container up (by name
+//! (docs/ENGINE.md §11 step 3), as a pure function: the caller looks the container up (by name
 //! when the record has no Docker id, by id otherwise), passes what it saw, and applies the
 //! outcome. No I/O here, so every row of the table is a unit test.
 //!

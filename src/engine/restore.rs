@@ -1,4 +1,4 @@
-//! Restore after a restart (ENGINE-SEMANTICS §11 step 3 and the leftover-container scan): bring
+//! Restore after a restart (docs/ENGINE.md §11 step 3 and the leftover-container scan): bring
 //! each checkpointed task in line with what Docker has now, before its loop starts again.
 //!
 //! The per-container rule is the pure `reconcile::reconcile_container`; this file only

@@ -4,7 +4,7 @@
 //!
 //! Commands (submit, stop) are serialised by one lock so sequence numbers follow acceptance order,
 //! and a stop is registered in the wait group before the lock is released: a start accepted
-//! after it always sees it (ENGINE-SEMANTICS §9). Nothing here writes a task's statuses; only the
+//! after it always sees it (docs/ENGINE.md §9). Nothing here writes a task's statuses; only the
 //! task's own thread does, and it publishes a snapshot (and writes its checkpoint) after each
 //! change.
 //!
@@ -42,7 +42,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Engine settings; defaults per ENGINE-SEMANTICS §13.
+/// Engine settings; defaults per docs/ENGINE.md §13.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// `ECS_CLUSTER`: used in ARNs, labels and the event subscription.
@@ -251,7 +251,7 @@ impl TaskEngine {
     }
 
     /// Starts the engine over a state store and restores `saved` (the tasks the store loaded):
-    /// ENGINE-SEMANTICS §11. Returns once every saved task's loop runs; waits (logging why)
+    /// docs/ENGINE.md §11. Returns once every saved task's loop runs; waits (logging why)
     /// while Docker does not answer.
     pub fn start_durable(
         runtime: Arc<dyn ContainerRuntime>,

@@ -1,4 +1,4 @@
-//! The engine's pure decision rules (ENGINE-SEMANTICS §3–§8, §12): which state a container goes to
+//! The engine's pure decision rules (docs/ENGINE.md §3–§8, §12): which state a container goes to
 //! next, whether its dependencies are resolved, what a failed Docker call means, when to give up.
 //!
 //! Everything here is a plain function over the task model: no threads, no clock (callers pass

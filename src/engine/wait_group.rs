@@ -1,4 +1,4 @@
-//! The sequential wait group (ENGINE-SEMANTICS §9): orders stops before later starts.
+//! The sequential wait group (docs/ENGINE.md §9): orders stops before later starts.
 //!
 //! Every accepted stop registers its sequence number here (`add`) on the thread that accepted the
 //! command, before the next command is accepted, so a start in the same batch cannot slip past it.

@@ -1,4 +1,4 @@
-//! The durable state store under `ECS_DATADIR` (ENGINE-SEMANTICS §11): what survives `kill -9`,
+//! The durable state store under `ECS_DATADIR` (docs/ENGINE.md §11): what survives `kill -9`,
 //! a power cut or an upgrade.
 //!
 //! Layout:

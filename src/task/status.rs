@@ -1,4 +1,4 @@
-//! Container and task statuses (ENGINE-SEMANTICS §1).
+//! Container and task statuses (docs/ENGINE.md §1).
 //!
 //! The ordering is the derive: every status only rises, and the rules compare statuses with `<`.
 //! Serialized as upper-case names; on load the legacy names `UNKNOWN` (= NONE) and `DEAD`
