@@ -295,6 +295,11 @@ impl DockerPool {
 
     /// Wakes the idle workers: a queued job was marked unwanted and can be answered now.
     pub fn wake(&self) {
+        // Under the queue's lock: a worker is then either before its look at the queue (and sees
+        // the mark) or already waiting (and is woken). Without it, a worker that had just looked
+        // and was about to wait missed this wake-up, and the stopping task waited for a worker
+        // that slept on.
+        let _queue = self.shared.state();
         self.shared.work_available.notify_all();
     }
 
