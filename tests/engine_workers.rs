@@ -229,10 +229,23 @@ fn a_stop_completes_while_pulls_hold_every_worker_they_may_take() {
     );
     let stats = harness.engine.docker_pool_stats();
     assert!(stats.peak_busy <= workers, "{stats:?}");
+    // Which tasks' pulls hold the workers depends on which task threads queued theirs first.
+    let pulled: Vec<String> = harness
+        .fake
+        .calls_of(Op::Pull)
+        .iter()
+        .map(|call| call.subject.clone())
+        .filter(|image| image.starts_with("test/slow-"))
+        .collect();
+    let holds_a_worker = |number: usize| pulled.contains(&format!("test/slow-{number}:1"));
     // The tasks whose pulls wait in the queue stop without waiting for a worker: their pulls
     // are skipped, and they are never created.
-    for (number, id) in pulling.iter().enumerate().skip(workers - 1) {
-        harness.stop_and_wait(id);
+    let queued: Vec<usize> = (0..pulling.len())
+        .filter(|number| !holds_a_worker(*number))
+        .collect();
+    assert_eq!(queued.len(), pulling.len() - (workers - 1), "{pulled:?}");
+    for number in &queued {
+        harness.stop_and_wait(&pulling[*number]);
         assert_eq!(harness.fake.count(Op::Create, &format!("slow-{number}")), 0);
     }
     assert_eq!(
@@ -243,8 +256,8 @@ fn a_stop_completes_while_pulls_hold_every_worker_they_may_take() {
     for gate in &gates {
         gate.release();
     }
-    for id in &pulling[..workers - 1] {
-        harness.stop_and_wait(id);
+    for number in (0..pulling.len()).filter(|number| holds_a_worker(*number)) {
+        harness.stop_and_wait(&pulling[number]);
     }
 }
 
