@@ -6,6 +6,7 @@ pub mod container_spec;
 pub mod docker_events;
 pub mod handle;
 pub mod managed_task;
+pub mod messages;
 pub mod restore;
 #[cfg(test)]
 mod simulation;

@@ -13,7 +13,7 @@
 //! is caught by the pool and answered by [`input_for_panicked_call`], so the task always hears
 //! back and its container never stays "in flight".
 
-use crate::engine::managed_task::{DockerCall, Input, TransitionOutput};
+use crate::engine::messages::{DockerCall, Input, TransitionOutput};
 use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::engine::worker_pool::{panic_message, CallClass};
 use crate::runtime::{
