@@ -8,6 +8,7 @@ pub mod handle;
 pub mod managed_task;
 pub mod messages;
 pub mod restore;
+pub(crate) mod shared;
 #[cfg(test)]
 mod simulation;
 pub mod task_engine;

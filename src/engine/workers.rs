@@ -509,8 +509,7 @@ fn stop_with_retries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::managed_task::classify_error;
-    use crate::engine::transition::{error_outcome, ErrorOutcome};
+    use crate::engine::transition::{classify_error, error_outcome, ErrorOutcome};
 
     #[test]
     fn a_call_that_panicked_answers_as_a_failed_call_the_error_rules_handle() {

@@ -8,7 +8,7 @@ use crate::engine::managed_task::machine::ManagedTask;
 use crate::engine::messages::{
     DesiredCommand, DockerCall, DockerObservation, Effect, Input, TaskRoute, TimerKind,
 };
-use crate::engine::task_engine::EngineShared;
+use crate::engine::shared::TaskShared;
 use crate::engine::worker_pool::Job;
 use crate::engine::workers::{
     answer_without_calling, call_class, input_for_panicked_call, operation_name, run_docker_call,
@@ -110,7 +110,7 @@ fn perform(
     machine: &mut ManagedTask,
     effects: Vec<Effect>,
     state: &mut LoopState,
-    shared: &EngineShared,
+    shared: &TaskShared,
     route: &TaskRoute,
     results: &Sender<Box<Input>>,
 ) -> bool {
@@ -226,7 +226,7 @@ pub(super) fn worker_label(task_id: &str, operation: &str) -> String {
 
 fn spawn_worker(
     task: &Task,
-    shared: &EngineShared,
+    shared: &TaskShared,
     call: DockerCall,
     results: &Sender<Box<Input>>,
     task_stopping: &std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -281,7 +281,7 @@ fn spawn_worker(
 pub(crate) fn run_managed_task(
     mut machine: ManagedTask,
     inboxes: TaskInboxes,
-    shared: std::sync::Arc<EngineShared>,
+    shared: std::sync::Arc<TaskShared>,
 ) {
     let task_id = machine.task().id.clone();
     let mut state = LoopState::default();
@@ -325,7 +325,7 @@ pub(crate) fn run_managed_task(
 fn run_managed_task_loop(
     machine: &mut ManagedTask,
     inboxes: &TaskInboxes,
-    shared: &EngineShared,
+    shared: &TaskShared,
     state: &mut LoopState,
 ) -> bool {
     // Boxed: an unbounded channel allocates its slots 31 at a time and keeps one block per

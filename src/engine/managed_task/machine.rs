@@ -7,7 +7,7 @@
 use crate::engine::container_spec::{create_request, task_volume_names};
 use crate::engine::messages::{DockerCall, DockerObservation, Effect, Input, Reported, TimerKind};
 use crate::engine::transition::{
-    derive_task_known_status, docker_away, docker_retry_delay, error_outcome,
+    classify_error, derive_task_known_status, docker_away, docker_retry_delay, error_outcome,
     essential_container_stopped, exit_error_from_inspection, inspect_says_gone, is_steady,
     next_state, restop_on_running_report, should_restart, stop_grace, unable_to_progress,
     DockerAction, DockerCallKind, NextState, ProgressVerdict, RuleConfig,
@@ -117,35 +117,6 @@ struct ContainerChange {
     observed_at: Option<i64>,
     /// A restart was tried for this STOPPED already (and failed): apply it normally.
     restart_failed: bool,
-}
-
-/// Classifies a failed Docker call for the rules of §6.
-pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> ContainerError {
-    let kind = match error {
-        RuntimeError::Timeout { .. } => ContainerErrorKind::Timeout,
-        // No answer was had, as after a timeout: a start may have happened (so it is stopped in
-        // the background), a stop may not have (so it is tried again).
-        RuntimeError::Panicked { .. } => ContainerErrorKind::Timeout,
-        RuntimeError::NoSuchContainer { .. } => ContainerErrorKind::NoSuchContainer,
-        RuntimeError::Unreachable { .. } => ContainerErrorKind::Unreachable,
-        _ if target == ContainerStatus::Pulled => ContainerErrorKind::CannotPull,
-        RuntimeError::CannotPull { .. } => ContainerErrorKind::CannotPull,
-        _ if target == ContainerStatus::Running
-            && error.to_string().trim_end().ends_with("EOF") =>
-        {
-            ContainerErrorKind::StartEof
-        }
-        // A start whose answer was lost (the connection closed mid-answer) is the same case
-        // as a start error ending in EOF: it may have happened, so it is stopped (§6).
-        RuntimeError::Protocol { .. } if target == ContainerStatus::Running => {
-            ContainerErrorKind::StartEof
-        }
-        _ => ContainerErrorKind::Other,
-    };
-    ContainerError {
-        kind,
-        message: error.to_string(),
-    }
 }
 
 /// Docker's view of a container as a status (§11): running → RUNNING; dead → STOPPED; never
