@@ -108,9 +108,21 @@ pub enum Input {
     TimerFired(TimerKind),
     /// The reporter recorded an event.
     Reported(Reported),
-    /// The reporter could not record an event (the durable log failed): it is emitted again at
-    /// the next re-check (steady state, or cleanup's wait for the STOPPED report).
-    ReportFailed(Reported),
+    /// The reporter could not record an event (the durable log failed, with `error`): it is
+    /// emitted again at the next re-check (steady state, or cleanup's wait for the STOPPED
+    /// report).
+    ReportFailed {
+        reported: Reported,
+        error: String,
+    },
+    /// The checkpoint asked for by the last `Effect::Checkpoint` is on disk.
+    CheckpointWritten,
+    /// The checkpoint could not be written (the file on disk is older than the task): the
+    /// task writes it again after its next input, and a desired change waiting to be durable
+    /// is refused with `error`.
+    CheckpointFailed {
+        error: String,
+    },
     /// Cleanup removed the containers.
     Removed,
     /// Cleanup could not remove everything because Docker was away: it is tried again.
@@ -167,8 +179,19 @@ pub enum Effect {
         event: NewEvent,
         reported: Reported,
     },
-    /// The task changed: publish the snapshot and write the checkpoint.
+    /// The task changed: write the checkpoint and publish the snapshot; the loop answers with
+    /// `Input::CheckpointWritten` or `Input::CheckpointFailed`.
     Checkpoint,
+    /// Answer whoever waits for the last desired change to be durable: `Ok` once its checkpoint
+    /// is written, or why it is not (a stop is acknowledged only after that).
+    AcknowledgeDesired {
+        result: Result<(), String>,
+    },
+    /// Something for the agent's log; the loop prefixes the task id.
+    Log {
+        level: log::Level,
+        message: String,
+    },
     ArmTimer {
         timer: TimerKind,
         at: Millis,

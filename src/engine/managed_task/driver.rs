@@ -28,19 +28,16 @@ pub struct TaskInboxes {
     pub route: TaskRoute,
 }
 
-/// What the loop holds besides the state machine: armed timers, the wait-group receiver, the
-/// Docker ids it registered for routing.
+/// What the loop holds besides the state machine: the I/O ends of its effects (armed timers,
+/// the wait-group receiver, the Docker ids it registered for routing, the reply channel of the
+/// desired change being handled), never a decision of the protocol.
 #[derive(Default)]
 struct LoopState {
     timers: std::collections::BTreeMap<TimerKind, std::time::Instant>,
     wait_group_ready: Option<Receiver<()>>,
     tracked_docker_ids: Vec<String>,
-    /// The last checkpoint write failed with this (the file on disk is older than the task).
-    checkpoint_error: Option<String>,
-    /// Who waits for the desired change being handled to be durable.
+    /// Who waits for the desired change being handled to be durable (`AcknowledgeDesired`).
     durable_reply: Option<Sender<Result<(), String>>>,
-    /// An event the reporter could not record; logged once until recording works again.
-    report_failing: bool,
     /// The registered stop number of the desired change being handled: taken off the inbox but
     /// not yet owned by the state machine, so a panic in between must still finish it.
     registered_stop_in_hand: Option<u64>,
@@ -149,43 +146,34 @@ fn perform(
                         .map(|reason| format!(": {reason}"))
                         .unwrap_or_default()
                 );
-                match shared.reporter.record(event) {
-                    Ok(_) => {
-                        state.report_failing = false;
-                        queue.extend(machine.handle(Input::Reported(reported), now_millis()));
-                    }
-                    Err(error) => {
-                        // Not reported: `sent` stays below, cleanup waits for it, and the
-                        // task emits it again at its next re-check (or after a restart).
-                        queue.extend(machine.handle(Input::ReportFailed(reported), now_millis()));
-                        if !state.report_failing {
-                            log::error!(
-                                "task {}: cannot record a state-change event: {error}",
-                                machine.task().id
-                            );
-                            state.report_failing = true;
-                        }
-                    }
-                }
+                let receipt = match shared.reporter.record(event) {
+                    Ok(_) => Input::Reported(reported),
+                    Err(error) => Input::ReportFailed {
+                        reported,
+                        error: error.to_string(),
+                    },
+                };
+                queue.extend(machine.handle(receipt, now_millis()));
             }
             Effect::Checkpoint => {
                 // On disk first, then visible: whoever sees the snapshot finds the file as new.
                 let written = shared.checkpoint(machine.task());
                 shared.publish_snapshot(machine.task());
-                match written {
-                    Ok(()) => {
-                        if state.checkpoint_error.take().is_some() {
-                            log::info!("task {}: checkpoint written again", machine.task().id);
-                        }
-                    }
-                    Err(error) => {
-                        let message = error.to_string();
-                        if state.checkpoint_error.is_none() {
-                            log::error!("task {}: checkpoint failed: {message}", machine.task().id);
-                        }
-                        state.checkpoint_error = Some(message);
-                    }
+                let receipt = match written {
+                    Ok(()) => Input::CheckpointWritten,
+                    Err(error) => Input::CheckpointFailed {
+                        error: error.to_string(),
+                    },
+                };
+                queue.extend(machine.handle(receipt, now_millis()));
+            }
+            Effect::AcknowledgeDesired { result } => {
+                if let Some(reply) = state.durable_reply.take() {
+                    let _ = reply.send(result);
                 }
+            }
+            Effect::Log { level, message } => {
+                log::log!(level, "task {}: {message}", machine.task().id);
             }
             Effect::ArmTimer { timer, at } => {
                 let delay = Duration::from_millis(at.saturating_sub(now_millis()));
@@ -357,21 +345,6 @@ fn run_managed_task_loop(
             &inboxes.route,
             &results_sender,
         );
-        if state.checkpoint_error.is_some() {
-            // The file on disk is behind the task: try again now rather than only at the next
-            // change (a disk that was full may have room again).
-            if shared.checkpoint(machine.task()).is_ok() {
-                log::info!("task {}: checkpoint written again", machine.task().id);
-                state.checkpoint_error = None;
-            }
-        }
-        if let Some(reply) = state.durable_reply.take() {
-            let answer = match &state.checkpoint_error {
-                None => Ok(()),
-                Some(error) => Err(error.clone()),
-            };
-            let _ = reply.send(answer);
-        }
     }
     true
 }

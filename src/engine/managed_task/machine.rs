@@ -101,6 +101,17 @@ pub struct ManagedTask {
     /// Inputs the task posts to itself (synthetic changes), handled before the next pass.
     own_inbox: VecDeque<Input>,
     dirty: bool,
+    /// Why the last checkpoint write failed: the file on disk is older than the task, so it is
+    /// written again after the next input (a disk that was full may have room again).
+    checkpoint_error: Option<String>,
+    /// `Checkpoint` effects handed out whose answer has not come back yet.
+    unanswered_checkpoints: usize,
+    /// A failed checkpoint was written again since the last input (once per input).
+    checkpoint_retried: bool,
+    /// A desired change was handled and whoever sent it waits to hear that it is durable.
+    acknowledgement_due: bool,
+    /// An event the reporter could not record: logged once until recording works again.
+    report_failing: bool,
 }
 
 /// A change to one container, whatever its origin.
@@ -204,6 +215,11 @@ impl ManagedTask {
             cleanup_at: None,
             own_inbox: VecDeque::new(),
             dirty: false,
+            checkpoint_error: None,
+            unanswered_checkpoints: 0,
+            checkpoint_retried: false,
+            acknowledgement_due: false,
+            report_failing: false,
         }
     }
 
@@ -272,6 +288,7 @@ impl ManagedTask {
             self.phase = Phase::Progressing;
         }
         self.run_until_quiet(now, &mut effects);
+        self.settle_durability(&mut effects);
         effects
     }
 
@@ -281,9 +298,72 @@ impl ManagedTask {
         if self.phase == Phase::Done {
             return effects;
         }
-        self.own_inbox.push_back(input);
-        self.run_until_quiet(now, &mut effects);
+        match input {
+            // A checkpoint's answer changes nothing of the task: no pass follows it.
+            Input::CheckpointWritten => self.checkpoint_written(&mut effects),
+            Input::CheckpointFailed { error } => self.checkpoint_failed(error, &mut effects),
+            input => {
+                if matches!(input, Input::Desired { .. }) {
+                    self.acknowledgement_due = true;
+                }
+                self.own_inbox.push_back(input);
+                self.run_until_quiet(now, &mut effects);
+                self.checkpoint_retried = false;
+                if self.checkpoint_error.is_some() && !effects.contains(&Effect::Checkpoint) {
+                    self.retry_checkpoint(&mut effects);
+                }
+            }
+        }
+        self.settle_durability(&mut effects);
         effects
+    }
+
+    fn checkpoint_written(&mut self, effects: &mut Vec<Effect>) {
+        self.unanswered_checkpoints = self.unanswered_checkpoints.saturating_sub(1);
+        if self.checkpoint_error.take().is_some() {
+            effects.push(Effect::Log {
+                level: log::Level::Info,
+                message: "checkpoint written again".to_string(),
+            });
+        }
+    }
+
+    fn checkpoint_failed(&mut self, error: String, effects: &mut Vec<Effect>) {
+        self.unanswered_checkpoints = self.unanswered_checkpoints.saturating_sub(1);
+        if self.checkpoint_error.is_none() {
+            effects.push(Effect::Log {
+                level: log::Level::Error,
+                message: format!("checkpoint failed: {error}"),
+            });
+        }
+        self.checkpoint_error = Some(error);
+        if !self.checkpoint_retried {
+            self.retry_checkpoint(effects);
+        }
+    }
+
+    /// The file on disk is behind the task: try again now rather than only at the next change
+    /// (a disk that was full may have room again), once per input.
+    fn retry_checkpoint(&mut self, effects: &mut Vec<Effect>) {
+        self.checkpoint_retried = true;
+        effects.push(Effect::Checkpoint);
+    }
+
+    /// Counts the checkpoints handed out, and answers a desired change once every checkpoint
+    /// since it has answered: durable if the last one was written.
+    fn settle_durability(&mut self, effects: &mut Vec<Effect>) {
+        self.unanswered_checkpoints += effects
+            .iter()
+            .filter(|effect| **effect == Effect::Checkpoint)
+            .count();
+        if self.acknowledgement_due && self.unanswered_checkpoints == 0 {
+            self.acknowledgement_due = false;
+            let result = match &self.checkpoint_error {
+                None => Ok(()),
+                Some(error) => Err(error.clone()),
+            };
+            effects.push(Effect::AcknowledgeDesired { result });
+        }
     }
 
     /// Processes inputs (the given one, then whatever the task posts to itself) and progress
@@ -388,10 +468,12 @@ impl ManagedTask {
                     if !inspect_says_gone(error) {
                         // Not a fact about the container (a 500, a malformed answer, Docker
                         // away): its status stays as it was; inspect it again after a back-off.
-                        log::debug!(
-                            "task {}: inspecting {container} failed: {error}; inspecting again later",
-                            self.task.id
-                        );
+                        effects.push(Effect::Log {
+                            level: log::Level::Debug,
+                            message: format!(
+                                "inspecting {container} failed: {error}; inspecting again later"
+                            ),
+                        });
                         self.reinspect[index] = true;
                         self.arm_docker_retry(now, effects);
                         return;
@@ -527,29 +609,33 @@ impl ManagedTask {
                 match result {
                     Ok(()) => {
                         self.restart_confirmed_at[index] = restarted.last_restart_at;
-                        log::info!(
-                            "task {}: restarted container {container} (restart {})",
-                            self.task.id,
-                            restarted.restart_count
-                        );
+                        effects.push(Effect::Log {
+                            level: log::Level::Info,
+                            message: format!(
+                                "restarted container {container} (restart {})",
+                                restarted.restart_count
+                            ),
+                        });
                         self.docker_answered();
                     }
                     // Docker is away (it restarts, and took the container down with it): the
                     // restart is made when Docker is back, not given up.
                     Err(error) if docker_away(DockerCallKind::Start, &error) => {
-                        log::warn!(
-                            "task {}: cannot restart container {container} while Docker is away \
-                             ({error}); restarting it when Docker is back",
-                            self.task.id
-                        );
+                        effects.push(Effect::Log {
+                            level: log::Level::Warn,
+                            message: format!(
+                                "cannot restart container {container} while Docker is away \
+                             ({error}); restarting it when Docker is back"
+                            ),
+                        });
                         self.restart_pending[index] = Some(exit_code);
                         self.arm_docker_retry(now, effects);
                     }
                     Err(error) => {
-                        log::warn!(
-                            "task {}: restarting container {container} failed: {error}",
-                            self.task.id
-                        );
+                        effects.push(Effect::Log {
+                            level: log::Level::Warn,
+                            message: format!("restarting container {container} failed: {error}"),
+                        });
                         // A restart that timed out (or lost its answer) may have started the
                         // container after all: stop it, as §6 does for a start, as the
                         // container's own transition, so that it becomes STOPPED with the
@@ -625,30 +711,10 @@ impl ManagedTask {
                 }
             }
             Input::TimerFired(TimerKind::Cleanup) => self.cleanup_if_due(now, effects),
-            Input::Reported(Reported::Container { name, status }) => {
-                if let Some(index) = self.task.container_index(&name) {
-                    let container = &mut self.task.containers[index];
-                    if container.sent_status < status {
-                        container.sent_status = status;
-                        self.dirty = true;
-                    }
-                }
-            }
-            Input::ReportFailed(Reported::Container { name, .. }) => {
-                if let Some(index) = self.task.container_index(&name) {
-                    self.emitted_container[index] = self.task.containers[index].sent_status;
-                }
-            }
-            Input::ReportFailed(Reported::Task { .. }) => {
-                self.emitted_task = self.task.sent_status;
-            }
-            Input::Reported(Reported::Task { status }) => {
-                if self.task.sent_status < status {
-                    self.task.sent_status = status;
-                    self.dirty = true;
-                }
-                self.cleanup_if_due(now, effects);
-            }
+            Input::Reported(reported) => self.reported(reported, now, effects),
+            Input::ReportFailed { reported, error } => self.report_failed(reported, error, effects),
+            // Answered in `handle`, outside the passes.
+            Input::CheckpointWritten | Input::CheckpointFailed { .. } => {}
             Input::Removed => {
                 if self.phase == Phase::Removing {
                     self.phase = Phase::Done;
@@ -657,16 +723,61 @@ impl ManagedTask {
             }
             Input::RemoveDeferred { error } => {
                 if self.phase == Phase::Removing {
-                    log::info!(
-                        "task {}: cannot remove its containers while Docker is away ({error}); \
-                         trying again",
-                        self.task.id
-                    );
+                    effects.push(Effect::Log {
+                        level: log::Level::Info,
+                        message: format!(
+                            "cannot remove its containers while Docker is away ({error}); \
+                         trying again"
+                        ),
+                    });
                     self.phase = Phase::AwaitingCleanup;
                     self.remove_deferred = true;
                     self.arm_docker_retry(now, effects);
                 }
             }
+        }
+    }
+
+    /// The reporter recorded an event: `sent` rises, and cleanup may be due.
+    fn reported(&mut self, reported: Reported, now: Millis, effects: &mut Vec<Effect>) {
+        self.report_failing = false;
+        match reported {
+            Reported::Container { name, status } => {
+                if let Some(index) = self.task.container_index(&name) {
+                    let container = &mut self.task.containers[index];
+                    if container.sent_status < status {
+                        container.sent_status = status;
+                        self.dirty = true;
+                    }
+                }
+            }
+            Reported::Task { status } => {
+                if self.task.sent_status < status {
+                    self.task.sent_status = status;
+                    self.dirty = true;
+                }
+                self.cleanup_if_due(now, effects);
+            }
+        }
+    }
+
+    /// Not reported: `sent` stays below, cleanup waits for it, and the task emits it again at
+    /// its next re-check (or after a restart).
+    fn report_failed(&mut self, reported: Reported, error: String, effects: &mut Vec<Effect>) {
+        match reported {
+            Reported::Container { name, .. } => {
+                if let Some(index) = self.task.container_index(&name) {
+                    self.emitted_container[index] = self.task.containers[index].sent_status;
+                }
+            }
+            Reported::Task { .. } => self.emitted_task = self.task.sent_status,
+        }
+        if !self.report_failing {
+            self.report_failing = true;
+            effects.push(Effect::Log {
+                level: log::Level::Error,
+                message: format!("cannot record a state-change event: {error}"),
+            });
         }
     }
 
@@ -838,12 +949,14 @@ impl ManagedTask {
             return;
         };
         let container = &mut self.task.containers[index];
-        log::info!(
-            "task {}: adopted container {} ({docker_id}), found by its name {docker_name} after \
+        effects.push(Effect::Log {
+            level: log::Level::Info,
+            message: format!(
+                "adopted container {} ({docker_id}), found by its name {docker_name} after \
              Docker's event stream came back",
-            self.task.id,
-            container.name()
-        );
+                container.name()
+            ),
+        });
         container.docker_id = Some(docker_id.clone());
         self.dirty = true;
         effects.push(Effect::TrackContainer {
@@ -1266,16 +1379,18 @@ impl ManagedTask {
         }
         let name = container.name().to_string();
         if self.docker_retry_attempt == 0 {
-            log::warn!(
-                "task {}: Docker is away ({error}); container {name} waits for it to go to \
-                 {target}",
-                self.task.id
-            );
+            effects.push(Effect::Log {
+                level: log::Level::Warn,
+                message: format!(
+                    "Docker is away ({error}); container {name} waits for it to go to \
+                 {target}"
+                ),
+            });
         } else {
-            log::debug!(
-                "task {}: Docker is still away ({error}); container {name} waits",
-                self.task.id
-            );
+            effects.push(Effect::Log {
+                level: log::Level::Debug,
+                message: format!("Docker is still away ({error}); container {name} waits"),
+            });
         }
         self.arm_docker_retry(now, effects);
         // An exit held until the start call answered (§12) is applied now that it did: the
@@ -1459,10 +1574,11 @@ impl ManagedTask {
         }
         match unable_to_progress(&self.task) {
             ProgressVerdict::GiveUpStopped => {
-                log::warn!(
-                    "task {}: cannot reach STOPPED by any further step; marking it STOPPED",
-                    self.task.id
-                );
+                effects.push(Effect::Log {
+                    level: log::Level::Warn,
+                    message: "cannot reach STOPPED by any further step; marking it STOPPED"
+                        .to_string(),
+                });
                 self.task.known_status = TaskStatus::Stopped;
                 self.task.known_status_time = Some(now);
                 if self.task.stopped_reason.is_none() {

@@ -118,9 +118,12 @@ fn an_event_the_reporter_failed_to_record_is_emitted_again_while_cleanup_waits()
     assert!(!removes(&effects), "not reported yet: no removal");
     // The durable log refused it: the next re-check emits it again.
     machine.handle(
-        Input::ReportFailed(Reported::Task {
-            status: TaskStatus::Stopped,
-        }),
+        Input::ReportFailed {
+            reported: Reported::Task {
+                status: TaskStatus::Stopped,
+            },
+            error: "the event log cannot write".to_string(),
+        },
         80_001,
     );
     let effects = machine.handle(Input::TimerFired(TimerKind::Cleanup), 110_000);
@@ -1451,4 +1454,144 @@ fn a_restart_docker_was_away_for_is_made_when_docker_is_back() {
     );
     assert_eq!(machine.task().containers[0].restart_count, 1);
     assert_eq!(machine.task().containers[0].applied_status, None);
+}
+
+/// A running machine whose every checkpoint was answered as written, as the driver answers them.
+fn running_machine_on_disk() -> ManagedTask {
+    let mut machine = ManagedTask::new(one_container_task(), settings(Duration::ZERO), None);
+    let mut effects = machine.start(1_000);
+    for input in [
+        transition(ContainerStatus::Pulled, None),
+        transition(ContainerStatus::Created, Some("id-1")),
+        transition(ContainerStatus::Running, None),
+    ] {
+        for _ in 0..checkpoints(&effects) {
+            machine.handle(Input::CheckpointWritten, 1_001);
+        }
+        effects = machine.handle(input, 1_002);
+    }
+    for _ in 0..checkpoints(&effects) {
+        machine.handle(Input::CheckpointWritten, 1_003);
+    }
+    assert_eq!(machine.task().known_status, TaskStatus::Running);
+    machine
+}
+
+fn desired_stop(sequence: u64) -> Input {
+    Input::Desired {
+        status: TaskStatus::Stopped,
+        sequence,
+        registered: false,
+    }
+}
+
+fn acknowledgements(effects: &[Effect]) -> Vec<Result<(), String>> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::AcknowledgeDesired { result } => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn checkpoints(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .filter(|effect| **effect == Effect::Checkpoint)
+        .count()
+}
+
+fn logged(effects: &[Effect], level: log::Level) -> Vec<String> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::Log {
+                level: effect_level,
+                message,
+            } if *effect_level == level => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_stop_is_acknowledged_once_its_checkpoint_is_written() {
+    let mut machine = running_machine_on_disk();
+    let effects = machine.handle(desired_stop(7), 5_000);
+    assert_eq!(checkpoints(&effects), 1, "{effects:?}");
+    assert!(
+        acknowledgements(&effects).is_empty(),
+        "not before the write"
+    );
+    let effects = machine.handle(Input::CheckpointWritten, 5_001);
+    assert_eq!(acknowledgements(&effects), vec![Ok(())]);
+    // A desired change that changes nothing is durable already.
+    let effects = machine.handle(desired_stop(8), 5_002);
+    assert_eq!(checkpoints(&effects), 0, "{effects:?}");
+    assert_eq!(acknowledgements(&effects), vec![Ok(())]);
+}
+
+#[test]
+fn a_failed_checkpoint_is_written_again_once_per_input_and_a_stop_waits_for_it() {
+    let mut machine = running_machine_on_disk();
+    let effects = machine.handle(desired_stop(7), 5_000);
+    assert_eq!(checkpoints(&effects), 1, "{effects:?}");
+    // The write fails: logged once, and tried again at once.
+    let full = || Input::CheckpointFailed {
+        error: "no space left on device".to_string(),
+    };
+    let effects = machine.handle(full(), 5_001);
+    assert_eq!(logged(&effects, log::Level::Error).len(), 1, "{effects:?}");
+    assert_eq!(checkpoints(&effects), 1, "one retry: {effects:?}");
+    assert!(acknowledgements(&effects).is_empty());
+    // The retry fails too: the stop is refused with why, and nothing is tried again now.
+    let effects = machine.handle(full(), 5_002);
+    assert_eq!(checkpoints(&effects), 0, "{effects:?}");
+    assert!(
+        logged(&effects, log::Level::Error).is_empty(),
+        "logged once"
+    );
+    assert_eq!(
+        acknowledgements(&effects),
+        vec![Err("no space left on device".to_string())]
+    );
+    // The next input writes it again, even though it changes nothing; once written, the
+    // stop sent again is acknowledged.
+    let effects = machine.handle(desired_stop(8), 5_003);
+    assert_eq!(checkpoints(&effects), 1, "{effects:?}");
+    assert!(acknowledgements(&effects).is_empty());
+    let effects = machine.handle(Input::CheckpointWritten, 5_004);
+    assert_eq!(logged(&effects, log::Level::Info).len(), 1, "{effects:?}");
+    assert_eq!(acknowledgements(&effects), vec![Ok(())]);
+    let effects = machine.handle(Input::Resync, 5_005);
+    assert_eq!(checkpoints(&effects), 0, "written: no retry: {effects:?}");
+}
+
+#[test]
+fn a_reporter_failure_is_logged_once_until_recording_works_again() {
+    let mut machine = running_machine();
+    let failed = || Input::ReportFailed {
+        reported: Reported::Container {
+            name: "app".into(),
+            status: ContainerStatus::Running,
+        },
+        error: "the event log cannot write".to_string(),
+    };
+    let effects = machine.handle(failed(), 5_000);
+    assert_eq!(logged(&effects, log::Level::Error).len(), 1, "{effects:?}");
+    let effects = machine.handle(failed(), 5_001);
+    assert!(
+        logged(&effects, log::Level::Error).is_empty(),
+        "{effects:?}"
+    );
+    machine.handle(
+        Input::Reported(Reported::Container {
+            name: "app".into(),
+            status: ContainerStatus::Running,
+        }),
+        5_002,
+    );
+    let effects = machine.handle(failed(), 5_003);
+    assert_eq!(logged(&effects, log::Level::Error).len(), 1, "{effects:?}");
 }
