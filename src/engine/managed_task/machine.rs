@@ -2,10 +2,13 @@
 //! one input (a desired change, a transition result, an inspection, a Docker event, a timer, a
 //! delivery receipt) and the current time, applies the pure rules of `transition.rs`, and returns
 //! effects (run a Docker call, emit an event, checkpoint, arm a timer, wait for or finish a
-//! wait-group number, done). It owns no thread, socket or clock, so tests drive it step by step.
+//! wait-group number, done). It owns no thread, socket or clock and writes no log (its log lines
+//! are `Effect::Log`s), so tests and the simulator drive it step by step.
 
 use crate::engine::container_spec::{create_request, task_volume_names};
-use crate::engine::messages::{DockerCall, DockerObservation, Effect, Input, Reported, TimerKind};
+use crate::engine::messages::{
+    DockerCall, DockerObservation, Effect, Input, Reported, TimerKind, TransitionOutput,
+};
 use crate::engine::transition::{
     classify_error, derive_task_known_status, docker_away, docker_retry_delay, error_outcome,
     essential_container_stopped, exit_error_from_inspection, inspect_says_gone, is_steady,
@@ -406,117 +409,9 @@ impl ManagedTask {
                 container,
                 target,
                 result,
-            } => {
-                let Some(index) = self.task.container_index(&container) else {
-                    return;
-                };
-                if let Err(error) = &result {
-                    if docker_away(DockerCallKind::for_target(target), error) {
-                        self.docker_away_for_transition(index, target, error, now, effects);
-                        return;
-                    }
-                }
-                self.docker_answered();
-                let change = match result {
-                    Ok(output) => {
-                        if let Some(docker_id) = &output.docker_id {
-                            self.task.containers[index].docker_id = Some(docker_id.clone());
-                            self.dirty = true;
-                            effects.push(Effect::TrackContainer {
-                                docker_id: docker_id.clone(),
-                            });
-                        }
-                        if target == ContainerStatus::Pulled {
-                            self.task.pull_stopped_at = Some(now);
-                        }
-                        ContainerChange {
-                            status: target,
-                            from_transition: true,
-                            exit_code: output.info.as_ref().and_then(|info| {
-                                (target == ContainerStatus::Stopped).then_some(info.state.exit_code)
-                            }),
-                            observed_at: output
-                                .info
-                                .as_ref()
-                                .and_then(|info| observed_time(target, info)),
-                            info: output.info,
-                            ..ContainerChange::default()
-                        }
-                    }
-                    Err(error) => {
-                        if target == ContainerStatus::Pulled {
-                            self.task.pull_stopped_at = Some(now);
-                        }
-                        ContainerChange {
-                            status: target,
-                            error: Some(classify_error(target, &error)),
-                            from_transition: true,
-                            ..ContainerChange::default()
-                        }
-                    }
-                };
-                self.container_change(index, change, now, effects);
-                if let Some(exit) = self.exit_during_start[index].take() {
-                    self.container_change(index, exit, now, effects);
-                }
-            }
+            } => self.transition_answered(container, target, result, now, effects),
             Input::Inspected { container, result } => {
-                let Some(index) = self.task.container_index(&container) else {
-                    return;
-                };
-                if let Err(error) = &result {
-                    if !inspect_says_gone(error) {
-                        // Not a fact about the container (a 500, a malformed answer, Docker
-                        // away): its status stays as it was; inspect it again after a back-off.
-                        effects.push(Effect::Log {
-                            level: log::Level::Debug,
-                            message: format!(
-                                "inspecting {container} failed: {error}; inspecting again later"
-                            ),
-                        });
-                        self.reinspect[index] = true;
-                        self.arm_docker_retry(now, effects);
-                        return;
-                    }
-                }
-                self.docker_answered();
-                self.reinspect[index] = false;
-                match result {
-                    Ok(info) => {
-                        let status = status_from_inspect(&info);
-                        let change = ContainerChange {
-                            status,
-                            exit_code: (status == ContainerStatus::Stopped)
-                                .then_some(info.state.exit_code),
-                            observed_at: observed_time(status, &info),
-                            info: Some(info),
-                            ..ContainerChange::default()
-                        };
-                        self.container_change(index, change, now, effects);
-                    }
-                    Err(RuntimeError::NoSuchContainer { message }) => {
-                        let known = self.task.containers[index].known_status;
-                        // A container adopted by its name (its id is known, its create's answer
-                        // was lost) that is gone again was removed from outside, like one known
-                        // CREATED or RUNNING: it vanished, rather than being made once more
-                        // under a new id.
-                        let exists_for_the_task = known >= ContainerStatus::Created
-                            || self.task.containers[index].docker_id.is_some();
-                        if exists_for_the_task && known < ContainerStatus::Stopped {
-                            let change = ContainerChange {
-                                status: ContainerStatus::Stopped,
-                                error: Some(ContainerError {
-                                    kind: ContainerErrorKind::Vanished,
-                                    message: format!("container vanished from Docker: {message}"),
-                                }),
-                                ..ContainerChange::default()
-                            };
-                            self.container_change(index, change, now, effects);
-                        }
-                    }
-                    // Handled above.
-                    Err(_) => {}
-                }
+                self.inspected(container, result, now, effects)
             }
             Input::DockerEvent {
                 docker_id,
@@ -525,216 +420,394 @@ impl ManagedTask {
             Input::DockerEvent {
                 docker_id,
                 observation,
-            } => {
-                let Some(index) = self
-                    .task
-                    .containers
-                    .iter()
-                    .position(|container| container.docker_id.as_deref() == Some(&docker_id))
-                else {
-                    return;
-                };
-                match observation {
-                    DockerObservation::Status {
-                        status,
-                        exit_code,
-                        at,
-                    } => {
-                        let change = ContainerChange {
-                            status,
-                            exit_code,
-                            observed_at: at,
-                            ..ContainerChange::default()
-                        };
-                        let known = self.task.containers[index].known_status;
-                        if status == ContainerStatus::Running
-                            && known < ContainerStatus::Running
-                            && self.task.containers[index].applied_status
-                                == Some(ContainerStatus::Running)
-                        {
-                            // Our own start call is in flight: its answer brings RUNNING together
-                            // with the inspection (ports, start time), so a reader who sees RUNNING
-                            // also sees the container's port bindings, as ECS reports them.
-                            return;
-                        }
-                        let exited =
-                            status == ContainerStatus::Stopped && known < ContainerStatus::Stopped;
-                        // Applied at once: the STOPPED event must not wait on Docker, which
-                        // answers an inspection of a just-died container only after it has
-                        // finished handling the exit. A memory kill was recorded by the `oom`
-                        // event that came first.
-                        self.container_change(index, change, now, effects);
-                        if exited {
-                            // Then one inspection, in the background, for what the event does
-                            // not say: the exit code of a `stop`, the finish time, and Docker's
-                            // own error (recorded on the container if none came first).
-                            effects.push(Effect::Docker(DockerCall::Inspect {
-                                container: self.task.containers[index].name().to_string(),
-                                docker_id,
-                            }));
-                        }
-                    }
-                    DockerObservation::Health { health } => {
-                        self.set_health(index, health, None, now);
-                    }
-                    DockerObservation::OutOfMemory => self.record_out_of_memory(index),
-                    // Handled above: it names a container by its name, not its id.
-                    DockerObservation::FoundByName { .. } => {}
-                }
-            }
+            } => self.docker_event(docker_id, observation, now, effects),
             Input::SyntheticStop { container, error } => {
-                let Some(index) = self.task.container_index(&container) else {
-                    return;
-                };
-                let change = ContainerChange {
-                    status: ContainerStatus::Stopped,
-                    error,
-                    from_transition: true,
-                    ..ContainerChange::default()
-                };
-                self.container_change(index, change, now, effects);
+                self.synthetic_stop(container, error, now, effects)
             }
             Input::Restarted {
                 container,
                 exit_code,
                 result,
-            } => {
-                let Some(index) = self.task.container_index(&container) else {
-                    return;
-                };
-                let restarted = &mut self.task.containers[index];
-                if restarted.applied_status == Some(ContainerStatus::Running) {
-                    restarted.applied_status = None;
-                }
-                match result {
-                    Ok(()) => {
-                        self.restart_confirmed_at[index] = restarted.last_restart_at;
-                        effects.push(Effect::Log {
-                            level: log::Level::Info,
-                            message: format!(
-                                "restarted container {container} (restart {})",
-                                restarted.restart_count
-                            ),
-                        });
-                        self.docker_answered();
-                    }
-                    // Docker is away (it restarts, and took the container down with it): the
-                    // restart is made when Docker is back, not given up.
-                    Err(error) if docker_away(DockerCallKind::Start, &error) => {
-                        effects.push(Effect::Log {
-                            level: log::Level::Warn,
-                            message: format!(
-                                "cannot restart container {container} while Docker is away \
-                             ({error}); restarting it when Docker is back"
-                            ),
-                        });
-                        self.restart_pending[index] = Some(exit_code);
-                        self.arm_docker_retry(now, effects);
-                    }
-                    Err(error) => {
-                        effects.push(Effect::Log {
-                            level: log::Level::Warn,
-                            message: format!("restarting container {container} failed: {error}"),
-                        });
-                        // A restart that timed out (or lost its answer) may have started the
-                        // container after all: stop it, as §6 does for a start, as the
-                        // container's own transition, so that it becomes STOPPED with the
-                        // stop's answer rather than while Docker may still run it.
-                        let may_run = error_outcome(
-                            ContainerStatus::Running,
-                            &classify_error(ContainerStatus::Running, &error),
-                            self.settings.rules.pull_behavior,
-                        )
-                        .stop_in_background;
-                        let container = &mut self.task.containers[index];
-                        match (may_run, container.docker_id.clone()) {
-                            (true, Some(docker_id)) => {
-                                container.applied_status = Some(ContainerStatus::Stopped);
-                                self.dirty = true;
-                                effects.push(Effect::Docker(DockerCall::Stop {
-                                    container: container.name().to_string(),
-                                    docker_id,
-                                    grace: stop_grace(container, self.settings.stop_timeout),
-                                    background: false,
-                                }));
-                            }
-                            _ => {
-                                let change = ContainerChange {
-                                    status: ContainerStatus::Stopped,
-                                    exit_code,
-                                    restart_failed: true,
-                                    ..ContainerChange::default()
-                                };
-                                self.container_change(index, change, now, effects);
-                            }
-                        }
-                    }
-                }
-                // An exit held while the restart call was out (the restarted container exited
-                // again) is handled now that its answer cleared `applied`, as after a start.
-                if let Some(exit) = self.exit_during_start[index].take() {
-                    self.container_change(index, exit, now, effects);
-                }
-            }
-            Input::Resync => {
-                // The event stream reconnected (Docker is back) or events were missed: what
-                // waited for Docker is tried now rather than at the end of its back-off.
-                self.retry_docker_now();
-                self.inspect_all(effects);
-                self.retry_pending_restarts(effects);
-            }
-            Input::TimerFired(TimerKind::DockerRetry) => {
-                self.docker_retry_at = None;
-                self.reinspect_failed(effects);
-                self.retry_pending_restarts(effects);
-                // Progressing: the pass that follows makes the due calls again.
-                if std::mem::take(&mut self.remove_deferred) {
-                    self.cleanup_if_due(now, effects);
-                }
-            }
-            Input::WaitGroupReady => {
-                if self.phase == Phase::WaitingForStops {
-                    self.phase = Phase::Progressing;
-                }
-            }
-            Input::TimerFired(TimerKind::SteadyCheck) => {
-                self.steady_timer_armed = false;
-                self.emit_unreported(now, effects);
-                if self.task.known_status < TaskStatus::Stopped {
-                    self.inspect_all(effects);
-                }
-            }
-            Input::TimerFired(TimerKind::DependencyPoll) => {
-                self.dependency_poll_armed = false;
-                if self.phase == Phase::Progressing {
-                    self.inspect_all(effects);
-                }
-            }
+            } => self.restarted(container, exit_code, result, now, effects),
+            Input::Resync => self.resync(effects),
+            Input::TimerFired(TimerKind::DockerRetry) => self.docker_retry_fired(now, effects),
+            Input::WaitGroupReady => self.wait_group_ready(),
+            Input::TimerFired(TimerKind::SteadyCheck) => self.steady_check_fired(now, effects),
+            Input::TimerFired(TimerKind::DependencyPoll) => self.dependency_poll_fired(effects),
             Input::TimerFired(TimerKind::Cleanup) => self.cleanup_if_due(now, effects),
             Input::Reported(reported) => self.reported(reported, now, effects),
             Input::ReportFailed { reported, error } => self.report_failed(reported, error, effects),
             // Answered in `handle`, outside the passes.
             Input::CheckpointWritten | Input::CheckpointFailed { .. } => {}
-            Input::Removed => {
-                if self.phase == Phase::Removing {
-                    self.phase = Phase::Done;
-                    effects.push(Effect::Done);
-                }
+            Input::Removed => self.removed(effects),
+            Input::RemoveDeferred { error } => self.removal_deferred(error, now, effects),
+        }
+    }
+
+    /// A transition worker's answer: Docker away waits and retries; anything else is the
+    /// container's change (§6 for errors).
+    fn transition_answered(
+        &mut self,
+        container: String,
+        target: ContainerStatus,
+        result: Result<TransitionOutput, RuntimeError>,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let Some(index) = self.task.container_index(&container) else {
+            return;
+        };
+        if let Err(error) = &result {
+            if docker_away(DockerCallKind::for_target(target), error) {
+                self.docker_away_for_transition(index, target, error, now, effects);
+                return;
             }
-            Input::RemoveDeferred { error } => {
-                if self.phase == Phase::Removing {
-                    effects.push(Effect::Log {
-                        level: log::Level::Info,
-                        message: format!(
-                            "cannot remove its containers while Docker is away ({error}); \
-                         trying again"
-                        ),
+        }
+        self.docker_answered();
+        let change = match result {
+            Ok(output) => {
+                if let Some(docker_id) = &output.docker_id {
+                    self.task.containers[index].docker_id = Some(docker_id.clone());
+                    self.dirty = true;
+                    effects.push(Effect::TrackContainer {
+                        docker_id: docker_id.clone(),
                     });
-                    self.phase = Phase::AwaitingCleanup;
-                    self.remove_deferred = true;
-                    self.arm_docker_retry(now, effects);
+                }
+                if target == ContainerStatus::Pulled {
+                    self.task.pull_stopped_at = Some(now);
+                }
+                ContainerChange {
+                    status: target,
+                    from_transition: true,
+                    exit_code: output.info.as_ref().and_then(|info| {
+                        (target == ContainerStatus::Stopped).then_some(info.state.exit_code)
+                    }),
+                    observed_at: output
+                        .info
+                        .as_ref()
+                        .and_then(|info| observed_time(target, info)),
+                    info: output.info,
+                    ..ContainerChange::default()
                 }
             }
+            Err(error) => {
+                if target == ContainerStatus::Pulled {
+                    self.task.pull_stopped_at = Some(now);
+                }
+                ContainerChange {
+                    status: target,
+                    error: Some(classify_error(target, &error)),
+                    from_transition: true,
+                    ..ContainerChange::default()
+                }
+            }
+        };
+        self.container_change(index, change, now, effects);
+        if let Some(exit) = self.exit_during_start[index].take() {
+            self.container_change(index, exit, now, effects);
+        }
+    }
+
+    /// An inspection's answer: Docker's view of the container (§11), or a 404 (vanished).
+    fn inspected(
+        &mut self,
+        container: String,
+        result: Result<ContainerInfo, RuntimeError>,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let Some(index) = self.task.container_index(&container) else {
+            return;
+        };
+        if let Err(error) = &result {
+            if !inspect_says_gone(error) {
+                // Not a fact about the container (a 500, a malformed answer, Docker
+                // away): its status stays as it was; inspect it again after a back-off.
+                effects.push(Effect::Log {
+                    level: log::Level::Debug,
+                    message: format!(
+                        "inspecting {container} failed: {error}; inspecting again later"
+                    ),
+                });
+                self.reinspect[index] = true;
+                self.arm_docker_retry(now, effects);
+                return;
+            }
+        }
+        self.docker_answered();
+        self.reinspect[index] = false;
+        match result {
+            Ok(info) => {
+                let status = status_from_inspect(&info);
+                let change = ContainerChange {
+                    status,
+                    exit_code: (status == ContainerStatus::Stopped).then_some(info.state.exit_code),
+                    observed_at: observed_time(status, &info),
+                    info: Some(info),
+                    ..ContainerChange::default()
+                };
+                self.container_change(index, change, now, effects);
+            }
+            Err(RuntimeError::NoSuchContainer { message }) => {
+                let known = self.task.containers[index].known_status;
+                // A container adopted by its name (its id is known, its create's answer
+                // was lost) that is gone again was removed from outside, like one known
+                // CREATED or RUNNING: it vanished, rather than being made once more
+                // under a new id.
+                let exists_for_the_task = known >= ContainerStatus::Created
+                    || self.task.containers[index].docker_id.is_some();
+                if exists_for_the_task && known < ContainerStatus::Stopped {
+                    let change = ContainerChange {
+                        status: ContainerStatus::Stopped,
+                        error: Some(ContainerError {
+                            kind: ContainerErrorKind::Vanished,
+                            message: format!("container vanished from Docker: {message}"),
+                        }),
+                        ..ContainerChange::default()
+                    };
+                    self.container_change(index, change, now, effects);
+                }
+            }
+            // Handled above.
+            Err(_) => {}
+        }
+    }
+
+    /// A Docker event routed to this task by Docker id.
+    fn docker_event(
+        &mut self,
+        docker_id: String,
+        observation: DockerObservation,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let Some(index) = self
+            .task
+            .containers
+            .iter()
+            .position(|container| container.docker_id.as_deref() == Some(&docker_id))
+        else {
+            return;
+        };
+        match observation {
+            DockerObservation::Status {
+                status,
+                exit_code,
+                at,
+            } => {
+                let change = ContainerChange {
+                    status,
+                    exit_code,
+                    observed_at: at,
+                    ..ContainerChange::default()
+                };
+                let known = self.task.containers[index].known_status;
+                if status == ContainerStatus::Running
+                    && known < ContainerStatus::Running
+                    && self.task.containers[index].applied_status == Some(ContainerStatus::Running)
+                {
+                    // Our own start call is in flight: its answer brings RUNNING together
+                    // with the inspection (ports, start time), so a reader who sees RUNNING
+                    // also sees the container's port bindings, as ECS reports them.
+                    return;
+                }
+                let exited = status == ContainerStatus::Stopped && known < ContainerStatus::Stopped;
+                // Applied at once: the STOPPED event must not wait on Docker, which
+                // answers an inspection of a just-died container only after it has
+                // finished handling the exit. A memory kill was recorded by the `oom`
+                // event that came first.
+                self.container_change(index, change, now, effects);
+                if exited {
+                    // Then one inspection, in the background, for what the event does
+                    // not say: the exit code of a `stop`, the finish time, and Docker's
+                    // own error (recorded on the container if none came first).
+                    effects.push(Effect::Docker(DockerCall::Inspect {
+                        container: self.task.containers[index].name().to_string(),
+                        docker_id,
+                    }));
+                }
+            }
+            DockerObservation::Health { health } => {
+                self.set_health(index, health, None, now);
+            }
+            DockerObservation::OutOfMemory => self.record_out_of_memory(index),
+            // Handled above: it names a container by its name, not its id.
+            DockerObservation::FoundByName { .. } => {}
+        }
+    }
+
+    /// A STOPPED the task posted to itself (§3 row 5, §4).
+    fn synthetic_stop(
+        &mut self,
+        container: String,
+        error: Option<ContainerError>,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let Some(index) = self.task.container_index(&container) else {
+            return;
+        };
+        let change = ContainerChange {
+            status: ContainerStatus::Stopped,
+            error,
+            from_transition: true,
+            ..ContainerChange::default()
+        };
+        self.container_change(index, change, now, effects);
+    }
+
+    /// A restart's answer (§12).
+    fn restarted(
+        &mut self,
+        container: String,
+        exit_code: Option<i64>,
+        result: Result<(), RuntimeError>,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let Some(index) = self.task.container_index(&container) else {
+            return;
+        };
+        let restarted = &mut self.task.containers[index];
+        if restarted.applied_status == Some(ContainerStatus::Running) {
+            restarted.applied_status = None;
+        }
+        match result {
+            Ok(()) => {
+                self.restart_confirmed_at[index] = restarted.last_restart_at;
+                effects.push(Effect::Log {
+                    level: log::Level::Info,
+                    message: format!(
+                        "restarted container {container} (restart {})",
+                        restarted.restart_count
+                    ),
+                });
+                self.docker_answered();
+            }
+            // Docker is away (it restarts, and took the container down with it): the
+            // restart is made when Docker is back, not given up.
+            Err(error) if docker_away(DockerCallKind::Start, &error) => {
+                effects.push(Effect::Log {
+                    level: log::Level::Warn,
+                    message: format!(
+                        "cannot restart container {container} while Docker is away \
+                     ({error}); restarting it when Docker is back"
+                    ),
+                });
+                self.restart_pending[index] = Some(exit_code);
+                self.arm_docker_retry(now, effects);
+            }
+            Err(error) => {
+                effects.push(Effect::Log {
+                    level: log::Level::Warn,
+                    message: format!("restarting container {container} failed: {error}"),
+                });
+                // A restart that timed out (or lost its answer) may have started the
+                // container after all: stop it, as §6 does for a start, as the
+                // container's own transition, so that it becomes STOPPED with the
+                // stop's answer rather than while Docker may still run it.
+                let may_run = error_outcome(
+                    ContainerStatus::Running,
+                    &classify_error(ContainerStatus::Running, &error),
+                    self.settings.rules.pull_behavior,
+                )
+                .stop_in_background;
+                let container = &mut self.task.containers[index];
+                match (may_run, container.docker_id.clone()) {
+                    (true, Some(docker_id)) => {
+                        container.applied_status = Some(ContainerStatus::Stopped);
+                        self.dirty = true;
+                        effects.push(Effect::Docker(DockerCall::Stop {
+                            container: container.name().to_string(),
+                            docker_id,
+                            grace: stop_grace(container, self.settings.stop_timeout),
+                            background: false,
+                        }));
+                    }
+                    _ => {
+                        let change = ContainerChange {
+                            status: ContainerStatus::Stopped,
+                            exit_code,
+                            restart_failed: true,
+                            ..ContainerChange::default()
+                        };
+                        self.container_change(index, change, now, effects);
+                    }
+                }
+            }
+        }
+        // An exit held while the restart call was out (the restarted container exited
+        // again) is handled now that its answer cleared `applied`, as after a start.
+        if let Some(exit) = self.exit_during_start[index].take() {
+            self.container_change(index, exit, now, effects);
+        }
+    }
+
+    /// Docker events may have been missed, or Docker is back.
+    fn resync(&mut self, effects: &mut Vec<Effect>) {
+        // The event stream reconnected (Docker is back) or events were missed: what
+        // waited for Docker is tried now rather than at the end of its back-off.
+        self.retry_docker_now();
+        self.inspect_all(effects);
+        self.retry_pending_restarts(effects);
+    }
+
+    /// The back-off after Docker was away ended: make again what waited for it.
+    fn docker_retry_fired(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        self.docker_retry_at = None;
+        self.reinspect_failed(effects);
+        self.retry_pending_restarts(effects);
+        // Progressing: the pass that follows makes the due calls again.
+        if std::mem::take(&mut self.remove_deferred) {
+            self.cleanup_if_due(now, effects);
+        }
+    }
+
+    /// Every earlier stop finished (§9).
+    fn wait_group_ready(&mut self) {
+        if self.phase == Phase::WaitingForStops {
+            self.phase = Phase::Progressing;
+        }
+    }
+
+    /// §2 step 4's steady re-check: emit what is unreported, re-inspect.
+    fn steady_check_fired(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        self.steady_timer_armed = false;
+        self.emit_unreported(now, effects);
+        if self.task.known_status < TaskStatus::Stopped {
+            self.inspect_all(effects);
+        }
+    }
+
+    /// A task blocked on a dependency re-inspects its containers.
+    fn dependency_poll_fired(&mut self, effects: &mut Vec<Effect>) {
+        self.dependency_poll_armed = false;
+        if self.phase == Phase::Progressing {
+            self.inspect_all(effects);
+        }
+    }
+
+    /// Cleanup removed the containers: the task is done.
+    fn removed(&mut self, effects: &mut Vec<Effect>) {
+        if self.phase == Phase::Removing {
+            self.phase = Phase::Done;
+            effects.push(Effect::Done);
+        }
+    }
+
+    /// Cleanup could not remove everything while Docker was away: tried again after a back-off.
+    fn removal_deferred(&mut self, error: RuntimeError, now: Millis, effects: &mut Vec<Effect>) {
+        if self.phase == Phase::Removing {
+            effects.push(Effect::Log {
+                level: log::Level::Info,
+                message: format!(
+                    "cannot remove its containers while Docker is away ({error}); \
+                 trying again"
+                ),
+            });
+            self.phase = Phase::AwaitingCleanup;
+            self.remove_deferred = true;
+            self.arm_docker_retry(now, effects);
         }
     }
 
