@@ -4,16 +4,13 @@
 //! Docker call runs on the engine's Docker worker pool, which posts its result back as an input
 //! (a panicked call as a failed one).
 
+use crate::engine::managed_task::calls::spawn_worker;
 use crate::engine::managed_task::machine::ManagedTask;
 use crate::engine::messages::{
-    DesiredCommand, DockerCall, DockerObservation, Effect, Input, TaskRoute, TimerKind,
+    DesiredCommand, DockerObservation, Effect, Input, TaskRoute, TimerKind,
 };
 use crate::engine::shared::TaskShared;
-use crate::engine::worker_pool::Job;
-use crate::engine::workers::{
-    answer_without_calling, call_class, input_for_panicked_call, operation_name, run_docker_call,
-};
-use crate::task::{Millis, Task, TaskStatus};
+use crate::task::{Millis, TaskStatus};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -200,65 +197,6 @@ fn perform(
     false
 }
 
-/// Queues `call` on the engine's Docker worker pool; its answer comes back on `results`. A call
-/// whose worker panics still answers, as a failed call (`input_for_panicked_call`), so the task's
-/// error rules apply and the container never stays "in flight".
-/// What the worker pool calls a task's Docker call in its logs: the task id's first 8
-/// characters (cut on a character boundary: a user's task id may be any text) and the operation.
-pub(super) fn worker_label(task_id: &str, operation: &str) -> String {
-    format!(
-        "task {}: {operation}",
-        crate::text::truncate_chars(task_id, 8)
-    )
-}
-
-fn spawn_worker(
-    task: &Task,
-    shared: &TaskShared,
-    call: DockerCall,
-    results: &Sender<Box<Input>>,
-    task_stopping: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) {
-    #[cfg(test)]
-    let family = task.family.clone();
-    let label = worker_label(&task.id, operation_name(&call));
-    let context = shared.worker_context.clone();
-    let results_for_work = results.clone();
-    let results_for_panic = results.clone();
-    let call_for_panic = call.clone();
-    let task_stopping = std::sync::Arc::clone(task_stopping);
-    let unwanted = std::sync::Arc::clone(&task_stopping);
-    let skippable = answer_without_calling(&call, true).is_some();
-    let job = Job {
-        class: call_class(&call),
-        label,
-        work: Box::new(move || {
-            #[cfg(test)]
-            test_hooks::panic_in_worker_if_asked(&family);
-            // Read when a worker takes the call, not when it was queued.
-            let stopping = task_stopping.load(std::sync::atomic::Ordering::Relaxed);
-            let answer = match answer_without_calling(&call, stopping) {
-                Some(answer) => Some(answer),
-                None => run_docker_call(&context, call),
-            };
-            if let Some(input) = answer {
-                // The task may be gone (shut down); then nobody needs the answer.
-                let _ = results_for_work.send(Box::new(input));
-            }
-        }),
-        on_panic: Box::new(move |message| {
-            if let Some(input) = input_for_panicked_call(&call_for_panic, &message) {
-                let _ = results_for_panic.send(Box::new(input));
-            }
-        }),
-        unwanted: skippable.then_some(unwanted),
-    };
-    if let Err(job) = shared.docker_pool.submit(job) {
-        // Only while the engine shuts down, after every task's loop ended: nobody waits.
-        log::debug!("{}: not made, the engine is shutting down", job.label);
-    }
-}
-
 /// The managed task's thread: start, then wait for one input at a time, handle it, perform
 /// the effects; on `Done`, forget the task. On shutdown it just returns (containers keep running).
 ///
@@ -352,7 +290,8 @@ fn run_managed_task_loop(
 /// Test-only hooks into the thread loop (never compiled into the binary).
 #[cfg(test)]
 pub(crate) mod test_hooks {
-    use super::{Input, Task};
+    use super::Input;
+    use crate::task::Task;
     use std::sync::Mutex;
 
     /// Families whose task loop panics when it is handed a desired change, as a bug in the

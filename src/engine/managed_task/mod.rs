@@ -2,6 +2,7 @@
 //! thread that feeds it inputs and performs its effects (`driver`). The messages it exchanges
 //! with the other threads live in `engine::messages`.
 
+mod calls;
 mod driver;
 mod machine;
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Unit tests of the managed task's state machine, driven step by step, and of the driver's
 //! pure helpers.
 
-use super::driver::worker_label;
+use super::calls::worker_label;
 use super::*;
 use crate::engine::messages::{
     DockerCall, DockerObservation, Effect, Input, Reported, TimerKind, TransitionOutput,
