@@ -12,35 +12,14 @@
 //! reconnect.
 
 use crate::engine::container_spec::LABEL_CLUSTER;
-use crate::engine::managed_task::TaskRoute;
+pub use crate::engine::messages::DockerObservation;
+use crate::engine::messages::TaskRoute;
 use crate::runtime::{ContainerRuntime, EventFilter, EventStream, RuntimeEvent, StreamCanceller};
 use crate::task::{ContainerStatus, HealthStatus};
 use crossbeam_channel::{Receiver, TrySendError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-
-/// What one Docker event says about a container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DockerObservation {
-    /// create → CREATED, start → RUNNING, stop/die → STOPPED (with the die event's exit code).
-    Status {
-        status: ContainerStatus,
-        exit_code: Option<i64>,
-        /// When Docker saw it (nanoseconds since the epoch), if the event says.
-        at: Option<i64>,
-    },
-    /// `health_status: …`: a health update only, never a status change.
-    Health { health: HealthStatus },
-    /// `oom`: the kernel killed a process of the container for exceeding its memory limit.
-    /// Docker sends it before the container's `die`, so the task records the out-of-memory
-    /// reason at once and its STOPPED event carries it without waiting for an inspection.
-    OutOfMemory,
-    /// Not an event: the re-list after a reconnect found this container (the routed Docker id)
-    /// under the fixed name `docker_name` of one of the task's containers, which never recorded
-    /// an id (its create's answer was lost). The task adopts it.
-    FoundByName { docker_name: String },
-}
 
 /// The actions deckhand subscribes to (explicitly, so Docker sends nothing else).
 pub const SUBSCRIBED_ACTIONS: [&str; 6] =

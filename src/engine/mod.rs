@@ -7,8 +7,10 @@ pub mod container_spec;
 pub mod docker_events;
 pub mod handle;
 pub mod managed_task;
+pub mod messages;
 pub mod reconcile;
 pub mod restore;
+pub(crate) mod shared;
 #[cfg(test)]
 mod simulation;
 pub mod task_engine;

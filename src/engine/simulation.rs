@@ -39,6 +39,12 @@
 //!   routed, each is reconciled with the real `restore::reconcile_task` (retried while Docker
 //!   does not answer), unfinished stop numbers are re-added to a fresh wait group, and a new
 //!   machine starts (`ManagedTask::new(task, settings, unfinished_stop)`, then `start`).
+//! - **The disk and the event log** fail now and then (a seed picks a rate for each, from a
+//!   random stream of its own): a `Checkpoint` effect's write fails (the machine is answered
+//!   `CheckpointFailed`, the file keeps its older content), and the reporter fails to record an
+//!   event (answered `ReportFailed`; the machine emits it again at a later re-check). A stop is
+//!   acknowledged only by the machine's `AcknowledgeDesired` effect: a refused one (its
+//!   checkpoint failed twice) is sent again, as a client retries.
 //!
 //! After a chaotic phase the faults stop, Docker behaves, every undelivered stop is sent
 //! again, and the simulation runs until nothing moves; then every task is stopped and run to
@@ -82,6 +88,12 @@
 //!   Docker (counted as `leftovers`, not failed).
 //! - A container whose stop the worker gave up on while Docker answered its ping (§6) may still
 //!   run; it is exempt from the stop-before-start check (counted as `wedged`).
+//! - A checkpoint that failed is not durable: until a later write succeeds, the task's calls and
+//!   events are not checked against it (invariant 2), and the process does not crash (the
+//!   engine goes on without the file, and promises nothing about a crash then).
+//! - An event the log failed to record comes again later, after events it would precede (a
+//!   container's STOPPED after the task's): invariant 6's order is not asked of it (counted as
+//!   `late_events`); that it reaches the log in the end still is.
 //! - A name a user freed by removing a container deckhand never learnt the id of may be created
 //!   again.
 //! - A start that the daemon carries out for the crashed process only after the new process
@@ -190,6 +202,14 @@ struct SimTask {
     /// Docker id each container ever recorded.
     docker_ids: HashMap<String, String>,
     reached_running: bool,
+    /// The last checkpoint write failed: the file is older than the task, so it does not count
+    /// as durable (see the module doc) until a write succeeds.
+    checkpoint_behind: bool,
+    /// The answer of the last `AcknowledgeDesired` effect, taken by `stop`.
+    acknowledgement: Option<Result<(), String>>,
+    /// Entities with an event the log failed to record and has not recorded since: the task
+    /// emits it again at its next re-check, so it may come after events it would precede.
+    unrecorded: HashSet<Entity>,
 }
 
 /// A Docker call made by a task: Docker acts on one step, the answer arrives on a later one.
@@ -222,6 +242,11 @@ struct Stats {
     redeliveries: u64,
     leftovers: u64,
     never_removed: u64,
+    checkpoint_failures: u64,
+    report_failures: u64,
+    refused_stops: u64,
+    /// Events that came after one they would precede, because the log had failed to record it.
+    late_events: u64,
 }
 
 impl Stats {
@@ -243,6 +268,10 @@ impl Stats {
         self.redeliveries += other.redeliveries;
         self.leftovers += other.leftovers;
         self.never_removed += other.never_removed;
+        self.checkpoint_failures += other.checkpoint_failures;
+        self.report_failures += other.report_failures;
+        self.refused_stops += other.refused_stops;
+        self.late_events += other.late_events;
     }
 }
 
@@ -276,6 +305,11 @@ struct Simulation {
     crash_per_mille_effect: u64,
     crash_per_mille_step: u64,
     crash_pending: bool,
+    /// The disk and the event log's own faults, drawn from a stream of their own so that the
+    /// rest of a seed's schedule does not depend on them.
+    faults: Random,
+    checkpoint_fail_per_mille: u64,
+    report_fail_per_mille: u64,
     /// Set while Docker acts on a call of a process that crashed since.
     acting_for_the_dead: bool,
     /// Containers left in Docker (not running) after every task was cleaned up: a create of a
@@ -404,6 +438,9 @@ impl SimTask {
             logged: HashMap::new(),
             docker_ids: HashMap::new(),
             reached_running: false,
+            checkpoint_behind: false,
+            acknowledgement: None,
+            unrecorded: HashSet::new(),
         }
     }
 
@@ -444,6 +481,10 @@ impl Simulation {
             _ => (20, 8),
         };
         let task_budget = 1 + random.below(4) as usize;
+        let mut faults = Random::new(seed ^ 0x5EED_F00D);
+        let mut fault_rate = || [0, 0, 30, 150][faults.below(4) as usize];
+        let checkpoint_fail_per_mille = fault_rate();
+        let report_fail_per_mille = fault_rate();
         Simulation {
             seed,
             random,
@@ -467,6 +508,9 @@ impl Simulation {
             crash_per_mille_effect,
             crash_per_mille_step,
             crash_pending: false,
+            faults,
+            checkpoint_fail_per_mille,
+            report_fail_per_mille,
             acting_for_the_dead: false,
             leftovers: 0,
             never_removed: 0,
@@ -584,6 +628,7 @@ impl Simulation {
         self.note(format!(
             "stop task {index} with number {sequence} (registered: {registered})"
         ));
+        self.tasks[index].acknowledgement = None;
         self.feed(
             index,
             Input::Desired {
@@ -594,6 +639,19 @@ impl Simulation {
         );
         if self.crash_pending {
             return;
+        }
+        let task = &self.tasks[index];
+        match (&task.machine, task.acknowledgement.clone()) {
+            (Some(_), None) => self.fail(format!(
+                "task {index}: a stop was handled but never acknowledged nor refused"
+            )),
+            (_, Some(Err(error))) => {
+                // Not durable: refused, and the client sends the stop again later.
+                self.stats.refused_stops += 1;
+                self.note(format!("task {index}: stop refused: {error}"));
+                return;
+            }
+            _ => {}
         }
         // Acknowledged: what was handled is durable (checked) or the task is already gone.
         let task = &self.tasks[index];
@@ -662,7 +720,10 @@ impl Simulation {
     fn perform(&mut self, index: usize, effects: Vec<Effect>) {
         let mut queue: VecDeque<Effect> = effects.into();
         while let Some(effect) = queue.pop_front() {
-            if self.chaos && self.random.chance_per_mille(self.crash_per_mille_effect) {
+            if self.chaos
+                && self.random.chance_per_mille(self.crash_per_mille_effect)
+                && self.may_crash()
+            {
                 self.note(format!("task {index}: crash before {effect:?}"));
                 self.crash_pending = true;
                 return;
@@ -673,12 +734,47 @@ impl Simulation {
             match effect {
                 Effect::Docker(call) => self.issue(index, call),
                 Effect::Emit { event, reported } => {
-                    self.record_event(index, event);
+                    let receipt =
+                        if self.chaos && self.faults.chance_per_mille(self.report_fail_per_mille) {
+                            self.stats.report_failures += 1;
+                            self.tasks[index].unrecorded.insert(event.container.clone());
+                            self.note(format!(
+                                "task {index}: the event log fails to record {event:?}"
+                            ));
+                            Input::ReportFailed {
+                                reported,
+                                error: "simulated: the event log cannot write".to_string(),
+                            }
+                        } else {
+                            self.record_event(index, event);
+                            Input::Reported(reported)
+                        };
                     if let Some(machine) = self.tasks[index].machine.as_mut() {
-                        queue.extend(machine.handle(Input::Reported(reported), self.now));
+                        queue.extend(machine.handle(receipt, self.now));
                     }
                 }
-                Effect::Checkpoint => self.checkpoint(index),
+                Effect::Checkpoint => {
+                    let receipt = if self.chaos
+                        && self.faults.chance_per_mille(self.checkpoint_fail_per_mille)
+                    {
+                        self.stats.checkpoint_failures += 1;
+                        self.note(format!("task {index}: the checkpoint write fails"));
+                        self.tasks[index].checkpoint_behind = true;
+                        Input::CheckpointFailed {
+                            error: "simulated: no space left on device".to_string(),
+                        }
+                    } else {
+                        self.checkpoint(index);
+                        Input::CheckpointWritten
+                    };
+                    if let Some(machine) = self.tasks[index].machine.as_mut() {
+                        queue.extend(machine.handle(receipt, self.now));
+                    }
+                }
+                Effect::AcknowledgeDesired { result } => {
+                    self.tasks[index].acknowledgement = Some(result);
+                }
+                Effect::Log { .. } => {}
                 Effect::ArmTimer { timer, at } => {
                     self.tasks[index].timers.insert(timer, at);
                 }
@@ -726,9 +822,14 @@ impl Simulation {
         self.check_statuses(index);
     }
 
-    /// The machine's state must be on disk before anything leaves it.
+    /// The machine's state must be on disk before anything leaves it, unless the last write
+    /// failed: the engine goes on then, and promises nothing about a crash (none is simulated
+    /// while a checkpoint is behind).
     fn check_checkpointed(&self, index: usize, what: &str) {
         let task = &self.tasks[index];
+        if task.checkpoint_behind {
+            return;
+        }
         let (Some(machine), Some(checkpoint)) = (&task.machine, &task.checkpoint) else {
             self.fail(format!("task {index}: {what} without a checkpoint"));
         };
@@ -830,6 +931,17 @@ impl Simulation {
             }
         }
         self.tasks[index].checkpoint = Some(task);
+        self.tasks[index].checkpoint_behind = false;
+    }
+
+    /// The process may die unless a task's checkpoint is behind: its events and calls went
+    /// out with the file older than the task, which a crash would turn into a restore behind
+    /// the event log (the engine's promise covers written checkpoints only).
+    fn may_crash(&self) -> bool {
+        !self
+            .tasks
+            .iter()
+            .any(|task| task.machine.is_some() && task.checkpoint_behind)
     }
 
     /// Known and desired statuses never fall from `before` to `after`.
@@ -926,7 +1038,9 @@ impl Simulation {
             .logged
             .get(&None)
             .is_some_and(|(status, _)| status == "STOPPED");
+        let mut late = false;
         match &event.container {
+            Some(_) if task_stopped_logged && task_log.unrecorded.contains(&entity) => late = true,
             Some(name) if task_stopped_logged && !redelivery => {
                 self.fail(format!(
                     "task {index}: container {name} {} after the task's STOPPED",
@@ -948,7 +1062,13 @@ impl Simulation {
                         "RUNNING" => logged.is_some(),
                         _ => gave_up || logged == Some("STOPPED"),
                     };
-                    if !ok {
+                    if !ok
+                        && task_log
+                            .unrecorded
+                            .contains(&Some(container.name().to_string()))
+                    {
+                        late = true;
+                    } else if !ok {
                         self.fail(format!(
                             "task {index}: task {} before container {} reported it (logged: \
                              {logged:?})",
@@ -965,7 +1085,11 @@ impl Simulation {
         if redelivery {
             self.stats.redeliveries += 1;
         }
+        if late {
+            self.stats.late_events += 1;
+        }
         let task_log = &mut self.tasks[index];
+        task_log.unrecorded.remove(&entity);
         task_log
             .logged
             .insert(entity, (event.status.clone(), false));
@@ -1504,7 +1628,7 @@ impl Simulation {
             if self.stream_up && self.random.chance_per_mille(5) {
                 choices.push(Choice::BreakStream);
             }
-            if self.random.chance_per_mille(self.crash_per_mille_step) {
+            if self.random.chance_per_mille(self.crash_per_mille_step) && self.may_crash() {
                 choices.push(Choice::Crash);
             }
         }
@@ -1919,5 +2043,10 @@ fn the_engine_keeps_its_promises_over_many_seeds_with_crashes() {
             total.redeliveries > 0,
             "no event redelivered after a crash: {total:?}"
         );
+        assert!(
+            total.checkpoint_failures > 0 && total.refused_stops > 0,
+            "no checkpoint failed, or no stop was refused for it: {total:?}"
+        );
+        assert!(total.report_failures > 0, "no report failed: {total:?}");
     }
 }

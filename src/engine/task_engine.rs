@@ -22,12 +22,13 @@
 //! [`EngineConfig`] (`agent.rs`), so the engine reads no configuration file format.
 
 use crate::engine::docker_events::{
-    event_filter, run_events_thread, DockerIndex, EventsThreadControl, OnReconnect, Reconnect,
+    event_filter, run_events_thread, EventsThreadControl, OnReconnect, Reconnect,
 };
 use crate::engine::managed_task::{
     run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
     DOCKER_EVENT_INBOX_CAPACITY,
 };
+use crate::engine::shared::{Commands, TaskHandle, TaskShared};
 use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::worker_pool::{DockerPool, PoolStats, DEFAULT_DOCKER_CONCURRENCY};
@@ -36,9 +37,9 @@ use crate::report::{EventLog, DEFAULT_EVENT_CAPACITY};
 use crate::runtime::ContainerRuntime;
 use crate::state::{StateError, StateStore};
 use crate::task::{PullBehavior, Task};
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, unbounded, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -108,112 +109,22 @@ impl Default for EngineConfig {
 /// every task's loop has ended, so nothing needs its answer, and the process is about to exit.
 pub const WORKER_SHUTDOWN_GRACE: Duration = Duration::from_millis(250);
 
-/// A running managed task, as the engine holds it.
-pub(super) struct TaskHandle {
-    pub(super) desired: Sender<DesiredCommand>,
-    /// Sending (or dropping) ends the task's loop.
-    pub(super) shutdown: Sender<()>,
-    /// Whether a stop number was registered for this task (only the first stop is).
-    pub(super) stop_registered: bool,
-    pub(super) thread: Option<JoinHandle<()>>,
-    /// The task's Docker-event inboxes, for the re-list after a reconnect (a container found by
-    /// name is handed to its task here, since no Docker id routes to it yet).
-    pub(super) route: TaskRoute,
-}
-
-#[derive(Default)]
-pub(super) struct Commands {
-    pub(super) last_sequence: u64,
-    pub(super) shutting_down: bool,
-    pub(super) tasks: HashMap<String, TaskHandle>,
-}
-
-/// What the engine shares with its managed tasks and their workers.
+/// What the engine shares with its managed tasks (`TaskShared`, reached through `Deref`), and
+/// the engine's configuration.
 pub(crate) struct EngineShared {
     pub(crate) config: EngineConfig,
-    pub(crate) reporter: Arc<EventLog>,
-    pub(crate) wait_group: Arc<SequentialWaitGroup>,
-    pub(crate) docker_index: Arc<DockerIndex>,
-    pub(crate) worker_context: WorkerContext,
-    /// Makes every task's Docker calls, a fixed number at a time.
-    pub(crate) docker_pool: DockerPool,
-    /// Where tasks are checkpointed; `None` for an engine that keeps nothing on disk (tests).
-    pub(crate) store: Option<Arc<StateStore>>,
-    /// The latest published state of every task; only each task's own thread writes its entry.
-    snapshots: Mutex<BTreeMap<String, Task>>,
-    /// Signalled whenever a snapshot is published or removed.
-    snapshot_changed: Condvar,
-    commands: Mutex<Commands>,
+    pub(crate) tasks: Arc<TaskShared>,
+}
+
+impl std::ops::Deref for EngineShared {
+    type Target = TaskShared;
+
+    fn deref(&self) -> &TaskShared {
+        &self.tasks
+    }
 }
 
 impl EngineShared {
-    pub(super) fn commands(&self) -> MutexGuard<'_, Commands> {
-        self.commands
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-    }
-
-    pub(super) fn snapshots(&self) -> MutexGuard<'_, BTreeMap<String, Task>> {
-        self.snapshots
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-    }
-
-    pub(crate) fn publish_snapshot(&self, task: &Task) {
-        self.snapshots().insert(task.id.clone(), task.clone());
-        self.snapshot_changed.notify_all();
-    }
-
-    /// Writes a task's checkpoint (nothing to do without a store).
-    pub(crate) fn checkpoint(&self, task: &Task) -> Result<(), StateError> {
-        match &self.store {
-            Some(store) => store.save_task(task),
-            None => Ok(()),
-        }
-    }
-
-    /// Called by a task's own thread once it is cleaned up (or its loop failed). Under the
-    /// command lock, so no stop can slip in between: any registered stop still in its inbox is
-    /// finished here. A cleaned-up task's checkpoint is deleted; a failed loop's is kept so the
-    /// next start restores the task.
-    pub(crate) fn forget(
-        &self,
-        task_id: &str,
-        tracked_docker_ids: &[String],
-        desired: &Receiver<DesiredCommand>,
-        cleaned_up: bool,
-    ) {
-        let mut commands = self.commands();
-        commands.tasks.remove(task_id);
-        if cleaned_up {
-            if let Some(store) = &self.store {
-                if let Err(error) = store.delete_task(task_id) {
-                    // The next start restores it, finds its containers gone, and cleans up again.
-                    log::warn!("task {task_id}: cannot delete its checkpoint: {error}");
-                }
-            }
-        }
-        while let Ok(command) = desired.try_recv() {
-            if command.registered {
-                self.wait_group.done(command.sequence);
-            }
-        }
-        drop(commands);
-        let mut index = self
-            .docker_index
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner());
-        for docker_id in tracked_docker_ids {
-            index.remove(docker_id);
-        }
-        drop(index);
-        self.snapshots().remove(task_id);
-        self.snapshot_changed.notify_all();
-        if cleaned_up {
-            log::info!("task {task_id}: cleaned up and forgotten");
-        }
-    }
-
     fn settings(&self) -> ManagedTaskSettings {
         ManagedTaskSettings {
             cluster: self.config.cluster.clone(),
@@ -275,21 +186,23 @@ impl TaskEngine {
     ) -> std::io::Result<TaskEngine> {
         let docker_pool = DockerPool::start(config.docker_concurrency)?;
         let shared = Arc::new(EngineShared {
-            docker_pool,
-            reporter: Arc::new(reporter),
-            wait_group: Arc::new(SequentialWaitGroup::new()),
-            docker_index: Arc::new(RwLock::new(HashMap::new())),
-            worker_context: WorkerContext {
-                runtime: Arc::clone(&runtime),
-                pull_behavior: config.pull_behavior,
-                pulled_images: Arc::new(Mutex::new(HashSet::new())),
-                stop_retry: config.stop_retry,
-                store: store.clone(),
-            },
-            store,
-            snapshots: Mutex::new(BTreeMap::new()),
-            snapshot_changed: Condvar::new(),
-            commands: Mutex::new(Commands::default()),
+            tasks: Arc::new(TaskShared {
+                docker_pool,
+                reporter: Arc::new(reporter),
+                wait_group: Arc::new(SequentialWaitGroup::new()),
+                docker_index: Arc::new(RwLock::new(HashMap::new())),
+                worker_context: WorkerContext {
+                    runtime: Arc::clone(&runtime),
+                    pull_behavior: config.pull_behavior,
+                    pulled_images: Arc::new(Mutex::new(HashSet::new())),
+                    stop_retry: config.stop_retry,
+                    store: store.clone(),
+                },
+                store,
+                snapshots: Mutex::new(BTreeMap::new()),
+                snapshot_changed: Condvar::new(),
+                commands: Mutex::new(Commands::default()),
+            }),
             config,
         });
         let filter = event_filter(&shared.config.cluster);
@@ -449,7 +362,7 @@ impl TaskEngine {
         if unsaved {
             machine = machine.unsaved_changes();
         }
-        let shared = Arc::clone(&self.shared);
+        let shared = Arc::clone(&self.shared.tasks);
         std::thread::Builder::new()
             .name(format!("task-{id}"))
             .spawn(move || run_managed_task(machine, inboxes, shared))

@@ -684,6 +684,35 @@ pub fn is_steady(task: &Task) -> bool {
     task.known_status == TaskStatus::Running && task.desired_status <= TaskStatus::Running
 }
 
+/// Classifies a failed Docker call for the rules of §6.
+pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> ContainerError {
+    let kind = match error {
+        RuntimeError::Timeout { .. } => ContainerErrorKind::Timeout,
+        // No answer was had, as after a timeout: a start may have happened (so it is stopped in
+        // the background), a stop may not have (so it is tried again).
+        RuntimeError::Panicked { .. } => ContainerErrorKind::Timeout,
+        RuntimeError::NoSuchContainer { .. } => ContainerErrorKind::NoSuchContainer,
+        RuntimeError::Unreachable { .. } => ContainerErrorKind::Unreachable,
+        _ if target == ContainerStatus::Pulled => ContainerErrorKind::CannotPull,
+        RuntimeError::CannotPull { .. } => ContainerErrorKind::CannotPull,
+        _ if target == ContainerStatus::Running
+            && error.to_string().trim_end().ends_with("EOF") =>
+        {
+            ContainerErrorKind::StartEof
+        }
+        // A start whose answer was lost (the connection closed mid-answer) is the same case
+        // as a start error ending in EOF: it may have happened, so it is stopped (§6).
+        RuntimeError::Protocol { .. } if target == ContainerStatus::Running => {
+            ContainerErrorKind::StartEof
+        }
+        _ => ContainerErrorKind::Other,
+    };
+    ContainerError {
+        kind,
+        message: error.to_string(),
+    }
+}
+
 #[cfg(test)]
 #[rustfmt::skip] // The tables read best one case per line.
 mod tests {

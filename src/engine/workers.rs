@@ -13,7 +13,7 @@
 //! is caught by the pool and answered by [`input_for_panicked_call`], so the task always hears
 //! back and its container never stays "in flight".
 
-use crate::engine::managed_task::{DockerCall, Input, TransitionOutput};
+use crate::engine::messages::{DockerCall, Input, TransitionOutput};
 use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::engine::worker_pool::{panic_message, CallClass};
 use crate::runtime::{
@@ -506,8 +506,7 @@ fn stop_with_retries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::managed_task::classify_error;
-    use crate::engine::transition::{error_outcome, ErrorOutcome};
+    use crate::engine::transition::{classify_error, error_outcome, ErrorOutcome};
 
     #[test]
     fn a_call_that_panicked_answers_as_a_failed_call_the_error_rules_handle() {

@@ -1,0 +1,325 @@
+//! The managed task's thread: the only place a task waits. One `select_biased!` over shutdown,
+//! the desired-status inbox, transition results, Docker events, resync requests, the wait group
+//! and the timers; each input goes to the state machine, and its effects are performed here. Each
+//! Docker call runs on the engine's Docker worker pool, which posts its result back as an input
+//! (a panicked call as a failed one).
+
+use crate::engine::managed_task::calls::spawn_worker;
+use crate::engine::managed_task::machine::ManagedTask;
+use crate::engine::messages::{
+    DesiredCommand, DockerObservation, Effect, Input, TaskRoute, TimerKind,
+};
+use crate::engine::shared::TaskShared;
+use crate::task::{Millis, TaskStatus};
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// The receiving ends of a task's inboxes, owned by its thread.
+pub struct TaskInboxes {
+    pub shutdown: Receiver<()>,
+    pub desired: Receiver<DesiredCommand>,
+    pub docker_events: Receiver<(String, DockerObservation)>,
+    pub resync: Receiver<()>,
+    /// Kept by the loop so the Docker-event and resync inboxes never read as disconnected.
+    pub route: TaskRoute,
+}
+
+/// What the loop holds besides the state machine: the I/O ends of its effects (armed timers,
+/// the wait-group receiver, the Docker ids it registered for routing, the reply channel of the
+/// desired change being handled), never a decision of the protocol.
+#[derive(Default)]
+struct LoopState {
+    timers: std::collections::BTreeMap<TimerKind, std::time::Instant>,
+    wait_group_ready: Option<Receiver<()>>,
+    tracked_docker_ids: Vec<String>,
+    /// Who waits for the desired change being handled to be durable (`AcknowledgeDesired`).
+    durable_reply: Option<Sender<Result<(), String>>>,
+    /// The registered stop number of the desired change being handled: taken off the inbox but
+    /// not yet owned by the state machine, so a panic in between must still finish it.
+    registered_stop_in_hand: Option<u64>,
+    /// The task is desired STOPPED: shared with its calls still queued in the worker pool, so a
+    /// pull that was waiting for a worker is skipped rather than made.
+    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_millis() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The only place a managed task waits. `None`: shut down.
+fn next_event(
+    inboxes: &TaskInboxes,
+    results: &Receiver<Box<Input>>,
+    state: &mut LoopState,
+) -> Option<Input> {
+    let never_ready = crossbeam_channel::never();
+    let ready = state.wait_group_ready.as_ref().unwrap_or(&never_ready);
+    let next_timer = state
+        .timers
+        .iter()
+        .min_by_key(|(_, deadline)| **deadline)
+        .map(|(kind, deadline)| (*kind, *deadline));
+    let timer = match next_timer {
+        Some((_, deadline)) => crossbeam_channel::at(deadline),
+        None => crossbeam_channel::never(),
+    };
+    crossbeam_channel::select_biased! {
+        recv(inboxes.shutdown) -> _ => None,
+        recv(inboxes.desired) -> command => command.ok().map(|command| {
+            state.durable_reply = command.durable;
+            state.registered_stop_in_hand = command.registered.then_some(command.sequence);
+            Input::Desired {
+                status: command.status,
+                sequence: command.sequence,
+                registered: command.registered,
+            }
+        }),
+        // Docker events before worker results: an event is usually older news than the
+        // answer of a call made after it (a `start` event and then the stop's result).
+        recv(inboxes.docker_events) -> event => event.ok().map(|(docker_id, observation)| {
+            Input::DockerEvent { docker_id, observation }
+        }),
+        recv(results) -> input => input.ok().map(|input| *input),
+        recv(inboxes.resync) -> _ => Some(Input::Resync),
+        recv(ready) -> _ => {
+            state.wait_group_ready = None;
+            Some(Input::WaitGroupReady)
+        },
+        recv(timer) -> _ => {
+            let (kind, _) = next_timer.expect("the timer channel is `never` when no timer is armed");
+            state.timers.remove(&kind);
+            Some(Input::TimerFired(kind))
+        },
+    }
+}
+
+/// Performs effects in order; a delivery receipt is fed straight back so later events of the
+/// same task are built on it. Returns true once the task is done.
+fn perform(
+    machine: &mut ManagedTask,
+    effects: Vec<Effect>,
+    state: &mut LoopState,
+    shared: &TaskShared,
+    route: &TaskRoute,
+    results: &Sender<Box<Input>>,
+) -> bool {
+    if machine.task().desired_status == TaskStatus::Stopped
+        && !state
+            .stopping
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        // Its calls still queued (a pull behind slow pulls) are answered now, out of turn.
+        shared.docker_pool.wake();
+    }
+    let mut queue: VecDeque<Effect> = effects.into();
+    while let Some(effect) = queue.pop_front() {
+        match effect {
+            Effect::Docker(call) => {
+                log::debug!("task {}: {call:?}", machine.task().id);
+                spawn_worker(machine.task(), shared, call, results, &state.stopping)
+            }
+            Effect::Emit { event, reported } => {
+                log::info!(
+                    "task {}: {}{}{}{}",
+                    event.task,
+                    event
+                        .container
+                        .as_deref()
+                        .map(|name| format!("container {name} "))
+                        .unwrap_or_default(),
+                    event.status,
+                    event
+                        .exit_code
+                        .map(|code| format!(" (exit code {code})"))
+                        .unwrap_or_default(),
+                    event
+                        .reason
+                        .as_deref()
+                        .map(|reason| format!(": {reason}"))
+                        .unwrap_or_default()
+                );
+                let receipt = match shared.reporter.record(event) {
+                    Ok(_) => Input::Reported(reported),
+                    Err(error) => Input::ReportFailed {
+                        reported,
+                        error: error.to_string(),
+                    },
+                };
+                queue.extend(machine.handle(receipt, now_millis()));
+            }
+            Effect::Checkpoint => {
+                // On disk first, then visible: whoever sees the snapshot finds the file as new.
+                let written = shared.checkpoint(machine.task());
+                shared.publish_snapshot(machine.task());
+                let receipt = match written {
+                    Ok(()) => Input::CheckpointWritten,
+                    Err(error) => Input::CheckpointFailed {
+                        error: error.to_string(),
+                    },
+                };
+                queue.extend(machine.handle(receipt, now_millis()));
+            }
+            Effect::AcknowledgeDesired { result } => {
+                if let Some(reply) = state.durable_reply.take() {
+                    let _ = reply.send(result);
+                }
+            }
+            Effect::Log { level, message } => {
+                log::log!(level, "task {}: {message}", machine.task().id);
+            }
+            Effect::ArmTimer { timer, at } => {
+                let delay = Duration::from_millis(at.saturating_sub(now_millis()));
+                state
+                    .timers
+                    .insert(timer, std::time::Instant::now() + delay);
+            }
+            Effect::WaitForStops { sequence } => {
+                state.wait_group_ready = Some(shared.wait_group.ready(sequence));
+            }
+            Effect::StopWaitingForStops => state.wait_group_ready = None,
+            Effect::WaitGroupDone { sequence } => shared.wait_group.done(sequence),
+            Effect::TrackContainer { docker_id } => {
+                shared
+                    .docker_index
+                    .write()
+                    .unwrap_or_else(|poison| poison.into_inner())
+                    .insert(docker_id.clone(), route.clone());
+                state.tracked_docker_ids.push(docker_id);
+            }
+            Effect::Done => return true,
+        }
+    }
+    false
+}
+
+/// The managed task's thread: start, then wait for one input at a time, handle it, perform
+/// the effects; on `Done`, forget the task. On shutdown it just returns (containers keep running).
+///
+/// A panic in the loop (a bug) must not wedge the engine: it is caught and logged, the stop
+/// number the task held is finished (so later starts are not blocked forever), and the task is
+/// forgotten in memory. Its checkpoint stays on disk, so the next start of the agent restores
+/// it; its containers keep running meanwhile.
+pub(crate) fn run_managed_task(
+    mut machine: ManagedTask,
+    inboxes: TaskInboxes,
+    shared: std::sync::Arc<TaskShared>,
+) {
+    let task_id = machine.task().id.clone();
+    let mut state = LoopState::default();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_managed_task_loop(&mut machine, &inboxes, &shared, &mut state)
+    }));
+    match outcome {
+        Ok(false) => {}
+        Ok(true) => shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_string());
+            log::error!(
+                "task {task_id}: its managed-task loop panicked ({message}); releasing its stop \
+                 number and dropping it from memory; it is restored from its checkpoint at the \
+                 next start of deckhand"
+            );
+            // The stop numbers this task holds: the one its state machine owns, and the one of a
+            // change it was handed but had not taken over yet. Each is finished once, so later
+            // starts do not wait for a task that is gone.
+            let owned = machine.take_unfinished_stop();
+            let in_hand = state.registered_stop_in_hand.take();
+            if let Some(sequence) = owned {
+                shared.wait_group.done(sequence);
+            }
+            if let Some(sequence) = in_hand.filter(|sequence| Some(*sequence) != owned) {
+                shared.wait_group.done(sequence);
+            }
+            if let Some(reply) = state.durable_reply.take() {
+                let _ = reply.send(Err(format!("task {task_id} failed internally: {message}")));
+            }
+            shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, false);
+        }
+    }
+}
+
+/// The loop itself; true once the task is done (cleaned up), false on shutdown.
+fn run_managed_task_loop(
+    machine: &mut ManagedTask,
+    inboxes: &TaskInboxes,
+    shared: &TaskShared,
+    state: &mut LoopState,
+) -> bool {
+    // Boxed: an unbounded channel allocates its slots 31 at a time and keeps one block per
+    // live channel, so unboxed `Input`s would cost every idle task about 14 KiB.
+    let (results_sender, results) = crossbeam_channel::unbounded::<Box<Input>>();
+    let effects = machine.start(now_millis());
+    let mut done = perform(
+        machine,
+        effects,
+        state,
+        shared,
+        &inboxes.route,
+        &results_sender,
+    );
+    while !done {
+        let Some(input) = next_event(inboxes, &results, state) else {
+            return false;
+        };
+        #[cfg(test)]
+        test_hooks::panic_if_asked(machine.task(), &input);
+        let effects = machine.handle(input, now_millis());
+        // The state machine owns the stop number now (or finished it).
+        state.registered_stop_in_hand = None;
+        done = perform(
+            machine,
+            effects,
+            state,
+            shared,
+            &inboxes.route,
+            &results_sender,
+        );
+    }
+    true
+}
+
+/// Test-only hooks into the thread loop (never compiled into the binary).
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use super::Input;
+    use crate::task::Task;
+    use std::sync::Mutex;
+
+    /// Families whose task loop panics when it is handed a desired change, as a bug in the
+    /// state machine would. Unit tests run in parallel: each uses a family of its own.
+    pub(crate) static PANIC_ON_DESIRED_FOR_FAMILIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    /// Families whose Docker calls panic in their worker before any runtime call, as a bug in
+    /// the worker's own code would.
+    pub(crate) static PANIC_IN_WORKER_FOR_FAMILIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    pub(crate) fn panic_in_worker_if_asked(family: &str) {
+        let asked = PANIC_IN_WORKER_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .iter()
+            .any(|asked| asked == family);
+        if asked {
+            panic!("test hook: a worker of family {family} panics");
+        }
+    }
+
+    pub(crate) fn panic_if_asked(task: &Task, input: &Input) {
+        let asked = PANIC_ON_DESIRED_FOR_FAMILIES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .contains(&task.family);
+        if asked && matches!(input, Input::Desired { .. }) {
+            panic!("test hook: task {} panics on a desired change", task.id);
+        }
+    }
+}

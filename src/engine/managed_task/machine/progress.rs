@@ -1,0 +1,194 @@
+//! The state machine's progress pass (§2 step 4): the next transition of every container, the
+//! timers it arms, and the Docker calls that begin a transition.
+
+use super::*;
+
+impl ManagedTask {
+    pub(super) fn millis(duration: Duration) -> Millis {
+        u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The steady re-check period with a small per-task spread (±30 s on long periods), so
+    /// many tasks do not inspect all at once.
+    pub(super) fn steady_check_delay(&self) -> Millis {
+        let base = Self::millis(self.settings.steady_check_interval);
+        if base < 120_000 {
+            return base;
+        }
+        let spread: u64 = self.task.id.bytes().map(u64::from).sum::<u64>() % 60_001;
+        base - 30_000 + spread
+    }
+
+    /// §2 "Progress pass".
+    pub(super) fn progress(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        if self.task.known_status == TaskStatus::Stopped {
+            return;
+        }
+        if is_steady(&self.task) {
+            if !self.steady_timer_armed {
+                self.steady_timer_armed = true;
+                effects.push(Effect::ArmTimer {
+                    timer: TimerKind::SteadyCheck,
+                    at: now.saturating_add(self.steady_check_delay()),
+                });
+            }
+            return;
+        }
+        for index in 0..self.task.containers.len() {
+            self.adopted_is_created(index, now, effects);
+        }
+        let mut acted = false;
+        let mut in_flight = false;
+        let mut blocked = false;
+        for index in 0..self.task.containers.len() {
+            if self.task.containers[index].applied_status.is_some() {
+                in_flight = true;
+                continue;
+            }
+            match next_state(&self.task, index, &self.settings.rules, now) {
+                NextState::None => {}
+                NextState::Blocked { .. } => blocked = true,
+                NextState::StartInFlight => in_flight = true,
+                NextState::Terminal { reason } => {
+                    let container = &mut self.task.containers[index];
+                    container.desired_status = ContainerStatus::Stopped;
+                    container.exit_code = Some(CANNOT_START_EXIT_CODE);
+                    let name = container.name().to_string();
+                    self.dirty = true;
+                    self.post_synthetic_stop(
+                        index,
+                        Some(ContainerError {
+                            kind: ContainerErrorKind::DependencyTerminal,
+                            message: format!("cannot start container {name}: {reason}"),
+                        }),
+                    );
+                    acted = true;
+                }
+                NextState::SyntheticStopped => {
+                    self.post_synthetic_stop(index, None);
+                    acted = true;
+                }
+                // Docker was away: the call waits for the retry timer, and the task for the call.
+                NextState::Transition { .. } if self.docker_retry_at.is_some() => in_flight = true,
+                NextState::Transition { target, action } => {
+                    self.begin_transition(index, target, action, now, effects);
+                    acted = true;
+                }
+            }
+        }
+        if acted || in_flight {
+            return;
+        }
+        if blocked {
+            if !self.dependency_poll_armed {
+                self.dependency_poll_armed = true;
+                effects.push(Effect::ArmTimer {
+                    timer: TimerKind::DependencyPoll,
+                    at: now.saturating_add(Self::millis(self.settings.dependency_poll_interval)),
+                });
+            }
+            return;
+        }
+        match unable_to_progress(&self.task) {
+            ProgressVerdict::GiveUpStopped => {
+                effects.push(Effect::Log {
+                    level: log::Level::Warn,
+                    message: "cannot reach STOPPED by any further step; marking it STOPPED"
+                        .to_string(),
+                });
+                self.task.known_status = TaskStatus::Stopped;
+                self.task.known_status_time = Some(now);
+                if self.task.stopped_reason.is_none() {
+                    self.task.stopped_reason = Some(
+                        "TaskStateError: the task could not reach STOPPED; giving up".to_string(),
+                    );
+                }
+                self.dirty = true;
+                self.emit_task_event_if_due(now, effects);
+                self.enter_stopped(now, effects);
+            }
+            ProgressVerdict::StopTask => {
+                if self.task.stopped_reason.is_none() {
+                    self.task.stopped_reason =
+                        Some("An essential container cannot make progress".to_string());
+                }
+                self.own_inbox.push_back(Input::Desired {
+                    status: TaskStatus::Stopped,
+                    sequence: 0,
+                    registered: false,
+                });
+            }
+            ProgressVerdict::Nothing => {}
+        }
+    }
+
+    /// A no-call STOPPED goes through the task's own inbox so it takes the normal change path.
+    pub(super) fn post_synthetic_stop(&mut self, index: usize, error: Option<ContainerError>) {
+        let name = self.task.containers[index].name().to_string();
+        // Marks the container as having a change pending so the same pass does not post twice.
+        self.task.containers[index].applied_status = Some(ContainerStatus::Stopped);
+        self.own_inbox.push_back(Input::SyntheticStop {
+            container: name,
+            error,
+        });
+    }
+
+    pub(super) fn begin_transition(
+        &mut self,
+        index: usize,
+        target: ContainerStatus,
+        action: DockerAction,
+        now: Millis,
+        effects: &mut Vec<Effect>,
+    ) {
+        let container = &self.task.containers[index];
+        let name = container.name().to_string();
+        let call =
+            match action {
+                DockerAction::Pull => {
+                    if self.task.pull_started_at.is_none() {
+                        self.task.pull_started_at = Some(now);
+                    }
+                    Ok(DockerCall::Pull {
+                        container: name.clone(),
+                        image: container.definition.image.clone(),
+                    })
+                }
+                DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
+                    .map(|spec| DockerCall::Create {
+                        container: name.clone(),
+                        spec: Box::new(spec),
+                    }),
+                DockerAction::Start => match &container.docker_id {
+                    Some(docker_id) => Ok(DockerCall::Start {
+                        container: name.clone(),
+                        docker_id: docker_id.clone(),
+                    }),
+                    None => Err(format!("container {name} has no Docker id to start")),
+                },
+                DockerAction::Stop => match &container.docker_id {
+                    Some(docker_id) => Ok(DockerCall::Stop {
+                        container: name.clone(),
+                        docker_id: docker_id.clone(),
+                        grace: stop_grace(container, self.settings.stop_timeout),
+                        background: false,
+                    }),
+                    None => {
+                        // Never created in Docker: nothing to stop.
+                        self.post_synthetic_stop(index, None);
+                        return;
+                    }
+                },
+            };
+        self.task.containers[index].applied_status = Some(target);
+        self.dirty = true;
+        match call {
+            Ok(call) => effects.push(Effect::Docker(call)),
+            Err(message) => self.own_inbox.push_back(Input::Transition {
+                container: name,
+                target,
+                result: Err(RuntimeError::Api { status: 0, message }),
+            }),
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The messages that cross the engine's threads: what a managed task is handed (`Input`), what
+//! it asks for (`Effect`, `DockerCall`), what the Docker events thread observes
+//! (`DockerObservation`) and the inboxes it routes them to (`TaskRoute`), and the desired-status
+//! command the engine sends. Plain data: this module imports none of the engine's threads, so
+//! every thread imports it and nothing points back.
+
+use crate::report::NewEvent;
+use crate::runtime::{ContainerInfo, CreateContainer, RuntimeError};
+use crate::task::{ContainerError, ContainerStatus, HealthStatus, Millis, TaskStatus};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use std::time::Duration;
+
+/// What one Docker event says about a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DockerObservation {
+    /// create → CREATED, start → RUNNING, stop/die → STOPPED (with the die event's exit code).
+    Status {
+        status: ContainerStatus,
+        exit_code: Option<i64>,
+        /// When Docker saw it (nanoseconds since the epoch), if the event says.
+        at: Option<i64>,
+    },
+    /// `health_status: …`: a health update only, never a status change.
+    Health { health: HealthStatus },
+    /// `oom`: the kernel killed a process of the container for exceeding its memory limit.
+    /// Docker sends it before the container's `die`, so the task records the out-of-memory
+    /// reason at once and its STOPPED event carries it without waiting for an inspection.
+    OutOfMemory,
+    /// Not an event: the re-list after a reconnect found this container (the routed Docker id)
+    /// under the fixed name `docker_name` of one of the task's containers, which never recorded
+    /// an id (its create's answer was lost). The task adopts it.
+    FoundByName { docker_name: String },
+}
+
+/// The timers a task arms; each kind has at most one deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerKind {
+    SteadyCheck,
+    DependencyPoll,
+    Cleanup,
+    /// Docker was away (unreachable, hung): make the calls that failed for it again.
+    DockerRetry,
+}
+
+/// What a transition worker hands back on success.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TransitionOutput {
+    /// Set by a create.
+    pub docker_id: Option<String>,
+    /// The inspection made after a start or a stop.
+    pub info: Option<ContainerInfo>,
+}
+
+/// A status that the reporter recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported {
+    Container {
+        name: String,
+        status: ContainerStatus,
+    },
+    Task {
+        status: TaskStatus,
+    },
+}
+
+/// Everything that can happen to a task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The owner asks for a status. `registered`: the engine added `sequence` to the wait group
+    /// for this task, so the task must finish it.
+    Desired {
+        status: TaskStatus,
+        sequence: u64,
+        registered: bool,
+    },
+    /// A transition worker's answer for the call aimed at `target`.
+    Transition {
+        container: String,
+        target: ContainerStatus,
+        result: Result<TransitionOutput, RuntimeError>,
+    },
+    /// An inspection (steady re-check, dependency poll, resync, refresh after `die`).
+    Inspected {
+        container: String,
+        result: Result<ContainerInfo, RuntimeError>,
+    },
+    /// A Docker event routed to this task by Docker id.
+    DockerEvent {
+        docker_id: String,
+        observation: DockerObservation,
+    },
+    /// A STOPPED the task posts to itself for a container that needs no Docker call (§3 row 5)
+    /// or can never start (§4, with the error naming the dependency).
+    SyntheticStop {
+        container: String,
+        error: Option<ContainerError>,
+    },
+    /// The answer of a restart (§12) made instead of applying a STOPPED with `exit_code`.
+    Restarted {
+        container: String,
+        exit_code: Option<i64>,
+        result: Result<(), RuntimeError>,
+    },
+    /// Docker events may have been missed: re-inspect.
+    Resync,
+    /// Every earlier stop finished (§9).
+    WaitGroupReady,
+    TimerFired(TimerKind),
+    /// The reporter recorded an event.
+    Reported(Reported),
+    /// The reporter could not record an event (the durable log failed, with `error`): it is
+    /// emitted again at the next re-check (steady state, or cleanup's wait for the STOPPED
+    /// report).
+    ReportFailed {
+        reported: Reported,
+        error: String,
+    },
+    /// The checkpoint asked for by the last `Effect::Checkpoint` is on disk.
+    CheckpointWritten,
+    /// The checkpoint could not be written (the file on disk is older than the task): the
+    /// task writes it again after its next input, and a desired change waiting to be durable
+    /// is refused with `error`.
+    CheckpointFailed {
+        error: String,
+    },
+    /// Cleanup removed the containers.
+    Removed,
+    /// Cleanup could not remove everything because Docker was away: it is tried again.
+    RemoveDeferred {
+        error: RuntimeError,
+    },
+}
+
+/// A Docker call the loop runs on a worker thread.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DockerCall {
+    Pull {
+        container: String,
+        image: String,
+    },
+    Create {
+        container: String,
+        spec: Box<CreateContainer>,
+    },
+    Start {
+        container: String,
+        docker_id: String,
+    },
+    /// `background`: the result is not a transition of this task (§6 start timeout, §7 re-stop).
+    Stop {
+        container: String,
+        docker_id: String,
+        grace: Duration,
+        background: bool,
+    },
+    Inspect {
+        container: String,
+        docker_id: String,
+    },
+    /// §12: start an exited container again under its restart policy.
+    Restart {
+        container: String,
+        docker_id: String,
+        exit_code: Option<i64>,
+    },
+    /// Cleanup: force-remove the containers (by id, or by fixed name when a create's answer was
+    /// lost) with their anonymous volumes, then the task volumes.
+    Remove {
+        docker_ids: Vec<String>,
+        volumes: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Docker(DockerCall),
+    /// Record an event; the loop answers with `Input::Reported`.
+    Emit {
+        event: NewEvent,
+        reported: Reported,
+    },
+    /// The task changed: write the checkpoint and publish the snapshot; the loop answers with
+    /// `Input::CheckpointWritten` or `Input::CheckpointFailed`.
+    Checkpoint,
+    /// Answer whoever waits for the last desired change to be durable: `Ok` once its checkpoint
+    /// is written, or why it is not (a stop is acknowledged only after that).
+    AcknowledgeDesired {
+        result: Result<(), String>,
+    },
+    /// Something for the agent's log; the loop prefixes the task id.
+    Log {
+        level: log::Level,
+        message: String,
+    },
+    ArmTimer {
+        timer: TimerKind,
+        at: Millis,
+    },
+    /// Start waiting for every stop numbered ≤ `sequence` (§9).
+    WaitForStops {
+        sequence: u64,
+    },
+    StopWaitingForStops,
+    /// Finish a stop number this task was handed as registered.
+    WaitGroupDone {
+        sequence: u64,
+    },
+    /// Route Docker events for `docker_id` to this task.
+    TrackContainer {
+        docker_id: String,
+    },
+    /// The task is cleaned up: forget it.
+    Done,
+}
+
+/// The inboxes the engine and the events thread write to.
+#[derive(Debug, Clone)]
+pub struct TaskRoute {
+    pub docker_events: Sender<(String, DockerObservation)>,
+    pub resync: Sender<()>,
+}
+
+impl TaskRoute {
+    /// A route and its receiving ends, for tests of the routing.
+    pub fn new_for_test(
+        capacity: usize,
+    ) -> (
+        TaskRoute,
+        Receiver<(String, DockerObservation)>,
+        Receiver<()>,
+    ) {
+        let (docker_events, docker_events_receiver) = bounded(capacity);
+        let (resync, resync_receiver) = bounded(1);
+        (
+            TaskRoute {
+                docker_events,
+                resync,
+            },
+            docker_events_receiver,
+            resync_receiver,
+        )
+    }
+}
+
+/// A desired-status command on a task's inbox (see [`Input::Desired`]).
+#[derive(Debug, Clone)]
+pub struct DesiredCommand {
+    pub status: TaskStatus,
+    pub sequence: u64,
+    pub registered: bool,
+    /// Answered once the change is durable (its checkpoint written), or with why it is not:
+    /// a stop is acknowledged only after that.
+    pub durable: Option<Sender<Result<(), String>>>,
+}
