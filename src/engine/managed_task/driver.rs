@@ -4,13 +4,14 @@
 //! Docker call runs on the engine's Docker worker pool, which posts its result back as an input
 //! (a panicked call as a failed one).
 
+use crate::clock::now_millis;
 use crate::engine::managed_task::calls::spawn_worker;
 use crate::engine::managed_task::machine::ManagedTask;
 use crate::engine::messages::{
     DesiredCommand, DockerObservation, Effect, Input, TaskRoute, TimerKind,
 };
 use crate::engine::shared::TaskShared;
-use crate::task::{Millis, TaskStatus};
+use crate::task::TaskStatus;
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -41,14 +42,6 @@ struct LoopState {
     /// The task is desired STOPPED: shared with its calls still queued in the worker pool, so a
     /// pull that was waiting for a worker is skipped rather than made.
     stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// Milliseconds since the epoch, now.
-pub fn now_millis() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// The only place a managed task waits. `None`: shut down.

@@ -15,7 +15,7 @@ pub use crate::engine::transition::classify_error;
 pub(crate) use driver::run_managed_task;
 #[cfg(test)]
 pub(crate) use driver::test_hooks;
-pub use driver::{now_millis, TaskInboxes};
+pub use driver::TaskInboxes;
 pub use machine::{
     parse_docker_time, parse_docker_time_nanos, status_from_inspect, ManagedTask,
     ManagedTaskSettings, Phase, CANNOT_START_EXIT_CODE, DOCKER_EVENT_INBOX_CAPACITY,

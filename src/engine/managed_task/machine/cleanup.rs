@@ -81,7 +81,7 @@ impl ManagedTask {
         }));
     }
 
-    /// A transition call failed because Docker was away (ENGINE-SEMANTICS §6 does not apply):
+    /// A transition call failed because Docker was away (docs/ENGINE.md §6: Docker away, not an error of the task):
     /// nothing is in flight any more, the container keeps its status and no error is recorded,
     /// and the call is made again after a back-off.
     pub(super) fn docker_away_for_transition(
