@@ -2,6 +2,7 @@
 //! ids and names users chose) without panicking: Rust panics when a `&str` is sliced inside a
 //! multi-byte character, and any byte offset picked without looking at the text (`&s[..200]`)
 //! can land there. Every prefix of outside text is taken here, on a character boundary.
+//! Also the one reading of a caught panic's payload as text, for the threads that survive one.
 
 /// At most `max_chars` characters from the start of `text`, never splitting one.
 pub fn truncate_chars(text: &str, max_chars: usize) -> &str {
@@ -9,6 +10,15 @@ pub fn truncate_chars(text: &str, max_chars: usize) -> &str {
         Some((end, _)) => &text[..end],
         None => text,
     }
+}
+
+/// The text of a caught panic.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_string())
 }
 
 #[cfg(test)]

@@ -9,8 +9,6 @@ mod engine_events;
 #[path = "support/fake_runtime.rs"]
 mod fake_runtime;
 
-use deckhand::engine::docker_events::Reconnect;
-use deckhand::engine::workers::StopRetry;
 use deckhand::engine::{EngineConfig, EngineError, EngineHandle, TaskEngine};
 use deckhand::report::Event;
 use deckhand::runtime::RuntimeError;
@@ -18,6 +16,7 @@ use deckhand::task::{
     ContainerStatus, DependencyCondition, PullBehavior, TaskDefinition, TaskStatus,
 };
 use definitions::{container, depends_on, non_essential, task, with_health_check};
+use engine_events::fast_engine_config;
 use fake_runtime::{FakeRuntime, FakeStatus, Op, Script};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -27,24 +26,7 @@ const DB_IMAGE: &str = "test/db:1";
 const DEADLINE: Duration = Duration::from_secs(20);
 
 fn fast_config() -> EngineConfig {
-    EngineConfig {
-        cluster: "test-cluster".to_string(),
-        cleanup_wait: Duration::from_secs(3600),
-        stop_timeout: Duration::from_secs(2),
-        steady_check_interval: Duration::from_secs(3600),
-        dependency_poll_interval: Duration::from_millis(20),
-        sent_poll_interval: Duration::from_millis(20),
-        stop_retry: StopRetry {
-            attempts: 3,
-            initial_backoff: Duration::from_millis(5),
-            maximum_backoff: Duration::from_millis(20),
-        },
-        events_reconnect: Reconnect {
-            initial: Duration::from_millis(10),
-            maximum: Duration::from_millis(50),
-        },
-        ..EngineConfig::default()
-    }
+    fast_engine_config("test-cluster")
 }
 
 struct Harness {

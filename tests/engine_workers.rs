@@ -10,12 +10,11 @@ mod engine_events;
 #[path = "support/fake_runtime.rs"]
 mod fake_runtime;
 
-use deckhand::engine::docker_events::Reconnect;
-use deckhand::engine::workers::StopRetry;
 use deckhand::engine::{EngineConfig, EngineHandle, TaskEngine};
 use deckhand::report::Event;
 use deckhand::task::{PullBehavior, TaskDefinition, TaskStatus};
 use definitions::{container, task};
+use engine_events::fast_engine_config;
 use fake_runtime::{FakeRuntime, FakeStatus, Op};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,23 +24,8 @@ const DEADLINE: Duration = Duration::from_secs(20);
 
 fn fast_config(docker_concurrency: usize) -> EngineConfig {
     EngineConfig {
-        cluster: "workers-cluster".to_string(),
-        cleanup_wait: Duration::from_secs(3600),
-        stop_timeout: Duration::from_secs(2),
-        steady_check_interval: Duration::from_secs(3600),
-        dependency_poll_interval: Duration::from_millis(20),
-        sent_poll_interval: Duration::from_millis(20),
-        stop_retry: StopRetry {
-            attempts: 3,
-            initial_backoff: Duration::from_millis(5),
-            maximum_backoff: Duration::from_millis(20),
-        },
-        events_reconnect: Reconnect {
-            initial: Duration::from_millis(10),
-            maximum: Duration::from_millis(50),
-        },
         docker_concurrency,
-        ..EngineConfig::default()
+        ..fast_engine_config("workers-cluster")
     }
 }
 

@@ -217,7 +217,7 @@ pub fn run_events_thread(
         }
         log::error!(
             "the Docker events thread panicked ({}); following Docker's events again in {}s",
-            crate::engine::worker_pool::panic_message(panic.as_ref()),
+            crate::text::panic_message(panic.as_ref()),
             pause.as_secs_f64()
         );
         match stop_signal.recv_timeout(pause) {

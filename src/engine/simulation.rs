@@ -1710,13 +1710,7 @@ impl Simulation {
             }
             Choice::Exit => {
                 let mut docker = self.docker.state();
-                let running: Vec<String> = docker
-                    .containers
-                    .iter()
-                    .filter(|(_, c)| c.state == SimState::Running)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                let id = running[self.random.below(running.len() as u64) as usize].clone();
+                let id = random_running_container(&docker.containers, &mut self.random);
                 let (code, oom) = match self.random.below(5) {
                     0 | 1 => (0, false),
                     2 | 3 => (1, false),
@@ -1729,13 +1723,7 @@ impl Simulation {
             }
             Choice::Health => {
                 let mut docker = self.docker.state();
-                let running: Vec<String> = docker
-                    .containers
-                    .iter()
-                    .filter(|(_, c)| c.state == SimState::Running)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                let id = running[self.random.below(running.len() as u64) as usize].clone();
+                let id = random_running_container(&docker.containers, &mut self.random);
                 let health = if self.random.chance(70) {
                     "healthy"
                 } else {
@@ -1939,6 +1927,20 @@ impl Simulation {
     }
 }
 
+/// One of the simulated Docker's running containers, picked at random (the caller offers an
+/// exit or a health change only while one runs).
+fn random_running_container(
+    containers: &BTreeMap<String, docker::SimContainer>,
+    random: &mut Random,
+) -> String {
+    let running: Vec<&String> = containers
+        .iter()
+        .filter(|(_, container)| container.state == SimState::Running)
+        .map(|(id, _)| id)
+        .collect();
+    running[random.below(running.len() as u64) as usize].clone()
+}
+
 fn short_call(call: &DockerCall) -> String {
     match call {
         DockerCall::Create { container, spec } => format!("Create {container} as {}", spec.name),
@@ -1960,13 +1962,7 @@ fn run_seed(seed: u64, full_log: bool) -> Result<Stats, String> {
         }
         simulation.stats
     });
-    outcome.map_err(|panic| {
-        panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
-    })
+    outcome.map_err(|panic| crate::text::panic_message(panic.as_ref()))
 }
 
 fn env_number(name: &str) -> Option<u64> {

@@ -218,7 +218,7 @@ impl TaskEngine {
             Err(panic) => {
                 log::error!(
                     "subscribing to Docker events panicked ({}); will retry",
-                    crate::engine::worker_pool::panic_message(panic.as_ref())
+                    crate::text::panic_message(panic.as_ref())
                 );
                 None
             }

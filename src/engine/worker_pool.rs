@@ -17,6 +17,7 @@
 //!
 //! The queue itself ([`PoolQueue`]) is a plain data structure with no threads, tested on its own.
 
+use crate::text::panic_message;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -378,15 +379,6 @@ impl DockerPool {
             dropped,
         }
     }
-}
-
-/// The text of a caught panic.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|text| text.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".to_string())
 }
 
 fn run_worker(shared: &PoolShared) {

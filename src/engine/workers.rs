@@ -15,13 +15,14 @@
 
 use crate::engine::messages::{DockerCall, Input, TransitionOutput};
 use crate::engine::transition::{docker_away, DockerCallKind};
-use crate::engine::worker_pool::{panic_message, CallClass};
+use crate::engine::worker_pool::CallClass;
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, EventFilter, EventStream,
     ImageInfo, RegistryAuth, RuntimeError,
 };
 use crate::state::StateStore;
 use crate::task::{ContainerStatus, PullBehavior};
+use crate::text::panic_message;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -484,11 +484,7 @@ fn watch_surviving_panics(
         if started.elapsed() > PANIC_PAUSE_MAXIMUM {
             pause = PANIC_PAUSE_INITIAL;
         }
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|text| text.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".to_string());
+        let message = crate::text::panic_message(panic.as_ref());
         log::error!(
             "tasks.d: the watcher panicked ({message}); scanning {} again in {}s",
             watcher.directory.display(),

@@ -211,11 +211,7 @@ pub(crate) fn run_managed_task(
         Ok(false) => {}
         Ok(true) => shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true),
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|text| text.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".to_string());
+            let message = crate::text::panic_message(panic.as_ref());
             log::error!(
                 "task {task_id}: its managed-task loop panicked ({message}); releasing its stop \
                  number and dropping it from memory; it is restored from its checkpoint at the \
@@ -250,34 +246,27 @@ fn run_managed_task_loop(
     // Boxed: an unbounded channel allocates its slots 31 at a time and keeps one block per
     // live channel, so unboxed `Input`s would cost every idle task about 14 KiB.
     let (results_sender, results) = crossbeam_channel::unbounded::<Box<Input>>();
-    let effects = machine.start(now_millis());
-    let mut done = perform(
-        machine,
-        effects,
-        state,
-        shared,
-        &inboxes.route,
-        &results_sender,
-    );
-    while !done {
-        let Some(input) = next_event(inboxes, &results, state) else {
-            return false;
-        };
-        #[cfg(test)]
-        test_hooks::panic_if_asked(machine.task(), &input);
-        let effects = machine.handle(input, now_millis());
-        // The state machine owns the stop number now (or finished it).
-        state.registered_stop_in_hand = None;
-        done = perform(
+    let mut effects = machine.start(now_millis());
+    loop {
+        if perform(
             machine,
             effects,
             state,
             shared,
             &inboxes.route,
             &results_sender,
-        );
+        ) {
+            return true;
+        }
+        let Some(input) = next_event(inboxes, &results, state) else {
+            return false;
+        };
+        #[cfg(test)]
+        test_hooks::panic_if_asked(machine.task(), &input);
+        effects = machine.handle(input, now_millis());
+        // The state machine owns the stop number now (or finished it).
+        state.registered_stop_in_hand = None;
     }
-    true
 }
 
 /// Test-only hooks into the thread loop (never compiled into the binary).

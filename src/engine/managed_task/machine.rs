@@ -421,7 +421,7 @@ impl ManagedTask {
             Input::DockerEvent {
                 docker_id,
                 observation: DockerObservation::FoundByName { docker_name },
-            } => self.adopt_by_name(docker_id, &docker_name, now, effects),
+            } => self.adopt_by_name(docker_id, &docker_name, effects),
             Input::DockerEvent {
                 docker_id,
                 observation,

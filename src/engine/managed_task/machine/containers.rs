@@ -89,7 +89,6 @@ impl ManagedTask {
         &mut self,
         docker_id: String,
         docker_name: &str,
-        now: Millis,
         effects: &mut Vec<Effect>,
     ) {
         if self
@@ -100,12 +99,11 @@ impl ManagedTask {
         {
             return;
         }
-        let Some(index) = self.task.containers.iter().position(|container| {
+        let Some(container) = self.task.containers.iter_mut().find(|container| {
             container.docker_id.is_none() && container.docker_name.as_deref() == Some(docker_name)
         }) else {
             return;
         };
-        let container = &mut self.task.containers[index];
         effects.push(Effect::Log {
             level: log::Level::Info,
             message: format!(
@@ -119,12 +117,12 @@ impl ManagedTask {
         effects.push(Effect::TrackContainer {
             docker_id: docker_id.clone(),
         });
+        // Docker has it, so it was created: the pass that follows goes on from CREATED
+        // (`adopted_is_created`), and the inspection says more.
         effects.push(Effect::Docker(DockerCall::Inspect {
             container: container.name().to_string(),
             docker_id,
         }));
-        // Docker has it, so it was created (see `progress`).
-        self.adopted_is_created(index, now, effects);
     }
 
     /// A container whose Docker id the task holds while it still counts as not created (adopted
