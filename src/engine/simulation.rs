@@ -117,8 +117,9 @@ use crate::engine::workers::{run_docker_call, StopRetry, WorkerContext};
 use crate::report::NewEvent;
 use crate::runtime::{ContainerRuntime, RuntimeEvent};
 use crate::task::{
-    ContainerDefinition, ContainerStatus, Dependency, DependencyCondition, HealthCheck, Millis,
-    NetworkMode, PullBehavior, Task, TaskDefinition, TaskStatus,
+    ContainerDefinition, ContainerStatus, Dependency, DependencyCondition,
+    DockerVolumeConfiguration, HealthCheck, Millis, MountPoint, NetworkMode, PullBehavior, Task,
+    TaskDefinition, TaskStatus, Volume, VolumeScope,
 };
 use crossbeam_channel::Receiver;
 use docker::{SimDocker, SimState};
@@ -370,13 +371,39 @@ fn random_task(random: &mut Random, index: usize, start_sequence: u64, now: Mill
         }
         containers.push(container);
     }
+    // Every other task mounts a task-scoped volume and every third one a shared, autoprovisioned
+    // one (by index, not by a draw: the generator's stream stays as it was).
+    let mut volumes = Vec::new();
+    let mut mount = |volume: Volume| {
+        containers[0].mount_points.push(MountPoint {
+            source_volume: volume.name.clone(),
+            container_path: format!("/{}", volume.name),
+            read_only: false,
+        });
+        volumes.push(volume);
+    };
+    if index % 2 == 0 {
+        mount(Volume::new("data"));
+    }
+    if index % 3 == 0 {
+        mount(Volume {
+            docker_volume_configuration: Some(DockerVolumeConfiguration {
+                scope: VolumeScope::Shared,
+                autoprovision: true,
+                driver: "local".into(),
+                driver_opts: BTreeMap::new(),
+                labels: BTreeMap::new(),
+            }),
+            ..Volume::new("sim-shared")
+        });
+    }
     let definition = TaskDefinition {
         family: format!("sim{index}"),
         revision: 1,
         network_mode: NetworkMode::Bridge,
         cpu: None,
         memory_mib: None,
-        volumes: Vec::new(),
+        volumes,
         containers,
     };
     let mut task = Task::new(
@@ -1176,8 +1203,15 @@ impl Simulation {
         }
     }
 
-    /// No container created twice for one name; stop-before-start across tasks.
+    /// No container created twice for one name; stop-before-start across tasks; every named
+    /// volume it mounts made before it.
     fn check_create(&self, created: &docker::Created) {
+        if !created.missing_volumes.is_empty() {
+            self.fail(format!(
+                "container {} created before its volumes {:?} were",
+                created.name, created.missing_volumes
+            ));
+        }
         let count = self
             .docker
             .state()
@@ -1943,7 +1977,9 @@ fn random_running_container(
 
 fn short_call(call: &DockerCall) -> String {
     match call {
-        DockerCall::Create { container, spec } => format!("Create {container} as {}", spec.name),
+        DockerCall::Create {
+            container, spec, ..
+        } => format!("Create {container} as {}", spec.name),
         other => format!("{other:?}"),
     }
 }

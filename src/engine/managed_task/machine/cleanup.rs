@@ -77,7 +77,7 @@ impl ManagedTask {
                         .or_else(|| container.docker_name.clone())
                 })
                 .collect(),
-            volumes: task_volume_names(&self.task),
+            volumes: owned_volumes(&self.task),
         }));
     }
 
