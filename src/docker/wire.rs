@@ -900,8 +900,9 @@ mod tests {
 
     #[test]
     fn a_volume_inspection_parses_with_null_maps() {
+        type Pairs = &'static [(&'static str, &'static str)];
         // (answer, name, driver, options, labels)
-        let table: [(&[u8], &str, &str, &[(&str, &str)], &[(&str, &str)]); 3] = [
+        let table: [(&[u8], &str, &str, Pairs, Pairs); 3] = [
             (
                 br#"{"Name":"db","Driver":"local","Mountpoint":"/var/lib/docker/volumes/db/_data",
                     "Options":{"type":"tmpfs","device":"tmpfs"},"Labels":{"a":"b"},"Scope":"local"}"#,

@@ -767,7 +767,8 @@ fn docker_volume_configuration_rules_one_row_each() {
         })
     };
     let path = "volumes[0].dockerVolumeConfiguration";
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, String)> = vec![
+    type Case = (&'static str, Box<dyn Fn(&mut Value)>, String);
+    let cases: Vec<Case> = vec![
         ("not an object", volume(json!("shared")), format!("{path}: expected an object, found a string")),
         ("unknown scope", volume(json!({"scope": "host"})), format!("{path}.scope: unknown scope \"host\": expected task or shared")),
         ("scope not a string", volume(json!({"scope": 1})), format!("{path}.scope: expected a string, found a number")),
@@ -793,7 +794,7 @@ fn docker_volume_configuration_rules_one_row_each() {
         let mut definition = base();
         mutate(&mut definition);
         let errors = errors_of(&definition);
-        assert!(errors.iter().any(|error| *error == expected), "{name}: expected {expected:?} in {errors:?}");
+        assert!(errors.contains(&expected), "{name}: expected {expected:?} in {errors:?}");
     }
     // A task-scoped volume may have any task volume name: its Docker name is deckhand's own.
     let short = mutated(|d| { d["volumes"] = json!([{"name": "d", "dockerVolumeConfiguration": {"scope": "task"}}]); });
