@@ -531,3 +531,42 @@ impl std::str::FromStr for PullBehavior {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volumes_saved_before_docker_volume_configurations_load_and_save_as_before() {
+        // (saved JSON, what it loads as)
+        let shared = Volume {
+            docker_volume_configuration: Some(DockerVolumeConfiguration {
+                scope: VolumeScope::Shared,
+                autoprovision: false,
+                driver: "local".into(),
+                driver_opts: BTreeMap::new(),
+                labels: BTreeMap::new(),
+            }),
+            ..Volume::new("db")
+        };
+        let table = [
+            (
+                r#"{"name":"data","host_source_path":null}"#,
+                Volume::new("data"),
+            ),
+            (
+                r#"{"name":"db","host_source_path":null,"docker_volume_configuration":{"scope":"shared"}}"#,
+                shared,
+            ),
+        ];
+        for (saved, expected) in table {
+            let loaded: Volume = serde_json::from_str(saved).expect("loads");
+            assert_eq!(loaded, expected, "{saved}");
+        }
+        assert_eq!(
+            serde_json::to_string(&Volume::new("data")).expect("saves"),
+            r#"{"name":"data","host_source_path":null}"#,
+            "a volume without a Docker configuration is saved as before"
+        );
+    }
+}
