@@ -78,6 +78,8 @@
 //!    dependency still legitimately blocks it), Docker agrees with every RUNNING container;
 //!    after the final stop every task is known STOPPED, cleaned up and forgotten, and no
 //!    container it created is left running.
+//! 9. No container is created before the named Docker volumes it mounts exist (every other task
+//!    mounts a task-scoped volume, every third one a shared autoprovisioned one).
 //!
 //! # What the simulator tolerates, and why
 //!
