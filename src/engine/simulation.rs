@@ -472,6 +472,7 @@ impl Simulation {
             cleanup_wait: Duration::from_secs(if random.chance(50) { 0 } else { 3 }),
             dependency_poll_interval: Duration::from_secs(5),
             sent_poll_interval: Duration::from_secs(30),
+            task_metadata: None,
         };
         let context = Self::worker_context(&docker, pull_behavior);
         let (crash_per_mille_step, crash_per_mille_effect) = match random.below(4) {

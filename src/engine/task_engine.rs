@@ -36,6 +36,7 @@ use crate::engine::workers::{StopRetry, WorkerContext};
 use crate::report::{EventLog, DEFAULT_EVENT_CAPACITY};
 use crate::runtime::ContainerRuntime;
 use crate::state::{StateError, StateStore};
+use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{PullBehavior, Task};
 use crossbeam_channel::{bounded, unbounded, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -77,6 +78,9 @@ pub struct EngineConfig {
     pub durable_ack_timeout: Duration,
     /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
     pub docker_concurrency: usize,
+    /// Where the agent serves the task metadata endpoint (§14), which every container created
+    /// is pointed at; `None` when it is off (`DECKHAND_TASK_METADATA=false`, or its port taken).
+    pub task_metadata: Option<MetadataEndpoint>,
 }
 
 impl Default for EngineConfig {
@@ -100,6 +104,7 @@ impl Default for EngineConfig {
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
+            task_metadata: None,
         }
     }
 }
@@ -137,6 +142,7 @@ impl EngineShared {
             cleanup_wait: self.config.cleanup_wait,
             dependency_poll_interval: self.config.dependency_poll_interval,
             sent_poll_interval: self.config.sent_poll_interval,
+            task_metadata: self.config.task_metadata,
         }
     }
 }
