@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::engine::EngineError;
-use crate::report::Event;
 use crate::ports::PortBinding;
+use crate::report::Event;
 use crate::task::{
     ContainerDefinition, ContainerNetwork, ContainerStatus, LogConfiguration, NetworkMode,
     TaskDefinition, TaskStatus,
