@@ -68,8 +68,8 @@ fn docker_stream_line(line: &[u8]) {
 }
 
 /// Docker's JSON answers: container inspect (and what the engine and restore read from it),
-/// container and volume lists, image inspect, version, create and wait answers, events,
-/// pull/import progress lines, and error bodies.
+/// container and volume lists, image inspect, network inspect, container stats, version, create
+/// and wait answers, events, pull/import progress lines, and error bodies.
 pub fn docker_json(data: &[u8]) {
     if let Ok(info) = wire::parse_container_info(data) {
         let _ = crate::engine::managed_task::status_from_inspect(&info);
