@@ -11,6 +11,7 @@ mod agent_support;
 mod docker_support;
 
 use agent_support::{free_port, Agent, AgentOptions};
+use deckhand::runtime::ContainerRuntime;
 use docker_support::{TempDir, TEST_IMAGE};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -140,10 +141,14 @@ fn a_container_reads_its_own_metadata_its_task_and_stats() {
         .find_map(|line| line.strip_prefix("ECS_CONTAINER_METADATA_URI_V4="))
         .unwrap_or_else(|| panic!("no ECS_CONTAINER_METADATA_URI_V4 in {env}"))
         .to_string();
+    let gateway = agent
+        .docker
+        .bridge_gateway()
+        .expect("Docker answers")
+        .expect("the default bridge has a gateway");
     assert!(
-        uri.starts_with(&format!("http://172.17.0.1:{port}/v4/"))
-            || uri.contains(&format!(":{port}/v4/")),
-        "the agent's URI replaced the definition's own: {uri}"
+        uri.starts_with(&format!("http://{gateway}:{port}/v4/")),
+        "the agent's URI, on the bridge gateway, replaced the definition's own: {uri}"
     );
     let token = uri.rsplit('/').next().expect("a token");
     assert_eq!(token.len(), 32, "{uri}");
@@ -351,4 +356,23 @@ fn turned_off_containers_get_no_metadata_variables() {
         TcpStream::connect(("127.0.0.1", port)).is_err(),
         "nothing listens on the metadata port"
     );
+}
+
+#[test]
+fn a_taken_port_leaves_the_agent_running_without_the_endpoint() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to hold");
+    let port = holder.local_addr().expect("its address").port();
+    let Some(agent) = metadata_agent(port, &[]) else {
+        return;
+    };
+    agent.wait_for_log("the task metadata endpoint is off");
+    let out = TempDir::new("dh-metadata-taken");
+    let script = "env > /out/env.tmp; mv /out/env.tmp /out/env; exec sleep 600";
+    agent.submit(&definition("metataken", "bridge", out.path(), script));
+    let env = wait_for_file(&out.path.join("env"));
+    assert!(
+        !env.contains("ECS_CONTAINER_METADATA_URI="),
+        "no variables without the endpoint: {env}"
+    );
+    drop(holder);
 }

@@ -106,7 +106,6 @@
 mod docker;
 
 use crate::engine::container_spec::{assign_docker_names, assign_metadata_tokens};
-use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::engine::docker_events::{observation_for_event, DockerObservation};
 use crate::engine::managed_task::{
     DockerCall, Effect, Input, ManagedTask, ManagedTaskSettings, TimerKind,
@@ -117,6 +116,7 @@ use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::workers::{run_docker_call, StopRetry, WorkerContext};
 use crate::report::NewEvent;
 use crate::runtime::{ContainerRuntime, RuntimeEvent};
+use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{
     ContainerDefinition, ContainerStatus, Dependency, DependencyCondition, HealthCheck, Millis,
     NetworkMode, PullBehavior, Task, TaskDefinition, TaskStatus,
