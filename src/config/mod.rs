@@ -21,6 +21,9 @@
 //!   an error. Unknown variables in the environment are ignored (it holds many other things).
 //! - Run by a non-root user, the default paths move to per-user XDG places so `deckhand run` works
 //!   for a developer without root.
+//! - `ECS_ENGINE_AUTH_TYPE` and `ECS_ENGINE_AUTH_DATA` (registry credentials, parsed by
+//!   `crate::registry`) go together. The data is a secret: no error, warning or `Debug` output
+//!   quotes it, nor a line of the file that looks like a JSON value spread over several lines.
 //!
 //! One concern per file: `keys.rs` is the key table (and the packaged config file it renders),
 //! `scope.rs` who runs the agent and the default paths of each scope, `parse.rs` the `KEY=VALUE`
