@@ -329,4 +329,19 @@ pub trait ContainerRuntime: Send + Sync + 'static {
             message: format!("this runtime cannot remove volume {name}"),
         })
     }
+    /// One sample of a container's resource usage, as the runtime's own JSON (Docker's
+    /// `GET /containers/{id}/stats?stream=false`), for the task metadata endpoint's stats. The
+    /// default says the runtime cannot.
+    fn container_stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot read the stats of container {id}"),
+        })
+    }
+    /// The gateway address of the default bridge network (Docker's `GET /networks/bridge`,
+    /// `IPAM.Config[].Gateway`, the first IPv4 one): where a bridge-mode container reaches the
+    /// host. `Ok(None)` when the runtime has no such network or address.
+    fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
+        Ok(None)
+    }
 }

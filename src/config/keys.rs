@@ -46,6 +46,16 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "address of the read-only ECS introspection endpoint; empty turns it off",
     },
     ConfigKeyDoc {
+        key: "DECKHAND_TASK_METADATA",
+        system_default: "true",
+        meaning: "serve the task metadata endpoint and set ECS_CONTAINER_METADATA_URI_V4 in containers (true/false)",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_TASK_METADATA_PORT",
+        system_default: "51679",
+        meaning: "port of the task metadata endpoint, on the Docker bridge gateway and 127.0.0.1",
+    },
+    ConfigKeyDoc {
         key: "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
         system_default: "3h",
         meaning: "how long a stopped task's containers are kept before removal; under 1s means the default",

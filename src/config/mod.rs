@@ -51,7 +51,7 @@ use crate::registry::{parse_auth_data, AuthDataFormat, RegistryCredentials};
 use keys::default_of;
 use parse::{
     parse_absolute_path, parse_config_file, parse_docker_concurrency, parse_docker_host,
-    parse_log_level, parse_port_list, parse_socket_addr, MinimumRule, Sources,
+    parse_listen_port, parse_log_level, parse_port_list, parse_socket_addr, MinimumRule, Sources,
 };
 use scope::{default_api_socket, default_data_dir, default_tasks_dir};
 
@@ -176,6 +176,10 @@ pub struct Config {
     pub tasks_dir: PathBuf,
     /// `None` when `DECKHAND_INTROSPECTION_ADDR` is set empty.
     pub introspection_addr: Option<SocketAddr>,
+    /// `DECKHAND_TASK_METADATA`: serve the task metadata endpoint and point containers at it.
+    pub task_metadata: bool,
+    /// `DECKHAND_TASK_METADATA_PORT`.
+    pub task_metadata_port: u16,
     pub task_cleanup_wait: Duration,
     pub container_stop_timeout: Duration,
     pub container_start_timeout: Duration,
@@ -361,6 +365,13 @@ impl Config {
             ),
         };
 
+        let task_metadata = sources.boolean("DECKHAND_TASK_METADATA")?;
+        let task_metadata_port = match sources.value("DECKHAND_TASK_METADATA_PORT") {
+            Some(raw) => raw.parse_with(parse_listen_port)?,
+            None => parse_listen_port(default_of("DECKHAND_TASK_METADATA_PORT"))
+                .expect("the built-in task metadata port parses"),
+        };
+
         let task_cleanup_wait = sources.duration(
             "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
             MinimumRule::ReplaceWithDefault(MINIMUM_TASK_CLEANUP_WAIT),
@@ -421,6 +432,8 @@ impl Config {
             api_socket,
             tasks_dir,
             introspection_addr,
+            task_metadata,
+            task_metadata_port,
             task_cleanup_wait,
             container_stop_timeout,
             container_start_timeout,

@@ -326,6 +326,14 @@ pub(super) fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
         .map_err(|_| "expected IP:PORT such as 127.0.0.1:51678, or empty to turn it off".into())
 }
 
+/// A TCP port to listen on, 1 to 65535.
+pub(super) fn parse_listen_port(text: &str) -> Result<u16, String> {
+    match text.trim().parse::<u16>() {
+        Ok(port) if port > 0 => Ok(port),
+        _ => Err("expected a port from 1 to 65535".into()),
+    }
+}
+
 /// A JSON list of ports, as ECS writes `ECS_RESERVED_PORTS`: `[22, 2375]`.
 pub(super) fn parse_port_list(text: &str) -> Result<Vec<u16>, String> {
     serde_json::from_str::<Vec<u16>>(text)

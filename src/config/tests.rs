@@ -48,6 +48,8 @@ fn system_defaults_match_the_documented_table() {
             api_socket: PathBuf::from("/run/deckhand/api.sock"),
             tasks_dir: PathBuf::from("/etc/deckhand/tasks.d"),
             introspection_addr: Some("127.0.0.1:51678".parse().expect("literal address")),
+            task_metadata: true,
+            task_metadata_port: 51679,
             task_cleanup_wait: Duration::from_secs(3 * 3600),
             container_stop_timeout: Duration::from_secs(30),
             container_start_timeout: Duration::from_secs(180),
@@ -222,6 +224,12 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
         "Some(0.0.0.0:9000)",
         |c| format!("{:?}", c.introspection_addr),
     ),
+    ("DECKHAND_TASK_METADATA", "false", "false", |c| {
+        c.task_metadata.to_string()
+    }),
+    ("DECKHAND_TASK_METADATA_PORT", "9179", "9179", |c| {
+        c.task_metadata_port.to_string()
+    }),
     (
         "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
         "10m",
@@ -359,6 +367,9 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
         ),
         ("ECS_DISABLE_PRIVILEGED", "1", "true or false"),
         ("DECKHAND_REMOVE_ORPHANS", "TRUE", "true or false"),
+        ("DECKHAND_TASK_METADATA", "no", "true or false"),
+        ("DECKHAND_TASK_METADATA_PORT", "0", "from 1 to 65535"),
+        ("DECKHAND_TASK_METADATA_PORT", "65536", "from 1 to 65535"),
         ("DECKHAND_DOCKER_CONCURRENCY", "0", "from 1 to 64"),
         ("DECKHAND_DOCKER_CONCURRENCY", "65", "from 1 to 64"),
         ("DECKHAND_DOCKER_CONCURRENCY", "eight", "from 1 to 64"),

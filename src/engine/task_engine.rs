@@ -37,6 +37,7 @@ use crate::registry::RegistryCredentials;
 use crate::report::{EventLog, DEFAULT_EVENT_CAPACITY};
 use crate::runtime::ContainerRuntime;
 use crate::state::{StateError, StateStore};
+use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{PullBehavior, Task};
 use crossbeam_channel::{bounded, unbounded, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -78,6 +79,9 @@ pub struct EngineConfig {
     pub durable_ack_timeout: Duration,
     /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
     pub docker_concurrency: usize,
+    /// Where the agent serves the task metadata endpoint (§14), which every container created
+    /// is pointed at; `None` when it is off (`DECKHAND_TASK_METADATA=false`, or its port taken).
+    pub task_metadata: Option<MetadataEndpoint>,
     /// `ECS_ENGINE_AUTH_TYPE`/`ECS_ENGINE_AUTH_DATA`: the credentials each pull sends for its
     /// image's registry (§13). Its `Debug` output shows no password.
     pub registry_credentials: Arc<RegistryCredentials>,
@@ -104,6 +108,7 @@ impl Default for EngineConfig {
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
+            task_metadata: None,
             registry_credentials: Arc::new(RegistryCredentials::default()),
         }
     }
@@ -142,6 +147,7 @@ impl EngineShared {
             cleanup_wait: self.config.cleanup_wait,
             dependency_poll_interval: self.config.dependency_poll_interval,
             sent_poll_interval: self.config.sent_poll_interval,
+            task_metadata: self.config.task_metadata,
         }
     }
 }
