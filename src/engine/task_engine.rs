@@ -33,9 +33,11 @@ use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::worker_pool::{DockerPool, PoolStats, DEFAULT_DOCKER_CONCURRENCY};
 use crate::engine::workers::{StopRetry, WorkerContext};
+use crate::registry::RegistryCredentials;
 use crate::report::{EventLog, DEFAULT_EVENT_CAPACITY};
 use crate::runtime::ContainerRuntime;
 use crate::state::{StateError, StateStore};
+use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{PullBehavior, Task};
 use crossbeam_channel::{bounded, unbounded, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -77,6 +79,12 @@ pub struct EngineConfig {
     pub durable_ack_timeout: Duration,
     /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
     pub docker_concurrency: usize,
+    /// Where the agent serves the task metadata endpoint (§14), which every container created
+    /// is pointed at; `None` when it is off (`DECKHAND_TASK_METADATA=false`, or its port taken).
+    pub task_metadata: Option<MetadataEndpoint>,
+    /// `ECS_ENGINE_AUTH_TYPE`/`ECS_ENGINE_AUTH_DATA`: the credentials each pull sends for its
+    /// image's registry (§13). Its `Debug` output shows no password.
+    pub registry_credentials: Arc<RegistryCredentials>,
 }
 
 impl Default for EngineConfig {
@@ -100,6 +108,8 @@ impl Default for EngineConfig {
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
+            task_metadata: None,
+            registry_credentials: Arc::new(RegistryCredentials::default()),
         }
     }
 }
@@ -137,6 +147,7 @@ impl EngineShared {
             cleanup_wait: self.config.cleanup_wait,
             dependency_poll_interval: self.config.dependency_poll_interval,
             sent_poll_interval: self.config.sent_poll_interval,
+            task_metadata: self.config.task_metadata,
         }
     }
 }
@@ -197,6 +208,7 @@ impl TaskEngine {
                     pulled_images: Arc::new(Mutex::new(HashSet::new())),
                     stop_retry: config.stop_retry,
                     store: store.clone(),
+                    registry_credentials: Arc::clone(&config.registry_credentials),
                 },
                 store,
                 snapshots: Mutex::new(BTreeMap::new()),

@@ -154,7 +154,13 @@ impl ManagedTask {
                 })
             }
             DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
-                .and_then(|spec| {
+                .and_then(|mut spec| {
+                    add_metadata_environment(
+                        &mut spec,
+                        &self.task,
+                        index,
+                        self.settings.task_metadata.as_ref(),
+                    );
                     let volumes = volume_requirements(&self.task, index, &self.settings.cluster)?;
                     Ok(DockerCall::Create {
                         container: name.clone(),
