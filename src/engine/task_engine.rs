@@ -447,6 +447,8 @@ mod tests {
             containers: vec![crate::engine::test_support::container_definition(
                 "app", image,
             )],
+            pid_mode: None,
+            ipc_mode: None,
         }
     }
 
