@@ -631,6 +631,20 @@ impl Parser {
                     _ => {}
                 }
             }
+            if container.linux_parameters.shared_memory_size_mib.is_some() {
+                let shm_path = at.at("linuxParameters.sharedMemorySize");
+                match ipc_mode {
+                    Some(IpcMode::Host) => self.warn(
+                        &shm_path,
+                        "ignored: with ipcMode host the container uses the host's /dev/shm",
+                    ),
+                    Some(IpcMode::None) => self.warn(
+                        &shm_path,
+                        "ignored: with ipcMode none the container has no /dev/shm",
+                    ),
+                    None => {}
+                }
+            }
             let mounted: Vec<&str> = container
                 .mount_points
                 .iter()

@@ -713,12 +713,11 @@ fn a_container_with_only_name_and_image_parses_to_container_definition_new() {
     );
 }
 
-/// A container using every Linux field deckhand applies, in a task with `pidMode` and `ipcMode`.
+/// A container using every Linux field deckhand applies, in a task with `pidMode`.
 fn linux_definition() -> Value {
     json!({
         "family": "linux",
         "pidMode": "host",
-        "ipcMode": "none",
         "containerDefinitions": [{
             "name": "app",
             "image": "deckhand-test/busybox:latest",
@@ -754,7 +753,9 @@ fn linux_fields_are_parsed() {
     let parsed = parse_value(&linux_definition()).expect("valid");
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     let definition = &parsed.definition;
-    assert_eq!((definition.pid_mode, definition.ipc_mode), (Some(PidMode::Host), Some(IpcMode::None)));
+    assert_eq!((definition.pid_mode, definition.ipc_mode), (Some(PidMode::Host), None));
+    let with_ipc = |mode: &str| parse_value(&mutated(|d| { d["ipcMode"] = json!(mode); })).expect("valid").definition.ipc_mode;
+    assert_eq!((with_ipc("host"), with_ipc("none")), (Some(IpcMode::Host), Some(IpcMode::None)));
     let app = &definition.containers[0];
     assert_eq!(app.ulimits, vec![
         Ulimit { name: "nofile".into(), soft_limit: 1024, hard_limit: 2048 },
@@ -930,6 +931,21 @@ fn swappiness_without_max_swap_is_a_warning() {
         parsed.warnings,
         vec!["containerDefinitions[0].linuxParameters.swappiness: ignored: swappiness applies only together with maxSwap".to_string()]
     );
+}
+
+#[test]
+fn shared_memory_size_without_a_private_ipc_namespace_is_a_warning() {
+    for (mode, expected) in [
+        ("host", "containerDefinitions[0].linuxParameters.sharedMemorySize: ignored: with ipcMode host the container uses the host's /dev/shm"),
+        ("none", "containerDefinitions[0].linuxParameters.sharedMemorySize: ignored: with ipcMode none the container has no /dev/shm"),
+    ] {
+        let parsed = parse_value(&mutated(|d| {
+            d["ipcMode"] = json!(mode);
+            d["containerDefinitions"][0]["linuxParameters"] = json!({"sharedMemorySize": 64});
+        }))
+        .expect("valid");
+        assert_eq!(parsed.warnings, vec![expected.to_string()], "{mode}");
+    }
 }
 
 #[test]
