@@ -156,6 +156,11 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     for warning in &config.warnings {
         log::warn!("configuration: {warning}");
     }
+    if !config.registry_credentials.is_empty() {
+        // Which registries only: the credentials themselves are never logged.
+        let registries: Vec<&str> = config.registry_credentials.registries().collect();
+        log::info!("registry credentials for {}", registries.join(", "));
+    }
     // Signals are caught from here on, so a SIGTERM during start-up is not fatal mid-way.
     let signals = match start_signal_thread() {
         Ok(signals) => signals,
@@ -325,6 +330,7 @@ impl EngineConfig {
             disable_privileged: config.privileged_disabled,
             remove_orphans: config.remove_orphans,
             docker_concurrency: config.docker_concurrency,
+            registry_credentials: Arc::new(config.registry_credentials.clone()),
             ..EngineConfig::default()
         }
     }

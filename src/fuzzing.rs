@@ -207,6 +207,38 @@ pub fn config_file(data: &[u8]) {
         let _ = crate::config::Config::from_sources(Some((path, text)), &env, scope);
     }
     let _ = crate::config::parse_duration(text);
+    registry_credentials(text);
+}
+
+/// Registry credentials (part of `config_file`): the whole text as `ECS_ENGINE_AUTH_DATA` in both
+/// formats (each line then matched as an image), and each line as an image reference, a registry
+/// key and a `.dockercfg` `auth`.
+fn registry_credentials(text: &str) {
+    use crate::registry::{parse_auth_data, parse_registry_key, registry_of_image, AuthDataFormat};
+    for format in [AuthDataFormat::Docker, AuthDataFormat::Dockercfg] {
+        match parse_auth_data(format, text) {
+            Ok(credentials) => {
+                for line in text.lines() {
+                    if let Some(matched) = credentials.for_image(line) {
+                        assert!(credentials
+                            .registries()
+                            .any(|given| given == matched.registry));
+                    }
+                }
+                // Every password stands as `<redacted>` in the Debug output.
+                let debug = format!("{credentials:?}");
+                assert!(debug.matches("<redacted>").count() >= credentials.registries().count());
+            }
+            Err(message) => {
+                assert!(!message.is_empty());
+            }
+        }
+    }
+    for line in text.lines() {
+        let _ = registry_of_image(line);
+        let _ = parse_registry_key(line);
+        let _ = crate::encoding::base64_standard_decode(line);
+    }
 }
 
 /// `tasks.d`: the source marks of the tasks the engine holds, one per line (before the first NUL

@@ -76,12 +76,22 @@ impl fmt::Display for RuntimeError {
 
 impl std::error::Error for RuntimeError {}
 
-/// Credentials for a registry, sent as `X-Registry-Auth`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Credentials for a registry, sent as `X-Registry-Auth`. Its `Debug` output shows no password.
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct RegistryAuth {
     pub username: String,
     pub password: String,
     pub server_address: String,
+}
+
+impl fmt::Debug for RegistryAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryAuth")
+            .field("username", &self.username)
+            .field("password", &format_args!("<redacted>"))
+            .field("server_address", &self.server_address)
+            .finish()
+    }
 }
 
 /// Docker health check, durations as Docker takes them.

@@ -110,7 +110,25 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         system_default: "8",
         meaning: "Docker calls made at once, 1 to 64; stops go first and pulls never take the last worker",
     },
+    ConfigKeyDoc {
+        key: "ECS_ENGINE_AUTH_TYPE",
+        system_default: "",
+        meaning: "format of ECS_ENGINE_AUTH_DATA: docker or dockercfg; empty for no registry credentials",
+    },
+    ConfigKeyDoc {
+        key: "ECS_ENGINE_AUTH_DATA",
+        system_default: "",
+        meaning: "registry credentials: one line of JSON keyed by registry host[:port] (README: Private registries); a password here makes this file a secret, keep it mode 0640 or 0600",
+    },
 ];
+
+/// Keys whose value is a secret: no message, warning or `Debug` output quotes it.
+pub(super) const SECRET_KEYS: &[&str] = &["ECS_ENGINE_AUTH_DATA"];
+
+/// Whether `key`'s value must never be quoted (see [`SECRET_KEYS`]).
+pub(super) fn is_secret_key(key: &str) -> bool {
+    SECRET_KEYS.contains(&key)
+}
 
 /// Renders the packaged `deckhand.conf`: a header and, per key, its meaning and the key commented
 /// out with its system default. `packaging/deckhand.conf` is this text (a unit test checks it).

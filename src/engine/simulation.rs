@@ -534,6 +534,7 @@ impl Simulation {
                 maximum_backoff: Duration::ZERO,
             },
             store: None,
+            registry_credentials: Default::default(),
         }
     }
 

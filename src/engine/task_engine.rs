@@ -33,6 +33,7 @@ use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::worker_pool::{DockerPool, PoolStats, DEFAULT_DOCKER_CONCURRENCY};
 use crate::engine::workers::{StopRetry, WorkerContext};
+use crate::registry::RegistryCredentials;
 use crate::report::{EventLog, DEFAULT_EVENT_CAPACITY};
 use crate::runtime::ContainerRuntime;
 use crate::state::{StateError, StateStore};
@@ -77,6 +78,9 @@ pub struct EngineConfig {
     pub durable_ack_timeout: Duration,
     /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
     pub docker_concurrency: usize,
+    /// `ECS_ENGINE_AUTH_TYPE`/`ECS_ENGINE_AUTH_DATA`: the credentials each pull sends for its
+    /// image's registry (§13). Its `Debug` output shows no password.
+    pub registry_credentials: Arc<RegistryCredentials>,
 }
 
 impl Default for EngineConfig {
@@ -100,6 +104,7 @@ impl Default for EngineConfig {
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
+            registry_credentials: Arc::new(RegistryCredentials::default()),
         }
     }
 }
@@ -197,6 +202,7 @@ impl TaskEngine {
                     pulled_images: Arc::new(Mutex::new(HashSet::new())),
                     stop_retry: config.stop_retry,
                     store: store.clone(),
+                    registry_credentials: Arc::clone(&config.registry_credentials),
                 },
                 store,
                 snapshots: Mutex::new(BTreeMap::new()),
