@@ -961,6 +961,16 @@ fn checkpoints_written_before_the_linux_fields_still_load() {
     let old_mapping = json!({"container_port": 80, "host_port": null, "protocol": "tcp"});
     let mapping: PortMapping = serde_json::from_value(old_mapping).expect("loads");
     assert_eq!(mapping.container_port_range, None);
+    // A task saved before pidMode/ipcMode existed has neither key; one that sets them keeps them.
+    let plain = crate::task::Task::new("0".repeat(32), "edge", parse_value(&base()).expect("valid").definition, 1, 0);
+    let mut saved = serde_json::to_value(&plain).expect("serialises");
+    assert!(saved.get("pid_mode").is_none() && saved.get("ipc_mode").is_none(), "{saved}");
+    saved.as_object_mut().expect("an object").remove("pid_mode");
+    assert_eq!(serde_json::from_value::<crate::task::Task>(saved).expect("loads"), plain);
+    let namespaced = crate::task::Task::new("1".repeat(32), "edge", parse_value(&linux_definition()).expect("valid").definition, 1, 0);
+    let reloaded: crate::task::Task = serde_json::from_value(serde_json::to_value(&namespaced).expect("serialises")).expect("loads");
+    assert_eq!(reloaded.pid_mode, Some(crate::task::PidMode::Host));
+    assert_eq!(reloaded, namespaced);
     let full = parse_value(&linux_definition()).expect("valid").definition.containers[0].clone();
     let round_trip: ContainerDefinition = serde_json::from_value(serde_json::to_value(&full).expect("serialises")).expect("loads");
     assert_eq!(round_trip, full);
