@@ -410,6 +410,8 @@ impl FuzzEngine {
                 "app",
                 "busybox:latest",
             )],
+            pid_mode: None,
+            ipc_mode: None,
         };
         let mut task = Task::new(id.into(), "edge", definition, 1, 1_700_000_000_000);
         task.containers[0].docker_id = Some(docker_id.into());

@@ -419,6 +419,8 @@ mod tests {
                 .iter()
                 .map(|(name, _)| container_definition(name))
                 .collect(),
+            pid_mode: None,
+            ipc_mode: None,
         };
         let mut task = Task::new(id.into(), "edge", definition, 1, 1_700_000_000_000);
         for (container, (_, docker_id)) in task.containers.iter_mut().zip(containers) {

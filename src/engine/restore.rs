@@ -508,6 +508,8 @@ mod tests {
                 .iter()
                 .map(|(name, _, _)| container_definition(name, "busybox"))
                 .collect(),
+            pid_mode: None,
+            ipc_mode: None,
         };
         let mut task = Task::new("t1".to_string(), "c", definition, 1, 0);
         for (container, (_, docker_name, docker_id)) in task.containers.iter_mut().zip(names) {

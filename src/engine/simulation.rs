@@ -379,6 +379,8 @@ fn random_task(random: &mut Random, index: usize, start_sequence: u64, now: Mill
         memory_mib: None,
         volumes: Vec::new(),
         containers,
+        pid_mode: None,
+        ipc_mode: None,
     };
     let mut task = Task::new(
         format!("{:032x}", index + 1),

@@ -459,6 +459,8 @@ mod tests {
             containers: vec![crate::engine::test_support::container_definition(
                 "app", image,
             )],
+            pid_mode: None,
+            ipc_mode: None,
         }
     }
 

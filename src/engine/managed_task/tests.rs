@@ -23,6 +23,8 @@ fn one_container_task() -> Task {
             "app",
             "unit/app:1",
         )],
+        pid_mode: None,
+        ipc_mode: None,
     };
     let mut task = Task::new("a".repeat(32), "unit", definition, 0, 0);
     crate::engine::container_spec::assign_docker_names(&mut task, || "0001".into());
