@@ -343,6 +343,10 @@ impl TaskEngine {
                 .max(task.start_sequence)
                 .max(task.stop_sequence);
         }
+        // Host resources (§9a), before any loop asks whether it is admitted.
+        self.shared
+            .host_resources
+            .restore(prepared.iter().map(|prepared| &prepared.task));
         let count = prepared.len();
         for Prepared {
             task,

@@ -24,6 +24,7 @@
 use crate::engine::docker_events::{
     event_filter, run_events_thread, EventsThreadControl, OnReconnect, Reconnect,
 };
+use crate::engine::host_resources::{HostCapacity, HostResourceQueue, HostResources};
 use crate::engine::managed_task::{
     run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
     DOCKER_EVENT_INBOX_CAPACITY,
@@ -77,6 +78,10 @@ pub struct EngineConfig {
     pub durable_ack_timeout: Duration,
     /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
     pub docker_concurrency: usize,
+    /// What the host offers tasks (§9a): `MemTotal` less `ECS_RESERVED_MEMORY`, 1024 CPU units
+    /// per core, and the reserved ports. Unlimited memory and CPU by default (tests); the agent
+    /// reads the host's.
+    pub host_capacity: HostCapacity,
 }
 
 impl Default for EngineConfig {
@@ -100,6 +105,7 @@ impl Default for EngineConfig {
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
+            host_capacity: HostCapacity::unlimited(),
         }
     }
 }
@@ -190,6 +196,7 @@ impl TaskEngine {
                 docker_pool,
                 reporter: Arc::new(reporter),
                 wait_group: Arc::new(SequentialWaitGroup::new()),
+                host_resources: HostResourceQueue::new(config.host_capacity.clone()),
                 docker_index: Arc::new(RwLock::new(HashMap::new())),
                 worker_context: WorkerContext {
                     runtime: Arc::clone(&runtime),
@@ -307,6 +314,11 @@ impl TaskEngine {
         &self.shared.wait_group
     }
 
+    /// A copy of the host-resource ledger (§9a), for diagnostics and tests.
+    pub fn host_resources(&self) -> HostResources {
+        self.shared.host_resources.ledger()
+    }
+
     /// The event log.
     pub fn event_log(&self) -> &EventLog {
         &self.shared.reporter
@@ -314,7 +326,9 @@ impl TaskEngine {
 
     /// A snapshot of one task.
     pub fn task(&self, task_id: &str) -> Option<Task> {
-        self.shared.snapshots().get(task_id).cloned()
+        let mut task = self.shared.snapshots().get(task_id).cloned()?;
+        task.waiting_for = self.shared.host_resources.waiting_reason(task_id);
+        Some(task)
     }
 
     /// Waits until the snapshot of `task_id` (`None` once the task is forgotten) satisfies
