@@ -344,8 +344,9 @@ impl EngineConfig {
 /// the host's memory could not be read), 1024 CPU units per core, and the reserved ports.
 pub fn host_capacity(config: &Config, mem_total_mib: Option<u64>, cpu_cores: u64) -> HostCapacity {
     HostCapacity {
-        memory_mib: mem_total_mib
-            .map_or(u64::MAX, |total| total.saturating_sub(config.reserved_memory_mib)),
+        memory_mib: mem_total_mib.map_or(u64::MAX, |total| {
+            total.saturating_sub(config.reserved_memory_mib)
+        }),
         cpu_units: cpu_cores.saturating_mul(1024),
         reserved_tcp_ports: config.reserved_ports.iter().copied().collect(),
         reserved_udp_ports: config.reserved_ports_udp.iter().copied().collect(),
@@ -396,7 +397,8 @@ mod tests {
 
     #[test]
     fn the_host_capacity_is_memtotal_less_the_reserved_memory_and_1024_units_per_core() {
-        let file = "ECS_RESERVED_MEMORY=512\nECS_RESERVED_PORTS=[22]\nECS_RESERVED_PORTS_UDP=[53, 5353]\n";
+        let file =
+            "ECS_RESERVED_MEMORY=512\nECS_RESERVED_PORTS=[22]\nECS_RESERVED_PORTS_UDP=[53, 5353]\n";
         let config = Config::from_sources(
             Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
             &|_| None,
@@ -407,7 +409,10 @@ mod tests {
         assert_eq!(capacity.memory_mib, 1536);
         assert_eq!(capacity.cpu_units, 2048);
         assert_eq!(capacity.reserved_tcp_ports, [22].into_iter().collect());
-        assert_eq!(capacity.reserved_udp_ports, [53, 5353].into_iter().collect());
+        assert_eq!(
+            capacity.reserved_udp_ports,
+            [53, 5353].into_iter().collect()
+        );
         // More reserved than the host has: nothing is offered.
         assert_eq!(host_capacity(&config, Some(256), 1).memory_mib, 0);
         // The host's memory unknown: memory is not accounted.

@@ -108,7 +108,10 @@ fn a_task_that_does_not_fit_waits_and_a_later_small_one_does_not_overtake_it() {
             "its turn: task {big} waits for host resources ahead of it"
         ))
     );
-    assert_eq!(engine.host_resources().queued(), vec![big.clone(), small.clone()]);
+    assert_eq!(
+        engine.host_resources().queued(),
+        vec![big.clone(), small.clone()]
+    );
     assert_eq!(waiting_for(&engine, &first), None);
 
     engine.stop(&first).expect("stop accepted");
@@ -151,7 +154,10 @@ fn a_stop_while_waiting_stops_the_task_at_once_and_lets_the_next_one_in() {
     engine.stop(&stopped).expect("stop accepted");
     let task = wait_known(&engine, &stopped, TaskStatus::Stopped);
     assert_eq!(task.waiting_for, None, "it left the queue");
-    assert_eq!(task.stopped_reason.as_deref(), Some("Task stopped by request"));
+    assert_eq!(
+        task.stopped_reason.as_deref(),
+        Some("Task stopped by request")
+    );
     // The next one fits beside the holder now that nobody waits ahead of it.
     wait_known(&engine, &next, TaskStatus::Running);
     assert_eq!(fake.count(Op::Create, "stopped"), 0);
@@ -171,7 +177,11 @@ fn a_host_port_is_held_until_its_task_stopped() {
         .id;
     wait_known(&engine, &web, TaskStatus::Running);
     let replacement = engine
-        .submit(with_host_port(sized("replacement", 10), 8080, Protocol::Tcp))
+        .submit(with_host_port(
+            sized("replacement", 10),
+            8080,
+            Protocol::Tcp,
+        ))
         .expect("accepted")
         .id;
     assert_eq!(
@@ -292,7 +302,10 @@ fn the_accounting_and_the_queue_survive_a_restart() {
         waiting_for(&engine, &three).as_deref(),
         Some("memory: needs 400 MiB, 224 MiB free")
     );
-    assert_eq!(engine.task(&three).expect("held").known_status, TaskStatus::None);
+    assert_eq!(
+        engine.task(&three).expect("held").known_status,
+        TaskStatus::None
+    );
 
     engine.stop(&one).expect("stop accepted");
     wait_known(&engine, &one, TaskStatus::Stopped);

@@ -588,7 +588,10 @@ mod tests {
         assert_eq!(view["DesiredStatus"], "RUNNING");
         assert_eq!(view["PullStartedAt"], "2023-11-14T22:13:20.000Z");
         assert!(view.get("ExecutionStoppedAt").is_none());
-        assert!(view.get("WaitingFor").is_none(), "only a waiting task has one");
+        assert!(
+            view.get("WaitingFor").is_none(),
+            "only a waiting task has one"
+        );
         let mut waiting = task.clone();
         waiting.waiting_for = Some("memory: needs 512 MiB, 300 MiB free".into());
         assert_eq!(
