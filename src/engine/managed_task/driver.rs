@@ -183,7 +183,14 @@ fn perform(
             }
             Effect::StopWaitingForStops => state.wait_group_ready = None,
             Effect::WaitForResources => {
-                state.resources_ready = Some(shared.host_resources.ready(&machine.task().id));
+                let id = &machine.task().id;
+                let ready = shared.host_resources.ready(id);
+                if ready.is_empty() {
+                    if let Some(reason) = shared.host_resources.waiting_reason(id) {
+                        log::info!("task {id}: waits for host resources: {reason}");
+                    }
+                }
+                state.resources_ready = Some(ready);
             }
             Effect::ReleaseResources => {
                 state.resources_ready = None;
