@@ -92,6 +92,8 @@ expect_lines "deb file list" "$deb_files" "/usr/bin/deckhand
 /usr/share/doc/deckhand/examples/make-image.sh"
 dpkg-deb -c "$deb" | contains -E '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/deckhand$' \
     || fail "/usr/bin/deckhand must be root-owned mode 0755 in the deb"
+dpkg-deb -c "$deb" | contains -E '^-rw-r----- (root/root|0/0) .* \./etc/deckhand/deckhand\.conf$' \
+    || fail "/etc/deckhand/deckhand.conf must be root-owned mode 0640 in the deb (it may hold a registry password)"
 [ "$(dpkg-deb -f "$deb" Package)" = deckhand ] || fail "deb Package field"
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "deb Version field is not $version"
 [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch_deb" ] || fail "deb Architecture field"
@@ -118,6 +120,9 @@ expect_lines "rpm file list" "$(rpm -qpl "$rpm_file")" "/usr/bin/deckhand
 expect_lines "rpm config files" "$(rpm -qpc "$rpm_file")" "/etc/deckhand/deckhand.conf"
 rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm_file" | contains '^cn /etc/deckhand/deckhand.conf$' \
     || fail "rpm deckhand.conf must be %config(noreplace)"
+rpm -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILENAMES}\n]' "$rpm_file" \
+    | contains '^-rw-r----- root:root /etc/deckhand/deckhand.conf$' \
+    || fail "rpm deckhand.conf must be root-owned mode 0640 (it may hold a registry password)"
 [ "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{ARCH}' "$rpm_file")" = "$version-1 $arch_rpm" ] \
     || fail "rpm version/release/arch"
 rpm_scripts=$(rpm -qp --scripts "$rpm_file")

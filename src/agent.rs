@@ -13,7 +13,7 @@
 //! [`SHUTDOWN_DEADLINE`], exits at once (still 0: nothing is lost, containers keep running).
 //! SIGHUP rescans `tasks.d`.
 
-use crate::api::ApiServers;
+use crate::api::{ApiServers, TaskMetadataServers};
 use crate::config::{Config, ImagePullBehavior, EXIT_CONFIG};
 use crate::control::tasks_d::{TasksDirWatcher, DEFAULT_RESCAN_INTERVAL};
 use crate::docker::{DockerClient, DockerHost};
@@ -144,6 +144,24 @@ fn connect_to_docker(
     }
 }
 
+/// Starts the task metadata endpoint unless `DECKHAND_TASK_METADATA=false`: on the Docker bridge
+/// network's gateway (asked of Docker) and on 127.0.0.1. `None` when it is off or could not
+/// listen (already warned).
+fn start_task_metadata(
+    config: &Config,
+    runtime: &dyn ContainerRuntime,
+) -> Option<TaskMetadataServers> {
+    if !config.task_metadata {
+        log::info!("task metadata endpoint off (DECKHAND_TASK_METADATA=false)");
+        return None;
+    }
+    let gateway = runtime.bridge_gateway().unwrap_or_else(|error| {
+        log::warn!("cannot read the Docker bridge network's gateway: {error}");
+        None
+    });
+    TaskMetadataServers::start(gateway, config.task_metadata_port)
+}
+
 /// Runs the agent until SIGTERM/SIGINT; returns the process exit code.
 pub fn run(config_path: Option<&Path>) -> ExitCode {
     let config = match Config::from_process_env(config_path) {
@@ -156,6 +174,11 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     init_logging(&config);
     for warning in &config.warnings {
         log::warn!("configuration: {warning}");
+    }
+    if !config.registry_credentials.is_empty() {
+        // Which registries only: the credentials themselves are never logged.
+        let registries: Vec<&str> = config.registry_credentials.registries().collect();
+        log::info!("registry credentials for {}", registries.join(", "));
     }
     // Signals are caught from here on, so a SIGTERM during start-up is not fatal mid-way.
     let signals = match start_signal_thread() {
@@ -219,12 +242,11 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     }
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
 
-    let engine = match TaskEngine::start_durable(
-        runtime,
-        EngineConfig::from_agent_config(&config),
-        store,
-        loaded.tasks,
-    ) {
+    // Listening before the engine starts: restored tasks create containers pointed at it.
+    let mut task_metadata = start_task_metadata(&config, runtime.as_ref());
+    let mut engine_config = EngineConfig::from_agent_config(&config);
+    engine_config.task_metadata = task_metadata.as_ref().map(|servers| servers.endpoint);
+    let engine = match TaskEngine::start_durable(runtime, engine_config, store, loaded.tasks) {
         Ok(engine) => Arc::new(engine),
         Err(error) => {
             log::error!("cannot start the task engine: {error}");
@@ -232,6 +254,9 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
         }
     };
     let handle: Arc<dyn EngineHandle> = engine.clone();
+    if let Some(servers) = &task_metadata {
+        servers.api.attach(handle.clone());
+    }
 
     let mut api = match ApiServers::start(
         handle.clone(),
@@ -305,6 +330,9 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             std::process::exit(0);
         });
     api.shutdown();
+    if let Some(servers) = &mut task_metadata {
+        servers.shutdown();
+    }
     watcher.shutdown();
     engine.shutdown();
     log::info!("deckhand stopped");
@@ -335,6 +363,7 @@ impl EngineConfig {
             disable_privileged: config.privileged_disabled,
             remove_orphans: config.remove_orphans,
             docker_concurrency: config.docker_concurrency,
+            registry_credentials: Arc::new(config.registry_credentials.clone()),
             ..EngineConfig::default()
         }
     }

@@ -1,7 +1,8 @@
 //! Small encoders: percent-encoding for URL paths and query strings (the Docker client's and the
-//! local API client's), and the base64url form of Docker's `X-Registry-Auth`. Written here to
-//! avoid two dependencies for forty lines; a leaf module, so both clients use it without one
-//! importing the other.
+//! local API client's), the base64url form of Docker's `X-Registry-Auth`, and the standard
+//! base64 decoding of a `.dockercfg` `auth` value (registry credentials, `crate::registry`).
+//! Written here to avoid two dependencies for sixty lines; a leaf module, so its users share it
+//! without importing one another.
 
 /// Percent-encodes everything but RFC 3986 unreserved characters (and `/`, `:` and `@` when
 /// `keep_path_separators`, for image references used as a path).
@@ -56,6 +57,44 @@ pub fn base64_url(bytes: &[u8]) -> String {
     encoded
 }
 
+/// Decodes standard base64 (RFC 4648 §4, `+` and `/`), as `docker login` writes the `auth` of a
+/// `.dockercfg`. The `=` padding may be left out; anything else that is not of the alphabet
+/// (whitespace included) is refused. The error says what is wrong without quoting the input,
+/// which is usually a secret.
+pub fn base64_standard_decode(text: &str) -> Result<Vec<u8>, String> {
+    fn value_of(byte: u8) -> Option<u32> {
+        match byte {
+            b'A'..=b'Z' => Some((byte - b'A') as u32),
+            b'a'..=b'z' => Some((byte - b'a') as u32 + 26),
+            b'0'..=b'9' => Some((byte - b'0') as u32 + 52),
+            b'+' => Some(62),
+            b'/' => Some(63),
+            _ => None,
+        }
+    }
+    let unpadded = text.trim_end_matches('=');
+    let padding = text.len() - unpadded.len();
+    if padding > 2 || (padding > 0 && text.len() % 4 != 0) {
+        return Err("misplaced '=' padding".to_string());
+    }
+    if unpadded.len() % 4 == 1 {
+        return Err("its length is not that of base64 text".to_string());
+    }
+    let mut decoded = Vec::with_capacity(unpadded.len() / 4 * 3 + 2);
+    for group in unpadded.as_bytes().chunks(4) {
+        let mut joined = 0u32;
+        for (index, byte) in group.iter().enumerate() {
+            let value =
+                value_of(*byte).ok_or_else(|| format!("character {} is not base64", index + 1))?;
+            joined |= value << (18 - 6 * index as u32);
+        }
+        let bytes = [(joined >> 16) as u8, (joined >> 8) as u8, joined as u8];
+        // 2 characters carry 1 byte, 3 carry 2, 4 carry 3.
+        decoded.extend_from_slice(&bytes[..group.len() - 1]);
+    }
+    Ok(decoded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +131,40 @@ mod tests {
             "127.0.0.1:5000/busy%20box:v1"
         );
         assert_eq!(percent_encode("a/b", false), "a%2Fb");
+    }
+
+    #[test]
+    fn base64_standard_decodes_rfc_4648_vectors_and_refuses_the_rest() {
+        let good: &[(&str, &[u8])] = &[
+            ("", b""),
+            ("Zg==", b"f"),
+            ("Zg", b"f"),
+            ("Zm8=", b"fo"),
+            ("Zm9v", b"foo"),
+            ("Zm9vYg==", b"foob"),
+            ("Zm9vYmE=", b"fooba"),
+            ("Zm9vYmFy", b"foobar"),
+            ("+/+/", &[0xfb, 0xff, 0xbf]),
+            ("dXNlcjpzd29yZGZpc2g=", b"user:swordfish"),
+        ];
+        for (input, expected) in good {
+            assert_eq!(
+                base64_standard_decode(input).as_deref(),
+                Ok(*expected),
+                "{input}"
+            );
+        }
+        for bad in [
+            "Z",
+            "Zg===",
+            "Z===",
+            "=Zg=",
+            "Zm9v YmFy",
+            "-__-",
+            "Zm9vé",
+            "Zg=a",
+        ] {
+            assert!(base64_standard_decode(bad).is_err(), "{bad}");
+        }
     }
 }

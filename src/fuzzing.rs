@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_BODY_BYTES};
 use crate::api::introspection::IntrospectionApi;
 use crate::api::local::LocalApi;
+use crate::api::task_metadata::TaskMetadataApi;
 use crate::docker::http::{
     read_line_limited, read_response_head, BodyReader, MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES,
     MAX_STREAM_LINE_BYTES,
@@ -67,8 +68,8 @@ fn docker_stream_line(line: &[u8]) {
 }
 
 /// Docker's JSON answers: container inspect (and what the engine and restore read from it),
-/// container and volume lists, image inspect, version, create and wait answers, events,
-/// pull/import progress lines, and error bodies.
+/// container and volume lists, image inspect, network inspect, container stats, version, create
+/// and wait answers, events, pull/import progress lines, and error bodies.
 pub fn docker_json(data: &[u8]) {
     if let Ok(info) = wire::parse_container_info(data) {
         let _ = crate::engine::managed_task::status_from_inspect(&info);
@@ -80,6 +81,8 @@ pub fn docker_json(data: &[u8]) {
     let _ = wire::parse_volume_created(data);
     let _ = wire::parse_image_info(data);
     let _ = wire::parse_created(data);
+    let _ = wire::parse_network_gateway(data);
+    let _ = wire::parse_stats(data);
     if let Ok(version) = wire::parse_json::<wire::EngineVersion>(data, "version") {
         let _ = negotiation::negotiate(&version.api_version);
     }
@@ -99,8 +102,8 @@ pub fn docker_json(data: &[u8]) {
     }
 }
 
-/// The local API's and the introspection endpoint's HTTP framing and request handling (routes,
-/// query strings, task-definition bodies) against an engine that holds two tasks, and the CLI's
+/// The local API's, the introspection endpoint's and the task metadata endpoint's HTTP framing
+/// and request handling (routes, query strings, tokens, task-definition bodies) against an engine that holds two tasks, and the CLI's
 /// reading of the agent's answers.
 pub fn api_http(data: &[u8]) {
     let step = 1 + data.len() % 11;
@@ -112,8 +115,14 @@ pub fn api_http(data: &[u8]) {
         let engine: Arc<dyn EngineHandle> = Arc::new(FuzzEngine);
         // "Stopping" makes a long-poll for events return after one look instead of waiting.
         let local = LocalApi::new(Arc::clone(&engine), Arc::new(AtomicBool::new(true)));
-        let introspection = IntrospectionApi::new(engine);
-        for response in [local.handle(&request), introspection.handle(&request)] {
+        let introspection = IntrospectionApi::new(Arc::clone(&engine));
+        let task_metadata = TaskMetadataApi::new();
+        task_metadata.attach(engine);
+        for response in [
+            local.handle(&request),
+            introspection.handle(&request),
+            task_metadata.handle(&request),
+        ] {
             let mut written = Vec::new();
             write_response(&mut written, &response).expect("writing to memory cannot fail");
             let read_back = read_response(&mut written.as_slice(), usize::MAX)
@@ -176,6 +185,7 @@ fn managed_task_settings() -> ManagedTaskSettings {
         cleanup_wait: Duration::from_secs(3 * 3600),
         dependency_poll_interval: Duration::from_secs(5),
         sent_poll_interval: Duration::from_secs(30),
+        task_metadata: None,
     }
 }
 
@@ -207,6 +217,38 @@ pub fn config_file(data: &[u8]) {
         let _ = crate::config::Config::from_sources(Some((path, text)), &env, scope);
     }
     let _ = crate::config::parse_duration(text);
+    registry_credentials(text);
+}
+
+/// Registry credentials (part of `config_file`): the whole text as `ECS_ENGINE_AUTH_DATA` in both
+/// formats (each line then matched as an image), and each line as an image reference, a registry
+/// key and a `.dockercfg` `auth`.
+fn registry_credentials(text: &str) {
+    use crate::registry::{parse_auth_data, parse_registry_key, registry_of_image, AuthDataFormat};
+    for format in [AuthDataFormat::Docker, AuthDataFormat::Dockercfg] {
+        match parse_auth_data(format, text) {
+            Ok(credentials) => {
+                for line in text.lines() {
+                    if let Some(matched) = credentials.for_image(line) {
+                        assert!(credentials
+                            .registries()
+                            .any(|given| given == matched.registry));
+                    }
+                }
+                // Every password stands as `<redacted>` in the Debug output.
+                let debug = format!("{credentials:?}");
+                assert!(debug.matches("<redacted>").count() >= credentials.registries().count());
+            }
+            Err(message) => {
+                assert!(!message.is_empty());
+            }
+        }
+    }
+    for line in text.lines() {
+        let _ = registry_of_image(line);
+        let _ = parse_registry_key(line);
+        let _ = crate::encoding::base64_standard_decode(line);
+    }
 }
 
 /// `tasks.d`: the source marks of the tasks the engine holds, one per line (before the first NUL
@@ -390,6 +432,8 @@ impl FuzzEngine {
         };
         let mut task = Task::new(id.into(), "edge", definition, 1, 1_700_000_000_000);
         task.containers[0].docker_id = Some(docker_id.into());
+        // The token seeds use: `tok-` and the task id.
+        task.containers[0].metadata_token = Some(format!("tok-{id}"));
         task
     }
 }

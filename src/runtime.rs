@@ -76,12 +76,22 @@ impl fmt::Display for RuntimeError {
 
 impl std::error::Error for RuntimeError {}
 
-/// Credentials for a registry, sent as `X-Registry-Auth`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Credentials for a registry, sent as `X-Registry-Auth`. Its `Debug` output shows no password.
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct RegistryAuth {
     pub username: String,
     pub password: String,
     pub server_address: String,
+}
+
+impl fmt::Debug for RegistryAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryAuth")
+            .field("username", &self.username)
+            .field("password", &format_args!("<redacted>"))
+            .field("server_address", &self.server_address)
+            .finish()
+    }
 }
 
 /// Docker health check, durations as Docker takes them.
@@ -318,5 +328,20 @@ pub trait ContainerRuntime: Send + Sync + 'static {
             status: 501,
             message: format!("this runtime cannot remove volume {name}"),
         })
+    }
+    /// One sample of a container's resource usage, as the runtime's own JSON (Docker's
+    /// `GET /containers/{id}/stats?stream=false`), for the task metadata endpoint's stats. The
+    /// default says the runtime cannot.
+    fn container_stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot read the stats of container {id}"),
+        })
+    }
+    /// The gateway address of the default bridge network (Docker's `GET /networks/bridge`,
+    /// `IPAM.Config[].Gateway`, the first IPv4 one): where a bridge-mode container reaches the
+    /// host. `Ok(None)` when the runtime has no such network or address.
+    fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
+        Ok(None)
     }
 }

@@ -96,6 +96,54 @@ fn bad_values_and_unknown_keys_exit_78_naming_the_key() {
 }
 
 #[test]
+fn bad_registry_credentials_exit_78_naming_the_key_without_quoting_the_data() {
+    const SECRET: &str = "agent-Config-s3cret";
+    let valid = format!(r#"{{"r.example":{{"username":"u","password":"{SECRET}"}}}}"#);
+    let broken = format!(r#"{{"r.example":{{"username":"u","password":"{SECRET}"}}"#);
+    let in_file = format!("ECS_ENGINE_AUTH_TYPE=docker\nECS_ENGINE_AUTH_DATA={broken}\n");
+    // (config file text, environment, what the message must say)
+    type Case<'a> = (Option<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: [Case; 4] = [
+        (
+            None,
+            vec![
+                ("ECS_ENGINE_AUTH_TYPE", "docker"),
+                ("ECS_ENGINE_AUTH_DATA", &broken),
+            ],
+            "ECS_ENGINE_AUTH_DATA",
+        ),
+        (
+            None,
+            vec![
+                ("ECS_ENGINE_AUTH_TYPE", "ecr"),
+                ("ECS_ENGINE_AUTH_DATA", &valid),
+            ],
+            "ECS_ENGINE_AUTH_TYPE",
+        ),
+        (
+            None,
+            vec![("ECS_ENGINE_AUTH_DATA", &valid)],
+            "ECS_ENGINE_AUTH_TYPE is not set",
+        ),
+        (
+            Some(&in_file),
+            vec![],
+            "deckhand.conf:2: bad value for ECS_ENGINE_AUTH_DATA",
+        ),
+    ];
+    for (config_text, env, expected) in cases {
+        let output = run_agent(config_text, &env);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(78), "{expected}: {stderr}");
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+        assert!(
+            !stderr.contains(SECRET),
+            "the message quotes the password: {stderr}"
+        );
+    }
+}
+
+#[test]
 fn a_missing_config_file_given_on_the_command_line_exits_78() {
     let output = Command::new(env!("CARGO_BIN_EXE_deckhand"))
         .args([

@@ -1092,3 +1092,98 @@ fn cleanup_while_docker_is_away_removes_the_containers_once_it_is_back() {
     assert_eq!(harness.fake.count(Op::Remove, "app"), 2, "removed again");
     assert!(harness.fake.containers().is_empty());
 }
+
+/// §14: every container is created with its own task metadata URI (v4 and v3), which replaces
+/// one its definition sets; the engine finds the task by the token and reads stats through the
+/// runtime.
+#[test]
+fn containers_are_created_with_their_task_metadata_uri() {
+    use deckhand::task::metadata_endpoint::MetadataEndpoint;
+    let config = EngineConfig {
+        task_metadata: Some(MetadataEndpoint {
+            bridge_address: Some(std::net::Ipv4Addr::new(172, 17, 0, 1)),
+            loopback: true,
+            port: 51679,
+        }),
+        ..fast_config()
+    };
+    let harness = Harness::with_config(config);
+    let mut app = container("app", APP_IMAGE);
+    app.environment = vec![(
+        "ECS_CONTAINER_METADATA_URI_V4".to_string(),
+        "http://wrong".to_string(),
+    )];
+    let definition = task("meta", vec![container("db", DB_IMAGE), app]);
+    let accepted = harness.engine.submit(definition).expect("accepted");
+    let tokens: Vec<String> = accepted
+        .containers
+        .iter()
+        .map(|container| container.metadata_token.clone().expect("a token"))
+        .collect();
+    assert_eq!(tokens[0].len(), 32);
+    assert_ne!(tokens[0], tokens[1], "one token per container");
+    harness.wait_event(&accepted.id, None, "RUNNING");
+
+    for (name, token) in ["db", "app"].iter().zip(&tokens) {
+        let spec = harness
+            .fake
+            .calls_of(Op::Create)
+            .into_iter()
+            .find(|call| call.subject == *name)
+            .and_then(|call| call.spec)
+            .expect("a create spec");
+        let v4: Vec<&String> = spec
+            .env
+            .iter()
+            .filter(|entry| entry.starts_with("ECS_CONTAINER_METADATA_URI_V4="))
+            .collect();
+        assert_eq!(
+            v4,
+            vec![&format!(
+                "ECS_CONTAINER_METADATA_URI_V4=http://172.17.0.1:51679/v4/{token}"
+            )],
+            "{name}"
+        );
+        assert!(spec.env.contains(&format!(
+            "ECS_CONTAINER_METADATA_URI=http://172.17.0.1:51679/v3/{token}"
+        )));
+    }
+
+    let (found, name) = harness
+        .engine
+        .task_by_metadata_token(&tokens[1])
+        .expect("the task by its token");
+    assert_eq!(
+        (found.id.as_str(), name.as_str()),
+        (accepted.id.as_str(), "app")
+    );
+    assert!(harness.engine.task_by_metadata_token("nope").is_none());
+    assert!(harness.engine.task_by_metadata_token("").is_none());
+    let docker_id = found.containers[1].docker_id.clone().expect("created");
+    let stats = harness
+        .engine
+        .container_stats(&docker_id)
+        .expect("stats through the runtime");
+    assert_eq!(stats["id"], serde_json::json!(docker_id));
+}
+
+/// With the endpoint off, containers get no variables (tokens are still fixed, so turning it on
+/// later points containers created from then on at it).
+#[test]
+fn without_the_endpoint_containers_get_no_metadata_variables() {
+    let harness = Harness::new();
+    let id = harness.submit(one_container_task("plain"));
+    harness.wait_event(&id, None, "RUNNING");
+    let spec = harness.fake.calls_of(Op::Create)[0]
+        .spec
+        .clone()
+        .expect("spec");
+    assert!(
+        !spec
+            .env
+            .iter()
+            .any(|entry| entry.starts_with("ECS_CONTAINER_METADATA")),
+        "{:?}",
+        spec.env
+    );
+}

@@ -30,13 +30,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "engine",
         &[
-            "task", "runtime", "state", "report", "event", "text", "clock", "ports",
+            "task", "runtime", "state", "report", "event", "text", "clock", "ports", "registry",
         ],
     ),
     ("report", &["task", "state", "event", "clock"]),
     ("state", &["task", "event", "text", "clock"]),
     ("docker", &["runtime", "encoding", "text", "ports"]),
-    ("config", &["text"]),
+    ("config", &["text", "registry"]),
+    ("registry", &["encoding"]),
     ("runtime", &["ports"]),
     ("task", &["text", "ports"]),
     ("event", &["task"]),

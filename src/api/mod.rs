@@ -1,18 +1,21 @@
-//! The agent's two HTTP surfaces over the engine's read side and its two commands: the local API
-//! on a Unix socket (read/write; the CLI's server) and the read-only ECS introspection endpoint on
-//! TCP. Both read the engine only through [`crate::engine::EngineHandle`].
+//! The agent's HTTP surfaces over the engine's read side and its two commands: the local API
+//! on a Unix socket (read/write; the CLI's server), the read-only ECS introspection endpoint on
+//! TCP, and the read-only task metadata endpoint containers read (TCP, on the Docker bridge
+//! gateway and 127.0.0.1). All read the engine only through [`crate::engine::EngineHandle`].
 
 pub mod http;
 pub mod introspection;
 pub mod local;
 pub mod server;
+pub mod task_metadata;
 pub mod views;
 
 use crate::config::Scope;
 use crate::engine::EngineHandle;
+use crate::task::metadata_endpoint::MetadataEndpoint;
 use server::{HttpServer, ListenError};
 use std::io::ErrorKind;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -86,6 +89,85 @@ impl ApiServers {
         self.local.shutdown();
         if let Some(introspection) = &mut self.introspection {
             introspection.shutdown();
+        }
+    }
+}
+
+/// The task metadata endpoint's listeners (§14): one on 127.0.0.1, one on the Docker bridge's
+/// gateway when there is one, both on the same port and with the same handler.
+pub struct TaskMetadataServers {
+    pub api: Arc<task_metadata::TaskMetadataApi>,
+    /// Where containers are pointed: what the engine puts in their environment.
+    pub endpoint: MetadataEndpoint,
+    servers: Vec<HttpServer>,
+}
+
+impl TaskMetadataServers {
+    /// Listens on `127.0.0.1:port` and, if `bridge_gateway` is given, on `bridge_gateway:port`.
+    /// The engine is attached later ([`task_metadata::TaskMetadataApi::attach`]). `None`, after
+    /// a warning, when 127.0.0.1 cannot be had (the port taken): the agent runs without the
+    /// endpoint, as with the introspection port. A gateway that cannot be listened on leaves
+    /// bridge-mode containers without the endpoint (warned), host-mode ones keep it.
+    pub fn start(bridge_gateway: Option<Ipv4Addr>, port: u16) -> Option<TaskMetadataServers> {
+        let api = Arc::new(task_metadata::TaskMetadataApi::new());
+        let serve = |address: Ipv4Addr| {
+            let handler_api = api.clone();
+            HttpServer::serve_tcp(
+                "task-metadata",
+                SocketAddr::from((address, port)),
+                task_metadata::TASK_METADATA_WORKER_THREADS,
+                Arc::new(move |request: &http::HttpRequest| handler_api.handle(request)),
+            )
+        };
+        let loopback = match serve(Ipv4Addr::LOCALHOST) {
+            Ok(server) => server,
+            Err(error) => {
+                log::warn!(
+                    "{error}: the task metadata endpoint is off, and containers get no \
+                     ECS_CONTAINER_METADATA_URI_V4 (choose another port with \
+                     DECKHAND_TASK_METADATA_PORT, or turn it off with DECKHAND_TASK_METADATA=false)"
+                );
+                return None;
+            }
+        };
+        let mut servers = vec![loopback];
+        let bridge_address = match bridge_gateway {
+            Some(gateway) => match serve(gateway) {
+                Ok(server) => {
+                    servers.push(server);
+                    Some(gateway)
+                }
+                Err(error) => {
+                    log::warn!(
+                        "{error}: bridge-mode containers get no task metadata endpoint \
+                         (host-mode containers still do, on 127.0.0.1:{port})"
+                    );
+                    None
+                }
+            },
+            None => {
+                log::warn!(
+                    "Docker has no bridge network gateway: bridge-mode containers get no task \
+                     metadata endpoint (host-mode containers still do, on 127.0.0.1:{port})"
+                );
+                None
+            }
+        };
+        Some(TaskMetadataServers {
+            api,
+            endpoint: MetadataEndpoint {
+                bridge_address,
+                loopback: true,
+                port,
+            },
+            servers,
+        })
+    }
+
+    /// Stops every listener and joins its threads.
+    pub fn shutdown(&mut self) {
+        for server in &mut self.servers {
+            server.shutdown();
         }
     }
 }

@@ -20,8 +20,8 @@ pub use crate::task::time::{millis_from_rfc3339, rfc3339_from_millis};
 /// Length of a short Docker id, as `docker ps` shows it.
 pub const SHORT_DOCKER_ID_LENGTH: usize = 12;
 
-/// `RestartCount`: both views show it only for a container whose restart policy is enabled.
-fn insert_restart_count(object: &mut Map<String, Value>, container: &Container) {
+/// `RestartCount`: every view shows it only for a container whose restart policy is enabled.
+pub(super) fn insert_restart_count(object: &mut Map<String, Value>, container: &Container) {
     if container
         .definition
         .restart_policy
@@ -32,7 +32,7 @@ fn insert_restart_count(object: &mut Map<String, Value>, container: &Container) 
     }
 }
 
-fn insert_time(object: &mut Map<String, Value>, key: &str, time: Option<Millis>) {
+pub(super) fn insert_time(object: &mut Map<String, Value>, key: &str, time: Option<Millis>) {
     if let Some(time) = time {
         object.insert(key.into(), Value::String(rfc3339_from_millis(time)));
     }
@@ -55,7 +55,7 @@ fn ports_json(container: &Container) -> Value {
     )
 }
 
-fn health_name(health: HealthStatus) -> &'static str {
+pub(super) fn health_name(health: HealthStatus) -> &'static str {
     match health {
         HealthStatus::Unknown => "UNKNOWN",
         HealthStatus::Healthy => "HEALTHY",
@@ -190,6 +190,29 @@ pub fn networks_json(task: &Task, container: &Container) -> Value {
     )
 }
 
+/// `Volumes` as ECS shows them (introspection and task metadata): one object per mount point,
+/// with the host path of a host volume as `Source`.
+pub(super) fn volumes_json(task: &Task, container: &Container) -> Vec<Value> {
+    container
+        .definition
+        .mount_points
+        .iter()
+        .map(|mount| {
+            let source = task
+                .volumes
+                .iter()
+                .find(|volume| volume.name == mount.source_volume)
+                .and_then(|volume| volume.host_source_path.clone())
+                .unwrap_or_else(|| mount.source_volume.clone());
+            json!({
+                "DockerName": mount.source_volume,
+                "Source": source,
+                "Destination": mount.container_path,
+            })
+        })
+        .collect()
+}
+
 fn introspection_container(task: &Task, container: &Container, docker_id: &str) -> Value {
     let mut object = Map::new();
     object.insert("DockerId".into(), json!(docker_id));
@@ -208,24 +231,7 @@ fn introspection_container(task: &Task, container: &Container, docker_id: &str) 
         object.insert("Ports".into(), ports_json(container));
     }
     object.insert("Networks".into(), networks_json(task, container));
-    let volumes: Vec<Value> = container
-        .definition
-        .mount_points
-        .iter()
-        .map(|mount| {
-            let source = task
-                .volumes
-                .iter()
-                .find(|volume| volume.name == mount.source_volume)
-                .and_then(|volume| volume.host_source_path.clone())
-                .unwrap_or_else(|| mount.source_volume.clone());
-            json!({
-                "DockerName": mount.source_volume,
-                "Source": source,
-                "Destination": mount.container_path,
-            })
-        })
-        .collect();
+    let volumes = volumes_json(task, container);
     if !volumes.is_empty() {
         object.insert("Volumes".into(), Value::Array(volumes));
     }

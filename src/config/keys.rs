@@ -46,6 +46,16 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "address of the read-only ECS introspection endpoint; empty turns it off",
     },
     ConfigKeyDoc {
+        key: "DECKHAND_TASK_METADATA",
+        system_default: "true",
+        meaning: "serve the task metadata endpoint and set ECS_CONTAINER_METADATA_URI_V4 in containers (true/false)",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_TASK_METADATA_PORT",
+        system_default: "51679",
+        meaning: "port of the task metadata endpoint, on the Docker bridge gateway and 127.0.0.1",
+    },
+    ConfigKeyDoc {
         key: "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
         system_default: "3h",
         meaning: "how long a stopped task's containers are kept before removal; under 1s means the default",
@@ -120,7 +130,25 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         system_default: "8",
         meaning: "Docker calls made at once, 1 to 64; stops go first and pulls never take the last worker",
     },
+    ConfigKeyDoc {
+        key: "ECS_ENGINE_AUTH_TYPE",
+        system_default: "",
+        meaning: "format of ECS_ENGINE_AUTH_DATA: docker or dockercfg; empty for no registry credentials",
+    },
+    ConfigKeyDoc {
+        key: "ECS_ENGINE_AUTH_DATA",
+        system_default: "",
+        meaning: "registry credentials: one line of JSON keyed by registry host[:port] (README: Private registries); a password here makes this file a secret, keep it mode 0640 or 0600",
+    },
 ];
+
+/// Keys whose value is a secret: no message, warning or `Debug` output quotes it.
+pub(super) const SECRET_KEYS: &[&str] = &["ECS_ENGINE_AUTH_DATA"];
+
+/// Whether `key`'s value must never be quoted (see [`SECRET_KEYS`]).
+pub(super) fn is_secret_key(key: &str) -> bool {
+    SECRET_KEYS.contains(&key)
+}
 
 /// Renders the packaged `deckhand.conf`: a header and, per key, its meaning and the key commented
 /// out with its system default. `packaging/deckhand.conf` is this text (a unit test checks it).

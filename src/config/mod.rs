@@ -21,6 +21,9 @@
 //!   an error. Unknown variables in the environment are ignored (it holds many other things).
 //! - Run by a non-root user, the default paths move to per-user XDG places so `deckhand run` works
 //!   for a developer without root.
+//! - `ECS_ENGINE_AUTH_TYPE` and `ECS_ENGINE_AUTH_DATA` (registry credentials, parsed by
+//!   `crate::registry`) go together. The data is a secret: no error, warning or `Debug` output
+//!   quotes it, nor a line of the file that looks like a JSON value spread over several lines.
 //!
 //! One concern per file: `keys.rs` is the key table (and the packaged config file it renders),
 //! `scope.rs` who runs the agent and the default paths of each scope, `parse.rs` the `KEY=VALUE`
@@ -44,10 +47,12 @@ use std::time::Duration;
 
 use log::LevelFilter;
 
+use crate::registry::{parse_auth_data, AuthDataFormat, RegistryCredentials};
 use keys::default_of;
 use parse::{
     parse_absolute_path, parse_config_file, parse_docker_concurrency, parse_docker_host,
-    parse_log_level, parse_memory_mib, parse_port_list, parse_socket_addr, MinimumRule, Sources,
+    parse_listen_port, parse_log_level, parse_memory_mib, parse_port_list, parse_socket_addr,
+    MinimumRule, Sources,
 };
 use scope::{default_api_socket, default_data_dir, default_tasks_dir};
 
@@ -93,7 +98,8 @@ pub enum ConfigError {
         line: usize,
         key: String,
     },
-    /// A value that does not parse or is out of range.
+    /// A value that does not parse or is out of range. The value of a secret key
+    /// (`ECS_ENGINE_AUTH_DATA`) is held as `<redacted>` and left out of the message.
     BadValue {
         key: &'static str,
         value: String,
@@ -127,6 +133,14 @@ impl fmt::Display for ConfigError {
                 "{}:{line}: unknown key {key} (a deckhand config file holds only the keys listed in the packaged deckhand.conf)",
                 path.display()
             ),
+            ConfigError::BadValue {
+                key,
+                origin,
+                reason,
+                ..
+            } if keys::is_secret_key(key) => {
+                write!(formatter, "{origin}: bad value for {key}: {reason}")
+            }
             ConfigError::BadValue {
                 key,
                 value,
@@ -163,6 +177,10 @@ pub struct Config {
     pub tasks_dir: PathBuf,
     /// `None` when `DECKHAND_INTROSPECTION_ADDR` is set empty.
     pub introspection_addr: Option<SocketAddr>,
+    /// `DECKHAND_TASK_METADATA`: serve the task metadata endpoint and point containers at it.
+    pub task_metadata: bool,
+    /// `DECKHAND_TASK_METADATA_PORT`.
+    pub task_metadata_port: u16,
     pub task_cleanup_wait: Duration,
     pub container_stop_timeout: Duration,
     pub container_start_timeout: Duration,
@@ -181,6 +199,9 @@ pub struct Config {
     pub remove_orphans: bool,
     /// `DECKHAND_DOCKER_CONCURRENCY`: the size of the engine's Docker worker pool.
     pub docker_concurrency: usize,
+    /// `ECS_ENGINE_AUTH_TYPE` + `ECS_ENGINE_AUTH_DATA`: credentials for private registries
+    /// (empty when not set). Its `Debug` output shows no password.
+    pub registry_credentials: RegistryCredentials,
     /// Whose defaults were used.
     pub scope: Scope,
     /// The config file that was read, if one existed.
@@ -216,6 +237,30 @@ impl std::str::FromStr for ImagePullBehavior {
                 "unknown image pull behavior {other:?} (expected default, always, once or prefer-cached)"
             )),
         }
+    }
+}
+
+/// `ECS_ENGINE_AUTH_TYPE` and `ECS_ENGINE_AUTH_DATA` go together: one without the other is an
+/// error (ECS logs a warning and pulls without credentials, which fails later and less clearly).
+fn read_registry_credentials(sources: &Sources<'_>) -> Result<RegistryCredentials, ConfigError> {
+    let auth_type = sources.value("ECS_ENGINE_AUTH_TYPE");
+    let auth_data = sources.value("ECS_ENGINE_AUTH_DATA");
+    match (auth_type, auth_data) {
+        (None, None) => Ok(RegistryCredentials::default()),
+        (Some(auth_type), Some(auth_data)) => {
+            let format = auth_type.parse_with(|text| text.parse::<AuthDataFormat>())?;
+            auth_data.parse_with(|text| parse_auth_data(format, text))
+        }
+        (Some(auth_type), None) => {
+            auth_type.parse_with(|text| text.parse::<AuthDataFormat>())?;
+            Err(auth_type.refused(
+                "ECS_ENGINE_AUTH_DATA is not set: give the registry credentials there".into(),
+            ))
+        }
+        (None, Some(auth_data)) => Err(auth_data.refused(
+            "ECS_ENGINE_AUTH_TYPE is not set: say how the data is written (docker or dockercfg)"
+                .into(),
+        )),
     }
 }
 
@@ -325,6 +370,13 @@ impl Config {
             ),
         };
 
+        let task_metadata = sources.boolean("DECKHAND_TASK_METADATA")?;
+        let task_metadata_port = match sources.value("DECKHAND_TASK_METADATA_PORT") {
+            Some(raw) => raw.parse_with(parse_listen_port)?,
+            None => parse_listen_port(default_of("DECKHAND_TASK_METADATA_PORT"))
+                .expect("the built-in task metadata port parses"),
+        };
+
         let task_cleanup_wait = sources.duration(
             "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
             MinimumRule::ReplaceWithDefault(MINIMUM_TASK_CLEANUP_WAIT),
@@ -381,6 +433,7 @@ impl Config {
             None => parse_memory_mib(default_of("ECS_RESERVED_MEMORY"))
                 .expect("the built-in ECS_RESERVED_MEMORY parses"),
         };
+        let registry_credentials = read_registry_credentials(&sources)?;
         let log_level = match sources.value("ECS_LOGLEVEL") {
             Some(raw) => raw.parse_with(parse_log_level)?,
             None => LevelFilter::Info,
@@ -394,6 +447,8 @@ impl Config {
             api_socket,
             tasks_dir,
             introspection_addr,
+            task_metadata,
+            task_metadata_port,
             task_cleanup_wait,
             container_stop_timeout,
             container_start_timeout,
@@ -409,6 +464,7 @@ impl Config {
             steady_state_check_interval,
             remove_orphans,
             docker_concurrency,
+            registry_credentials,
             scope,
             config_file: file.map(|(path, _)| path.to_path_buf()),
             warnings,

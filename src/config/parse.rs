@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use log::LevelFilter;
 
-use super::keys::{default_of, CONFIG_KEYS};
+use super::keys::{default_of, is_secret_key, CONFIG_KEYS};
 use super::{ConfigError, ValueOrigin};
+
+/// What a [`ConfigError::BadValue`] holds instead of the value of a secret key.
+pub(super) const REDACTED_VALUE: &str = "<redacted>";
 
 /// A value found for a key, with where it came from.
 #[derive(Debug, Clone)]
@@ -25,12 +28,22 @@ impl RawValue {
         &self,
         parse: impl FnOnce(&str) -> Result<T, String>,
     ) -> Result<T, ConfigError> {
-        parse(&self.value).map_err(|reason| ConfigError::BadValue {
+        parse(&self.value).map_err(|reason| self.refused(reason))
+    }
+
+    /// The error refusing this value for `reason`.
+    pub(super) fn refused(&self, reason: String) -> ConfigError {
+        ConfigError::BadValue {
             key: self.key,
-            value: self.value.clone(),
+            // A secret stays out of the error, its `Debug` output included.
+            value: if is_secret_key(self.key) {
+                REDACTED_VALUE.to_string()
+            } else {
+                self.value.clone()
+            },
             origin: self.origin.clone(),
             reason,
-        })
+        }
     }
 }
 
@@ -140,20 +153,17 @@ pub(super) fn parse_config_file(
             .filter(|rest| rest.starts_with(char::is_whitespace))
             .map(str::trim_start)
             .unwrap_or(line);
+        let not_an_assignment = || ConfigError::Syntax {
+            path: path.to_path_buf(),
+            line: line_number,
+            message: not_an_assignment_message(line),
+        };
         let Some((key, value)) = assignment.split_once('=') else {
-            return Err(ConfigError::Syntax {
-                path: path.to_path_buf(),
-                line: line_number,
-                message: format!("expected KEY=VALUE, found {line:?}"),
-            });
+            return Err(not_an_assignment());
         };
         let key = key.trim();
-        if key.is_empty() || key.contains(char::is_whitespace) {
-            return Err(ConfigError::Syntax {
-                path: path.to_path_buf(),
-                line: line_number,
-                message: format!("expected KEY=VALUE, found {line:?}"),
-            });
+        if key.is_empty() || key.contains(char::is_whitespace) || key.contains(['"', '{', '}']) {
+            return Err(not_an_assignment());
         }
         let Some(known_key) = CONFIG_KEYS.iter().map(|doc| doc.key).find(|k| *k == key) else {
             return Err(ConfigError::UnknownKey {
@@ -165,7 +175,11 @@ pub(super) fn parse_config_file(
         let value = unquote(value.trim()).map_err(|message| ConfigError::Syntax {
             path: path.to_path_buf(),
             line: line_number,
-            message: format!("{key}: {message}"),
+            message: if is_secret_key(known_key) {
+                format!("{known_key}: an opening quote is not closed on this line")
+            } else {
+                format!("{key}: {message}")
+            },
         })?;
         let origin = ValueOrigin::File {
             path: path.to_path_buf(),
@@ -187,6 +201,19 @@ pub(super) fn parse_config_file(
         );
     }
     Ok(values)
+}
+
+/// The message for a line that is not `KEY=VALUE`. A line that looks like the rest of a JSON
+/// value spread over several lines is not quoted: it may hold a password of
+/// `ECS_ENGINE_AUTH_DATA`.
+fn not_an_assignment_message(line: &str) -> String {
+    if line.starts_with(['"', '{', '}', '[', ']']) || line.contains("\":") {
+        "expected KEY=VALUE; this line looks like part of a JSON value written over several \
+         lines (not quoted here, it may hold a secret): write a JSON value on one line"
+            .to_string()
+    } else {
+        format!("expected KEY=VALUE, found {line:?}")
+    }
 }
 
 /// Strips one pair of matching surrounding quotes (`"…"` or `'…'`). An opening quote without its
@@ -297,6 +324,14 @@ pub(super) fn parse_absolute_path(text: &str) -> Result<PathBuf, String> {
 pub(super) fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
     text.parse::<SocketAddr>()
         .map_err(|_| "expected IP:PORT such as 127.0.0.1:51678, or empty to turn it off".into())
+}
+
+/// A TCP port to listen on, 1 to 65535.
+pub(super) fn parse_listen_port(text: &str) -> Result<u16, String> {
+    match text.trim().parse::<u16>() {
+        Ok(port) if port > 0 => Ok(port),
+        _ => Err("expected a port from 1 to 65535".into()),
+    }
 }
 
 /// A JSON list of ports, as ECS writes `ECS_RESERVED_PORTS`: `[22, 2375]`.

@@ -3,6 +3,7 @@
 //! the key table.
 
 use super::*;
+use crate::registry::RegistryCredentials;
 use crate::state::scratch::ScratchDir;
 use std::cell::Cell;
 
@@ -47,6 +48,8 @@ fn system_defaults_match_the_documented_table() {
             api_socket: PathBuf::from("/run/deckhand/api.sock"),
             tasks_dir: PathBuf::from("/etc/deckhand/tasks.d"),
             introspection_addr: Some("127.0.0.1:51678".parse().expect("literal address")),
+            task_metadata: true,
+            task_metadata_port: 51679,
             task_cleanup_wait: Duration::from_secs(3 * 3600),
             container_stop_timeout: Duration::from_secs(30),
             container_start_timeout: Duration::from_secs(180),
@@ -62,6 +65,7 @@ fn system_defaults_match_the_documented_table() {
             steady_state_check_interval: Duration::from_secs(300),
             remove_orphans: false,
             docker_concurrency: 8,
+            registry_credentials: RegistryCredentials::default(),
             scope: Scope::System,
             config_file: None,
             warnings: vec![],
@@ -222,6 +226,12 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
         "Some(0.0.0.0:9000)",
         |c| format!("{:?}", c.introspection_addr),
     ),
+    ("DECKHAND_TASK_METADATA", "false", "false", |c| {
+        c.task_metadata.to_string()
+    }),
+    ("DECKHAND_TASK_METADATA_PORT", "9179", "9179", |c| {
+        c.task_metadata_port.to_string()
+    }),
     (
         "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
         "10m",
@@ -280,7 +290,10 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
 
 #[test]
 fn every_key_is_covered_by_the_non_default_table() {
-    for doc in CONFIG_KEYS {
+    // Read only as a pair; `registry_credentials_load_in_both_formats_from_file_or_environment`
+    // covers them (file, environment, and the environment over the file).
+    let paired = ["ECS_ENGINE_AUTH_TYPE", "ECS_ENGINE_AUTH_DATA"];
+    for doc in CONFIG_KEYS.iter().filter(|doc| !paired.contains(&doc.key)) {
         assert!(
             NON_DEFAULT_VALUES.iter().any(|(key, ..)| *key == doc.key),
             "{} has no row in NON_DEFAULT_VALUES",
@@ -362,6 +375,9 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
         ),
         ("ECS_DISABLE_PRIVILEGED", "1", "true or false"),
         ("DECKHAND_REMOVE_ORPHANS", "TRUE", "true or false"),
+        ("DECKHAND_TASK_METADATA", "no", "true or false"),
+        ("DECKHAND_TASK_METADATA_PORT", "0", "from 1 to 65535"),
+        ("DECKHAND_TASK_METADATA_PORT", "65536", "from 1 to 65535"),
         ("DECKHAND_DOCKER_CONCURRENCY", "0", "from 1 to 64"),
         ("DECKHAND_DOCKER_CONCURRENCY", "65", "from 1 to 64"),
         ("DECKHAND_DOCKER_CONCURRENCY", "eight", "from 1 to 64"),
@@ -816,4 +832,148 @@ fn the_systemd_unit_does_not_restart_on_the_config_exit_code() {
         .lines()
         .any(|line| line == "ConfigurationDirectory=deckhand"));
     assert_eq!(SYSTEM_CONFIG_FILE, "/etc/deckhand/deckhand.conf");
+}
+
+/// `(key, value)` pairs standing for the environment.
+type Environment<'a> = Vec<(&'a str, &'a str)>;
+
+/// A password that no configuration error, warning or `Debug` output may contain.
+const REGISTRY_SECRET: &str = "c0nfig-Secret-pw";
+
+#[test]
+fn registry_credentials_load_in_both_formats_from_file_or_environment() {
+    let docker = format!(
+        r#"{{"registry.example.com":{{"username":"deck","password":"{REGISTRY_SECRET}","email":"ops@example.com"}}}}"#
+    );
+    // base64("deck:c0nfig-Secret-pw")
+    let dockercfg =
+        r#"{"https://registry.example.com":{"auth":"ZGVjazpjMG5maWctU2VjcmV0LXB3","email":"e"}}"#;
+    // (case, file, environment)
+    type Case<'a> = (&'a str, Option<String>, Environment<'a>);
+    let cases: Vec<Case> = vec![
+        ("docker in the environment", None, vec![("ECS_ENGINE_AUTH_TYPE", "docker"), ("ECS_ENGINE_AUTH_DATA", docker.as_str())]),
+        (
+            "docker in the file, single-quoted",
+            Some(format!("ECS_ENGINE_AUTH_TYPE=docker\nECS_ENGINE_AUTH_DATA='{docker}'\n")),
+            vec![],
+        ),
+        (
+            "dockercfg in the file, unquoted",
+            Some(format!("ECS_ENGINE_AUTH_TYPE=dockercfg\nECS_ENGINE_AUTH_DATA={dockercfg}\n")),
+            vec![],
+        ),
+        (
+            "type in the file, data in the environment",
+            Some("ECS_ENGINE_AUTH_TYPE=dockercfg\n".to_string()),
+            vec![("ECS_ENGINE_AUTH_DATA", dockercfg)],
+        ),
+        (
+            "the environment over the file",
+            Some(
+                "ECS_ENGINE_AUTH_TYPE=docker\nECS_ENGINE_AUTH_DATA={\"registry.example.com\":{\"username\":\"file\",\"password\":\"f\"}}\n"
+                    .to_string(),
+            ),
+            vec![("ECS_ENGINE_AUTH_TYPE", "dockercfg"), ("ECS_ENGINE_AUTH_DATA", dockercfg)],
+        ),
+    ];
+    for (name, file, env) in &cases {
+        let config =
+            system_config(file.as_deref(), env).unwrap_or_else(|error| panic!("{name}: {error}"));
+        let matched = config
+            .registry_credentials
+            .for_image("registry.example.com/team/app:v1")
+            .unwrap_or_else(|| panic!("{name}: no credential for the registry"));
+        assert_eq!(matched.credential.username, "deck", "{name}");
+        assert_eq!(matched.credential.password, REGISTRY_SECRET, "{name}");
+        assert_eq!(matched.server_address, "registry.example.com", "{name}");
+        let debug = format!("{config:?}");
+        assert!(
+            !debug.contains(REGISTRY_SECRET),
+            "{name}: Config's Debug shows the password: {debug}"
+        );
+        assert!(debug.contains("<redacted>"), "{name}: {debug}");
+    }
+}
+
+#[test]
+fn bad_registry_credentials_are_configuration_errors_that_never_quote_the_data() {
+    let valid = format!(r#"{{"r.example":{{"username":"u","password":"{REGISTRY_SECRET}"}}}}"#);
+    type Case<'a> = (Vec<(&'a str, String)>, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
+        // (environment, key named, reason)
+        (
+            vec![
+                ("ECS_ENGINE_AUTH_TYPE", "ecr".into()),
+                ("ECS_ENGINE_AUTH_DATA", valid.clone()),
+            ],
+            "ECS_ENGINE_AUTH_TYPE",
+            "docker or dockercfg",
+        ),
+        (
+            vec![("ECS_ENGINE_AUTH_TYPE", "docker".into())],
+            "ECS_ENGINE_AUTH_TYPE",
+            "ECS_ENGINE_AUTH_DATA is not set",
+        ),
+        (
+            vec![("ECS_ENGINE_AUTH_DATA", valid.clone())],
+            "ECS_ENGINE_AUTH_DATA",
+            "ECS_ENGINE_AUTH_TYPE is not set",
+        ),
+        (
+            vec![
+                ("ECS_ENGINE_AUTH_TYPE", "docker".into()),
+                (
+                    "ECS_ENGINE_AUTH_DATA",
+                    format!(r#"{{"r.example":{{"username":"u","password":"{REGISTRY_SECRET}"}}"#),
+                ),
+            ],
+            "ECS_ENGINE_AUTH_DATA",
+            "not valid JSON",
+        ),
+        (
+            vec![
+                ("ECS_ENGINE_AUTH_TYPE", "dockercfg".into()),
+                ("ECS_ENGINE_AUTH_DATA", valid.clone()),
+            ],
+            "ECS_ENGINE_AUTH_DATA",
+            "belongs to ECS_ENGINE_AUTH_TYPE=docker",
+        ),
+    ];
+    for (env, key, reason) in &cases {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let error = system_config(None, &env).expect_err(key);
+        let message = error.to_string();
+        assert!(
+            matches!(&error, ConfigError::BadValue { key: k, .. } if k == key),
+            "{env:?}: {message}"
+        );
+        assert!(
+            message.contains(key) && message.contains(reason),
+            "{message}"
+        );
+        assert!(!message.contains(REGISTRY_SECRET), "{message}");
+        assert!(!format!("{error:?}").contains(REGISTRY_SECRET), "{error:?}");
+    }
+
+    // From the file: the line is named, the data is not quoted, not even a broken quote of it or
+    // a JSON value spread over several lines.
+    let files = [
+        (format!("ECS_ENGINE_AUTH_TYPE=docker\nECS_ENGINE_AUTH_DATA={{\"r\":{{\"password\":\"{REGISTRY_SECRET}\"}}}}\n"), ":2: bad value for ECS_ENGINE_AUTH_DATA"),
+        (format!("ECS_ENGINE_AUTH_TYPE=docker\nECS_ENGINE_AUTH_DATA='{valid}\n"), ":2: ECS_ENGINE_AUTH_DATA: an opening quote"),
+        (
+            format!("ECS_ENGINE_AUTH_TYPE=docker\nECS_ENGINE_AUTH_DATA={{\n  \"r.example\": {{\"username\": \"u\",\n  \"password\": \"{REGISTRY_SECRET}\"}}}}\n"),
+            ":3: expected KEY=VALUE; this line looks like part of a JSON value",
+        ),
+        (
+            format!("ECS_ENGINE_AUTH_TYPE=docker\nECS_ENGINE_AUTH_DATA={{\n  \"password\": \"a={REGISTRY_SECRET}\"}}\n"),
+            ":3: expected KEY=VALUE; this line looks like part of a JSON value",
+        ),
+    ];
+    for (file, expected) in &files {
+        let error = system_config(Some(file), &[]).expect_err(file);
+        let message = error.to_string();
+        assert!(message.contains(expected), "{file}: {message}");
+        assert!(!message.contains(REGISTRY_SECRET), "{message}");
+        assert!(!format!("{error:?}").contains(REGISTRY_SECRET), "{error:?}");
+    }
 }

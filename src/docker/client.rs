@@ -36,6 +36,9 @@ use crate::runtime::{
 
 /// Error bodies are short; more than this is not read.
 const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
+/// A container's stats answer is a few kilobytes (more with many CPUs or networks); more than
+/// this is not read.
+const MAX_STATS_BODY_BYTES: u64 = 1024 * 1024;
 
 /// What a 404 means for an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -701,6 +704,41 @@ impl ContainerRuntime for DockerClient {
         match self.call_for_body(call, &[204], MissingMeans::Nothing) {
             Ok(_) => Ok(()),
             Err(RuntimeError::Api { status: 404, .. }) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// `GET /containers/{id}/stats?stream=false`: one sample (Docker takes about a second, to
+    /// fill `precpu_stats`). The answer is a few kilobytes; more than [`MAX_STATS_BODY_BYTES`]
+    /// is refused.
+    fn container_stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
+        let mut call = Call::new(
+            format!("read the stats of container {id}"),
+            "GET",
+            format!("/containers/{}/stats", percent_encode(id, false)),
+            self.timeouts.inspect,
+        );
+        call.query.push(("stream", "false".into()));
+        let mut response = self.open(call)?.accept(&[200], MissingMeans::Container)?;
+        let body = match response.body.read_to_end_limited(MAX_STATS_BODY_BYTES) {
+            Ok(body) => body,
+            Err(error) => return Err(response.read_error(error)),
+        };
+        wire::parse_stats(&body)
+    }
+
+    /// `GET /networks/bridge`: the default bridge's IPv4 gateway. A daemon without that network
+    /// (`--bridge=none`) answers 404: no gateway.
+    fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
+        let call = Call::new(
+            "inspect the bridge network".into(),
+            "GET",
+            "/networks/bridge".into(),
+            self.timeouts.inspect,
+        );
+        match self.call_for_body(call, &[200], MissingMeans::Nothing) {
+            Ok(body) => wire::parse_network_gateway(&body),
+            Err(RuntimeError::Api { status: 404, .. }) => Ok(None),
             Err(error) => Err(error),
         }
     }

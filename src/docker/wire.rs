@@ -3,6 +3,7 @@
 //! image references. Pure functions, tested on captured Docker JSON; no I/O here.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -458,6 +459,83 @@ pub fn parse_volume_list(body: &[u8]) -> Result<Vec<VolumeSummary>, RuntimeError
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
+struct NetworkAnswer {
+    #[serde(rename = "IPAM")]
+    ipam: Option<IpamAnswer>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct IpamAnswer {
+    #[serde(rename = "Config")]
+    config: Option<Vec<IpamConfigAnswer>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct IpamConfigAnswer {
+    #[serde(rename = "Subnet")]
+    subnet: Option<String>,
+    #[serde(rename = "Gateway")]
+    gateway: Option<String>,
+}
+
+/// The IPv4 address of `text`, written bare or with a prefix length (`172.17.0.1/16`).
+fn ipv4_of(text: &str) -> Option<Ipv4Addr> {
+    text.split('/')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The first host address of an IPv4 subnet (`172.17.0.0/16` → `172.17.0.1`), which is where
+/// Docker puts a bridge's own address unless told otherwise.
+fn first_host_address(subnet: &str) -> Option<Ipv4Addr> {
+    let (address, prefix) = subnet.split_once('/')?;
+    let address: Ipv4Addr = address.trim().parse().ok()?;
+    let prefix: u32 = prefix.trim().parse().ok()?;
+    if prefix > 30 {
+        return None;
+    }
+    let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+    Some(Ipv4Addr::from((u32::from(address) & mask) + 1))
+}
+
+/// `GET /networks/{name}` → the network's IPv4 gateway: the first `IPAM.Config[].Gateway`, or,
+/// since Docker 20.10 leaves it out for the default bridge it made itself, the first host
+/// address of the first IPv4 `Subnet`. `None` when there is neither (an IPv6-only network).
+pub fn parse_network_gateway(body: &[u8]) -> Result<Option<Ipv4Addr>, RuntimeError> {
+    let answer: NetworkAnswer = parse_json(body, "network inspect answer")?;
+    let configs = answer.ipam.and_then(|ipam| ipam.config).unwrap_or_default();
+    let gateway = configs
+        .iter()
+        .filter_map(|config| config.gateway.as_deref())
+        .find_map(ipv4_of);
+    Ok(gateway.or_else(|| {
+        configs
+            .iter()
+            .filter_map(|config| config.subnet.as_deref())
+            .find_map(first_host_address)
+    }))
+}
+
+/// `GET /containers/{id}/stats?stream=false` → Docker's stats object, kept as it came (the task
+/// metadata endpoint passes it on). Anything but a JSON object is a protocol error.
+pub fn parse_stats(body: &[u8]) -> Result<Value, RuntimeError> {
+    let answer: Value = parse_json(body, "container stats answer")?;
+    if answer.is_object() {
+        Ok(answer)
+    } else {
+        Err(RuntimeError::Protocol {
+            message: "Docker sent container stats that are not a JSON object".into(),
+        })
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct ImageAnswer {
     #[serde(rename = "Id")]
     id: String,
@@ -815,6 +893,57 @@ mod tests {
         assert_eq!(rows[1].name, "");
         let image = parse_image_info(br#"{"Id":"sha256:1","RepoTags":["a:b"]}"#).expect("image");
         assert_eq!(image.repo_tags, vec!["a:b".to_string()]);
+    }
+
+    #[test]
+    fn network_answers_give_the_first_ipv4_gateway() {
+        // (answer, gateway)
+        let table: [(&[u8], Option<&str>); 10] = [
+            (
+                br#"{"Name":"bridge","IPAM":{"Driver":"default","Config":[{"Subnet":"172.17.0.0/16","Gateway":"172.17.0.1"}]}}"#,
+                Some("172.17.0.1"),
+            ),
+            (
+                br#"{"IPAM":{"Config":[{"Subnet":"fd00::/64","Gateway":"fd00::1"},{"Gateway":"10.1.0.1/24"}]}}"#,
+                Some("10.1.0.1"),
+            ),
+            // Docker 20.10's default bridge: a subnet and no gateway.
+            (
+                br#"{"IPAM":{"Config":[{"Subnet":"172.17.0.0/16"}]}}"#,
+                Some("172.17.0.1"),
+            ),
+            (
+                br#"{"IPAM":{"Config":[{"Subnet":"fd00::/64"},{"Subnet":"10.9.8.0/24"}]}}"#,
+                Some("10.9.8.1"),
+            ),
+            (br#"{"IPAM":{"Config":[{"Subnet":"10.9.8.7/32"}]}}"#, None),
+            (br#"{"IPAM":{"Config":[{"Subnet":"10.0.0.0/0"}]}}"#, Some("0.0.0.1")),
+            (br#"{"IPAM":{"Config":null}}"#, None),
+            (br#"{"IPAM":null}"#, None),
+            (br#"{"IPAM":{"Config":[{"Gateway":"not an address"}]}}"#, None),
+            (br#"{}"#, None),
+        ];
+        for (body, expected) in table {
+            let gateway = parse_network_gateway(body).expect("a valid answer");
+            assert_eq!(
+                gateway.map(|address| address.to_string()).as_deref(),
+                expected,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        assert!(parse_network_gateway(b"[1,2").is_err());
+        assert!(parse_network_gateway(br#"{"IPAM":{"Config":[{"Gateway":7}]}}"#).is_err());
+    }
+
+    #[test]
+    fn stats_answers_pass_through_as_objects() {
+        let stats = parse_stats(br#"{"read":"2026-01-01T00:00:00Z","memory_stats":{"usage":5}}"#)
+            .expect("an object");
+        assert_eq!(stats["memory_stats"]["usage"], 5);
+        assert!(parse_stats(b"[]").is_err());
+        assert!(parse_stats(b"null").is_err());
+        assert!(parse_stats(b"{").is_err());
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! (docs/ENGINE.md §9, §11). `TaskEngine`'s side of [`EngineHandle`].
 
 use crate::clock::now_millis;
-use crate::engine::container_spec::{assign_docker_names, create_request, new_task_id, random_hex};
-use crate::engine::handle::{EngineError, EngineHandle};
+use crate::engine::container_spec::{
+    assign_docker_names, assign_metadata_tokens, create_request, new_task_id, random_hex,
+};
+use crate::engine::handle::{find_by_metadata_token, EngineError, EngineHandle};
 use crate::engine::managed_task::DesiredCommand;
 use crate::engine::shared::{Commands, TaskHandle};
 use crate::engine::task_engine::{new_inboxes, TaskEngine};
@@ -32,6 +34,10 @@ impl TaskEngine {
             .map(|_| random_hex(8))
             .collect::<std::io::Result<Vec<String>>>()
             .map_err(|error| unavailable("cannot make container names", error))?;
+        let tokens = (0..definition.containers.len())
+            .map(|_| random_hex(16))
+            .collect::<std::io::Result<Vec<String>>>()
+            .map_err(|error| unavailable("cannot make task metadata tokens", error))?;
         let sequence = self.next_sequence(&commands)?;
         let mut task = Task::new(
             id.clone(),
@@ -43,6 +49,8 @@ impl TaskEngine {
         task.source = source;
         let mut suffixes = suffixes.into_iter();
         assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
+        let mut tokens = tokens.into_iter();
+        assign_metadata_tokens(&mut task, || tokens.next().unwrap_or_default());
         self.reject_if_invalid(&task)?;
         // A task bigger than the host, or on a reserved port, would wait forever (§9a).
         if let Some(reason) = self.shared.host_resources.refusal(&task) {
@@ -204,6 +212,29 @@ impl EngineHandle for TaskEngine {
 
     fn cluster(&self) -> String {
         self.shared.config.cluster.clone()
+    }
+
+    fn task_by_metadata_token(&self, token: &str) -> Option<(Task, String)> {
+        // Only the matching task is copied out of the snapshots.
+        let snapshots = self.shared.snapshots();
+        let task = snapshots.values().find(|task| {
+            task.containers
+                .iter()
+                .any(|container| container.metadata_token.as_deref() == Some(token))
+        })?;
+        find_by_metadata_token([task.clone()], token)
+    }
+
+    fn container_stats(&self, docker_id: &str) -> Result<serde_json::Value, EngineError> {
+        // A read of Docker outside the worker pool: it changes nothing, and queueing it behind
+        // pulls would make a container's stats wait for other tasks' downloads.
+        self.shared
+            .worker_context
+            .runtime
+            .container_stats(docker_id)
+            .map_err(|error| EngineError::Unavailable {
+                reason: error.to_string(),
+            })
     }
 }
 

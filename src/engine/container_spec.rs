@@ -6,6 +6,7 @@
 //! crash in the middle of a create is adopted later instead of duplicated.
 
 use crate::runtime::{CreateContainer, HealthConfig, LogConfig, PortBinding};
+use crate::task::metadata_endpoint::{metadata_environment, MetadataEndpoint};
 use crate::task::Task;
 use std::io::Read;
 use std::time::Duration;
@@ -62,6 +63,49 @@ pub fn assign_docker_names(task: &mut Task, mut random_suffix: impl FnMut() -> S
             ));
         }
     }
+}
+
+/// Fixes the task metadata token (§14) of every container that has none yet; `random_token` is
+/// called once per such container.
+pub fn assign_metadata_tokens(task: &mut Task, mut random_token: impl FnMut() -> String) {
+    for container in &mut task.containers {
+        if container.metadata_token.is_none() {
+            container.metadata_token = Some(random_token());
+        }
+    }
+}
+
+/// Adds the task metadata endpoint's variables (§14) of container `index` to its create request,
+/// replacing any the container's own `environment` sets (as ECS does: the endpoint is the
+/// agent's to name). Nothing is added without an endpoint, for a container without a token (one
+/// accepted before tokens existed) or for a network mode that cannot reach the endpoint.
+pub fn add_metadata_environment(
+    request: &mut CreateContainer,
+    task: &Task,
+    index: usize,
+    endpoint: Option<&MetadataEndpoint>,
+) {
+    let Some(endpoint) = endpoint else { return };
+    let Some(token) = task
+        .containers
+        .get(index)
+        .and_then(|container| container.metadata_token.as_deref())
+    else {
+        return;
+    };
+    let variables = metadata_environment(endpoint, task.network_mode, token);
+    if variables.is_empty() {
+        return;
+    }
+    request.env.retain(|entry| {
+        let name = entry.split('=').next().unwrap_or_default();
+        !variables.iter().any(|(variable, _)| variable == name)
+    });
+    request.env.extend(
+        variables
+            .into_iter()
+            .map(|(name, value)| format!("{name}={value}")),
+    );
 }
 
 /// The Docker volume that backs a task volume without a host path: one per task, so the
@@ -256,6 +300,52 @@ mod tests {
             format!("{counter:04x}")
         });
         task
+    }
+
+    #[test]
+    fn the_metadata_variables_replace_the_containers_own() {
+        let mut definition = container_definition("web");
+        definition.environment = vec![
+            ("A".to_string(), "1".to_string()),
+            (
+                "ECS_CONTAINER_METADATA_URI_V4".to_string(),
+                "http://elsewhere".to_string(),
+            ),
+        ];
+        let mut task = task_with(vec![definition], Vec::new());
+        assign_metadata_tokens(&mut task, || "t0k3n".to_string());
+        let endpoint = MetadataEndpoint {
+            bridge_address: Some(std::net::Ipv4Addr::new(172, 17, 0, 1)),
+            loopback: true,
+            port: 51679,
+        };
+        let mut request = create_request(&task, 0, "edge").expect("valid task");
+        add_metadata_environment(&mut request, &task, 0, Some(&endpoint));
+        assert_eq!(
+            request.env,
+            vec![
+                "A=1".to_string(),
+                "ECS_CONTAINER_METADATA_URI_V4=http://172.17.0.1:51679/v4/t0k3n".to_string(),
+                "ECS_CONTAINER_METADATA_URI=http://172.17.0.1:51679/v3/t0k3n".to_string(),
+            ]
+        );
+
+        // Turned off, or a container saved before tokens existed: its own environment only.
+        let mut off = create_request(&task, 0, "edge").expect("valid task");
+        add_metadata_environment(&mut off, &task, 0, None);
+        assert_eq!(off.env.len(), 2);
+        task.containers[0].metadata_token = None;
+        let mut old = create_request(&task, 0, "edge").expect("valid task");
+        add_metadata_environment(&mut old, &task, 0, Some(&endpoint));
+        assert_eq!(old.env.len(), 2);
+    }
+
+    #[test]
+    fn metadata_tokens_are_fixed_once() {
+        let mut task = task_with(vec![container_definition("web")], Vec::new());
+        assign_metadata_tokens(&mut task, || "first".to_string());
+        assign_metadata_tokens(&mut task, || "second".to_string());
+        assert_eq!(task.containers[0].metadata_token.as_deref(), Some("first"));
     }
 
     #[test]

@@ -53,4 +53,36 @@ pub trait EngineHandle: Send + Sync {
     fn events_since(&self, after: u64, wait: Duration) -> Vec<Event>;
     /// The cluster name used in ARNs and labels.
     fn cluster(&self) -> String;
+    /// The task holding the container whose task metadata token (§14) is `token`, and that
+    /// container's name in the task; `None` when no container has it.
+    fn task_by_metadata_token(&self, token: &str) -> Option<(Task, String)> {
+        find_by_metadata_token(self.tasks(), token)
+    }
+    /// One sample of a container's resource usage, as the runtime's JSON (Docker's stats
+    /// object), for the task metadata endpoint. The default: this engine cannot.
+    fn container_stats(&self, docker_id: &str) -> Result<serde_json::Value, EngineError> {
+        Err(EngineError::Unavailable {
+            reason: format!("no stats for container {docker_id} from this engine"),
+        })
+    }
+}
+
+/// The task among `tasks` with a container whose metadata token is `token`, and that
+/// container's name. An empty token matches nothing.
+pub fn find_by_metadata_token(
+    tasks: impl IntoIterator<Item = Task>,
+    token: &str,
+) -> Option<(Task, String)> {
+    if token.is_empty() {
+        return None;
+    }
+    tasks.into_iter().find_map(|task| {
+        let name = task
+            .containers
+            .iter()
+            .find(|container| container.metadata_token.as_deref() == Some(token))?
+            .name()
+            .to_string();
+        Some((task, name))
+    })
 }

@@ -113,7 +113,7 @@
 
 mod docker;
 
-use crate::engine::container_spec::assign_docker_names;
+use crate::engine::container_spec::{assign_docker_names, assign_metadata_tokens};
 use crate::engine::docker_events::{observation_for_event, DockerObservation};
 use crate::engine::host_resources::{HostCapacity, HostResourceQueue};
 use crate::engine::managed_task::{
@@ -125,6 +125,7 @@ use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::workers::{run_docker_call, StopRetry, WorkerContext};
 use crate::report::NewEvent;
 use crate::runtime::{ContainerRuntime, RuntimeEvent};
+use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{
     ContainerDefinition, ContainerStatus, Dependency, DependencyCondition, HealthCheck, Millis,
     NetworkMode, PullBehavior, Task, TaskDefinition, TaskStatus,
@@ -412,6 +413,11 @@ fn random_task(random: &mut Random, index: usize, start_sequence: u64, now: Mill
         counter += 1;
         format!("{index:04x}{counter:04x}")
     });
+    // Tokens ride through every checkpoint and restore like the names (§14).
+    assign_metadata_tokens(&mut task, || {
+        counter += 1;
+        format!("{index:016x}{counter:016x}")
+    });
     task
 }
 
@@ -494,6 +500,12 @@ impl Simulation {
             cleanup_wait: Duration::from_secs(if random.chance(50) { 0 } else { 3 }),
             dependency_poll_interval: Duration::from_secs(5),
             sent_poll_interval: Duration::from_secs(30),
+            // From the seed, not a draw: the worlds of existing seeds stay as they were.
+            task_metadata: (seed % 2 == 0).then_some(MetadataEndpoint {
+                bridge_address: Some(std::net::Ipv4Addr::new(172, 17, 0, 1)),
+                loopback: true,
+                port: 51679,
+            }),
         };
         let context = Self::worker_context(&docker, pull_behavior);
         let (crash_per_mille_step, crash_per_mille_effect) = match random.below(4) {
@@ -564,6 +576,7 @@ impl Simulation {
                 maximum_backoff: Duration::ZERO,
             },
             store: None,
+            registry_credentials: Default::default(),
         }
     }
 

@@ -34,9 +34,11 @@ use crate::engine::transition::RuleConfig;
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::worker_pool::{DockerPool, PoolStats, DEFAULT_DOCKER_CONCURRENCY};
 use crate::engine::workers::{StopRetry, WorkerContext};
+use crate::registry::RegistryCredentials;
 use crate::report::{EventLog, DEFAULT_EVENT_CAPACITY};
 use crate::runtime::ContainerRuntime;
 use crate::state::{StateError, StateStore};
+use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{PullBehavior, Task};
 use crossbeam_channel::{bounded, unbounded, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -82,6 +84,12 @@ pub struct EngineConfig {
     /// per core, and the reserved ports. Unlimited memory and CPU by default (tests); the agent
     /// reads the host's.
     pub host_capacity: HostCapacity,
+    /// Where the agent serves the task metadata endpoint (§14), which every container created
+    /// is pointed at; `None` when it is off (`DECKHAND_TASK_METADATA=false`, or its port taken).
+    pub task_metadata: Option<MetadataEndpoint>,
+    /// `ECS_ENGINE_AUTH_TYPE`/`ECS_ENGINE_AUTH_DATA`: the credentials each pull sends for its
+    /// image's registry (§13). Its `Debug` output shows no password.
+    pub registry_credentials: Arc<RegistryCredentials>,
 }
 
 impl Default for EngineConfig {
@@ -106,6 +114,8 @@ impl Default for EngineConfig {
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
             host_capacity: HostCapacity::unlimited(),
+            task_metadata: None,
+            registry_credentials: Arc::new(RegistryCredentials::default()),
         }
     }
 }
@@ -143,6 +153,7 @@ impl EngineShared {
             cleanup_wait: self.config.cleanup_wait,
             dependency_poll_interval: self.config.dependency_poll_interval,
             sent_poll_interval: self.config.sent_poll_interval,
+            task_metadata: self.config.task_metadata,
         }
     }
 }
@@ -204,6 +215,7 @@ impl TaskEngine {
                     pulled_images: Arc::new(Mutex::new(HashSet::new())),
                     stop_retry: config.stop_retry,
                     store: store.clone(),
+                    registry_credentials: Arc::clone(&config.registry_credentials),
                 },
                 store,
                 snapshots: Mutex::new(BTreeMap::new()),

@@ -16,6 +16,7 @@
 use crate::engine::messages::{DockerCall, Input, TransitionOutput};
 use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::engine::worker_pool::CallClass;
+use crate::registry::RegistryCredentials;
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, EventFilter, EventStream,
     ImageInfo, RegistryAuth, RuntimeError,
@@ -55,6 +56,8 @@ pub struct WorkerContext {
     pub stop_retry: StopRetry,
     /// The durable record of pulled images (kept across restarts), when the engine has a store.
     pub store: Option<Arc<StateStore>>,
+    /// What each pull sends for its image's registry (§13).
+    pub registry_credentials: Arc<RegistryCredentials>,
 }
 
 impl WorkerContext {
@@ -82,6 +85,18 @@ impl WorkerContext {
             }
         }
     }
+}
+
+/// §13: the credentials a pull of `image` sends, when one is configured for its registry.
+pub fn registry_auth_for(context: &WorkerContext, image: &str) -> Option<RegistryAuth> {
+    context
+        .registry_credentials
+        .for_image(image)
+        .map(|matched| RegistryAuth {
+            username: matched.credential.username.clone(),
+            password: matched.credential.password.clone(),
+            server_address: matched.server_address.to_string(),
+        })
 }
 
 /// §13: whether to pull under `behavior`. `present_locally` is only asked for `prefer-cached`.
@@ -298,7 +313,7 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
                 runtime.inspect_image(&image).is_ok()
             });
             let result = if pull {
-                match runtime.pull_image(&image, None) {
+                match runtime.pull_image(&image, registry_auth_for(context, &image).as_ref()) {
                     Ok(()) => {
                         context.record_pulled(&image);
                         pull_fallback_logged(&image, false);
@@ -730,5 +745,61 @@ mod tests {
                 "{behavior:?} pulled={pulled} present={present}"
             );
         }
+    }
+
+    #[test]
+    fn a_pull_sends_the_credential_of_its_images_registry_and_debug_hides_the_password() {
+        let data = r#"{"127.0.0.1:5000": {"username": "deck", "password": "w0rker-Secret"},
+                       "https://index.docker.io/v1/": {"username": "hub", "password": "w0rker-Secret"}}"#;
+        let credentials =
+            crate::registry::parse_auth_data(crate::registry::AuthDataFormat::Docker, data)
+                .expect("valid data");
+        let (pulls, _pulled) = crossbeam_channel::unbounded();
+        let context = WorkerContext {
+            runtime: Arc::new(crate::engine::test_support::UnitRuntime {
+                pulls,
+                inspect_answer: None,
+            }),
+            pull_behavior: PullBehavior::Always,
+            pulled_images: Arc::default(),
+            stop_retry: StopRetry::default(),
+            store: None,
+            registry_credentials: Arc::new(credentials),
+        };
+        let table = [
+            (
+                "127.0.0.1:5000/team/app:v1",
+                Some(("deck", "127.0.0.1:5000")),
+            ),
+            ("busybox", Some(("hub", "https://index.docker.io/v1/"))),
+            ("127.0.0.1:5001/team/app:v1", None),
+            ("registry.example.com/app", None),
+        ];
+        for (image, expected) in table {
+            let auth = registry_auth_for(&context, image);
+            assert_eq!(
+                auth.as_ref()
+                    .map(|auth| (auth.username.as_str(), auth.server_address.as_str())),
+                expected,
+                "{image}"
+            );
+            if let Some(auth) = auth {
+                assert_eq!(auth.password, "w0rker-Secret");
+                let debug = format!("{auth:?}");
+                assert!(
+                    !debug.contains("w0rker-Secret") && debug.contains("<redacted>"),
+                    "{debug}"
+                );
+            }
+        }
+        let engine_config = crate::engine::EngineConfig {
+            registry_credentials: Arc::clone(&context.registry_credentials),
+            ..crate::engine::EngineConfig::default()
+        };
+        let debug = format!("{engine_config:?}");
+        assert!(
+            !debug.contains("w0rker-Secret") && debug.contains("<redacted>"),
+            "{debug}"
+        );
     }
 }

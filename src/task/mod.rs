@@ -3,6 +3,7 @@
 
 pub mod definition;
 pub mod labels;
+pub mod metadata_endpoint;
 pub mod model;
 pub mod status;
 pub mod time;

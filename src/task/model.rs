@@ -286,6 +286,11 @@ pub struct Container {
     pub definition: ContainerDefinition,
     /// Fixed once, before create, and checkpointed before the create call.
     pub docker_name: Option<String>,
+    /// The secret path part of this container's task metadata endpoint URI (§14), fixed with
+    /// the Docker name at acceptance. Absent from checkpoints written before it existed (such a
+    /// container has no endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_token: Option<String>,
     pub docker_id: Option<String>,
     pub known_status: ContainerStatus,
     pub desired_status: ContainerStatus,
@@ -321,6 +326,7 @@ impl Container {
         Container {
             definition,
             docker_name: None,
+            metadata_token: None,
             docker_id: None,
             known_status: ContainerStatus::None,
             desired_status: ContainerStatus::None,

@@ -113,6 +113,11 @@ impl Agent {
             ("ECS_IMAGE_PULL_BEHAVIOR".into(), "prefer-cached".into()),
             ("ECS_CONTAINER_STOP_TIMEOUT".into(), "2s".into()),
             ("ECS_LOGLEVEL".into(), "info".into()),
+            // Never the well-known port: several agents run at once.
+            (
+                "DECKHAND_TASK_METADATA_PORT".into(),
+                free_port().to_string(),
+            ),
         ];
         env.extend(options.extra_env.iter().cloned());
         let (child, log, log_lines) = spawn_agent(&config, &env);

@@ -668,6 +668,25 @@ impl ContainerRuntime for FakeRuntime {
         self.finish(after)
     }
 
+    /// A stats object naming the container (not scripted: no engine decision depends on it).
+    fn container_stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
+        let state = self.state();
+        let Some(key) = state.find(id) else {
+            return Err(no_such_container(id));
+        };
+        let container = &state.containers[&key];
+        Ok(serde_json::json!({
+            "id": container.id,
+            "name": format!("/{}", container.name),
+            "memory_stats": {"usage": 4096},
+        }))
+    }
+
+    /// The address Docker's default bridge gateway usually has.
+    fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
+        Ok(Some(std::net::Ipv4Addr::new(172, 17, 0, 1)))
+    }
+
     fn inspect_container(&self, id_or_name: &str) -> Result<ContainerInfo, RuntimeError> {
         let subject = self.ecs_name_of(id_or_name);
         self.begin(Op::Inspect, &subject, Some(id_or_name), None, None)?;

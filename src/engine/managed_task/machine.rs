@@ -10,7 +10,7 @@ mod cleanup;
 mod containers;
 mod progress;
 
-use crate::engine::container_spec::{create_request, task_volume_names};
+use crate::engine::container_spec::{add_metadata_environment, create_request, task_volume_names};
 use crate::engine::messages::{
     DockerCall, DockerObservation, Effect, Input, Reported, TimerKind, TransitionOutput,
 };
@@ -22,6 +22,7 @@ use crate::engine::transition::{
 };
 use crate::report::NewEvent;
 use crate::runtime::{ContainerInfo, PortBinding, RuntimeError};
+use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{
     ContainerError, ContainerErrorKind, ContainerStatus, HealthStatus, Millis, Task, TaskStatus,
 };
@@ -49,6 +50,8 @@ pub struct ManagedTaskSettings {
     pub dependency_poll_interval: Duration,
     /// How often cleanup re-checks that STOPPED was reported.
     pub sent_poll_interval: Duration,
+    /// The task metadata endpoint containers are pointed at (§14); `None` when it is off.
+    pub task_metadata: Option<MetadataEndpoint>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

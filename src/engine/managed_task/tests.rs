@@ -38,6 +38,7 @@ fn settings(cleanup_wait: Duration) -> ManagedTaskSettings {
         cleanup_wait,
         dependency_poll_interval: Duration::from_secs(5),
         sent_poll_interval: Duration::from_secs(30),
+        task_metadata: None,
     }
 }
 

@@ -143,43 +143,51 @@ impl ManagedTask {
     ) {
         let container = &self.task.containers[index];
         let name = container.name().to_string();
-        let call =
-            match action {
-                DockerAction::Pull => {
-                    if self.task.pull_started_at.is_none() {
-                        self.task.pull_started_at = Some(now);
-                    }
-                    Ok(DockerCall::Pull {
-                        container: name.clone(),
-                        image: container.definition.image.clone(),
-                    })
+        let call = match action {
+            DockerAction::Pull => {
+                if self.task.pull_started_at.is_none() {
+                    self.task.pull_started_at = Some(now);
                 }
-                DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
-                    .map(|spec| DockerCall::Create {
+                Ok(DockerCall::Pull {
+                    container: name.clone(),
+                    image: container.definition.image.clone(),
+                })
+            }
+            DockerAction::Create => {
+                create_request(&self.task, index, &self.settings.cluster).map(|mut spec| {
+                    add_metadata_environment(
+                        &mut spec,
+                        &self.task,
+                        index,
+                        self.settings.task_metadata.as_ref(),
+                    );
+                    DockerCall::Create {
                         container: name.clone(),
                         spec: Box::new(spec),
-                    }),
-                DockerAction::Start => match &container.docker_id {
-                    Some(docker_id) => Ok(DockerCall::Start {
-                        container: name.clone(),
-                        docker_id: docker_id.clone(),
-                    }),
-                    None => Err(format!("container {name} has no Docker id to start")),
-                },
-                DockerAction::Stop => match &container.docker_id {
-                    Some(docker_id) => Ok(DockerCall::Stop {
-                        container: name.clone(),
-                        docker_id: docker_id.clone(),
-                        grace: stop_grace(container, self.settings.stop_timeout),
-                        background: false,
-                    }),
-                    None => {
-                        // Never created in Docker: nothing to stop.
-                        self.post_synthetic_stop(index, None);
-                        return;
                     }
-                },
-            };
+                })
+            }
+            DockerAction::Start => match &container.docker_id {
+                Some(docker_id) => Ok(DockerCall::Start {
+                    container: name.clone(),
+                    docker_id: docker_id.clone(),
+                }),
+                None => Err(format!("container {name} has no Docker id to start")),
+            },
+            DockerAction::Stop => match &container.docker_id {
+                Some(docker_id) => Ok(DockerCall::Stop {
+                    container: name.clone(),
+                    docker_id: docker_id.clone(),
+                    grace: stop_grace(container, self.settings.stop_timeout),
+                    background: false,
+                }),
+                None => {
+                    // Never created in Docker: nothing to stop.
+                    self.post_synthetic_stop(index, None);
+                    return;
+                }
+            },
+        };
         self.task.containers[index].applied_status = Some(target);
         self.dirty = true;
         match call {
