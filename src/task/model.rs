@@ -51,7 +51,9 @@ pub struct Dependency {
     pub condition: DependencyCondition,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     #[default]
@@ -588,6 +590,10 @@ pub struct Task {
     /// `None` for tasks submitted through the API (and in checkpoints written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Why the task waits for host resources (memory, CPU, a host port) before it starts, as
+    /// `inspect` shows it. Never saved: the engine fills it in the snapshots it hands out.
+    #[serde(skip)]
+    pub waiting_for: Option<String>,
 }
 
 impl Task {
@@ -628,6 +634,7 @@ impl Task {
             stopped_reason: None,
             created_at: now,
             source: None,
+            waiting_for: None,
         }
     }
 
