@@ -49,6 +49,7 @@ fn with_host_port(mut definition: TaskDefinition, port: u16, protocol: Protocol)
         container_port: port,
         host_port: Some(port),
         protocol,
+        container_port_range: None,
     });
     definition
 }

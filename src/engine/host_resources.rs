@@ -757,16 +757,19 @@ mod tests {
                 container_port: 80,
                 host_port: Some(8080),
                 protocol: Protocol::Tcp,
+                container_port_range: None,
             },
             PortMapping {
                 container_port: 81,
                 host_port: None,
                 protocol: Protocol::Tcp,
+                container_port_range: None,
             },
             PortMapping {
                 container_port: 53,
                 host_port: Some(5353),
                 protocol: Protocol::Udp,
+                container_port_range: None,
             },
         ];
         let mut sidecar = ContainerDefinition::new("sidecar", "busybox");
@@ -780,6 +783,8 @@ mod tests {
             memory_mib: None,
             volumes: Vec::new(),
             containers: vec![web, sidecar],
+            pid_mode: None,
+            ipc_mode: None,
         };
         let task = Task::new("t".to_string(), "default", definition.clone(), 1, 0);
         assert_eq!(
@@ -827,6 +832,8 @@ mod tests {
                 memory_mib: None,
                 volumes: Vec::new(),
                 containers: vec![container],
+                pid_mode: None,
+                ipc_mode: None,
             };
             Task::new(id.to_string(), "default", definition, sequence, 0)
         };

@@ -640,6 +640,7 @@ impl Simulation {
                     container_port: 80,
                     host_port: Some(8080),
                     protocol: crate::task::Protocol::Tcp,
+                    container_port_range: None,
                 }];
             }
         }
