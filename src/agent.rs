@@ -17,6 +17,7 @@ use crate::api::{ApiServers, TaskMetadataServers};
 use crate::config::{Config, ImagePullBehavior, EXIT_CONFIG};
 use crate::control::tasks_d::{TasksDirWatcher, DEFAULT_RESCAN_INTERVAL};
 use crate::docker::{DockerClient, DockerHost};
+use crate::engine::host_resources::HostCapacity;
 use crate::engine::{EngineConfig, EngineHandle, TaskEngine};
 use crate::runtime::{ContainerRuntime, RuntimeError, Timeouts};
 use crate::state::StateStore;
@@ -341,9 +342,18 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
 /// The agent turns its configuration into the engine's settings here, so the engine imports
 /// nothing of the configuration.
 impl EngineConfig {
-    /// The engine's part of the agent configuration; the rest keeps its defaults.
+    /// The engine's part of the agent configuration; the rest keeps its defaults. Reads this
+    /// host's memory and cores for the host capacity (§9a).
     pub fn from_agent_config(config: &Config) -> EngineConfig {
+        let mem_total_mib = match crate::host::read_mem_total_mib() {
+            Ok(mib) => Some(mib),
+            Err(error) => {
+                log::warn!("{error}: task memory is not accounted on this host");
+                None
+            }
+        };
         EngineConfig {
+            host_capacity: host_capacity(config, mem_total_mib, crate::host::cpu_cores()),
             cluster: config.cluster.clone(),
             cleanup_wait: config.task_cleanup_wait,
             stop_timeout: config.container_stop_timeout,
@@ -356,6 +366,19 @@ impl EngineConfig {
             registry_credentials: Arc::new(config.registry_credentials.clone()),
             ..EngineConfig::default()
         }
+    }
+}
+
+/// What the host offers tasks (§9a): `MemTotal` (MiB) less `ECS_RESERVED_MEMORY` (unlimited when
+/// the host's memory could not be read), 1024 CPU units per core, and the reserved ports.
+pub fn host_capacity(config: &Config, mem_total_mib: Option<u64>, cpu_cores: u64) -> HostCapacity {
+    HostCapacity {
+        memory_mib: mem_total_mib.map_or(u64::MAX, |total| {
+            total.saturating_sub(config.reserved_memory_mib)
+        }),
+        cpu_units: cpu_cores.saturating_mul(1024),
+        reserved_tcp_ports: config.reserved_ports.iter().copied().collect(),
+        reserved_udp_ports: config.reserved_ports_udp.iter().copied().collect(),
     }
 }
 
@@ -398,6 +421,38 @@ mod tests {
         assert_eq!(
             engine.steady_check_interval,
             config.steady_state_check_interval
+        );
+    }
+
+    #[test]
+    fn the_host_capacity_is_memtotal_less_the_reserved_memory_and_1024_units_per_core() {
+        let file =
+            "ECS_RESERVED_MEMORY=512\nECS_RESERVED_PORTS=[22]\nECS_RESERVED_PORTS_UDP=[53, 5353]\n";
+        let config = Config::from_sources(
+            Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
+            &|_| None,
+            Scope::System,
+        )
+        .expect("a valid configuration");
+        let capacity = host_capacity(&config, Some(2048), 2);
+        assert_eq!(capacity.memory_mib, 1536);
+        assert_eq!(capacity.cpu_units, 2048);
+        assert_eq!(capacity.reserved_tcp_ports, [22].into_iter().collect());
+        assert_eq!(
+            capacity.reserved_udp_ports,
+            [53, 5353].into_iter().collect()
+        );
+        // More reserved than the host has: nothing is offered.
+        assert_eq!(host_capacity(&config, Some(256), 1).memory_mib, 0);
+        // The host's memory unknown: memory is not accounted.
+        assert_eq!(host_capacity(&config, None, 1).memory_mib, u64::MAX);
+        // The agent reads this host's.
+        let engine = EngineConfig::from_agent_config(&config);
+        let total = crate::host::read_mem_total_mib().expect("this host has /proc/meminfo");
+        assert_eq!(engine.host_capacity.memory_mib, total.saturating_sub(512));
+        assert_eq!(
+            engine.host_capacity.cpu_units,
+            1024 * crate::host::cpu_cores()
         );
     }
 

@@ -343,6 +343,24 @@ pub fn rfc3339(data: &[u8]) {
     }
 }
 
+/// `/proc/meminfo` (the host's memory, §9a): the parser never panics, and a `MemTotal` it reads
+/// is the number on its line scaled down to MiB.
+pub fn meminfo(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Some(mib) = crate::host::mem_total_mib(&text) {
+        let line = text
+            .lines()
+            .find(|line| line.starts_with("MemTotal:"))
+            .expect("a MemTotal was read from some line");
+        let number: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|word| word.parse().ok())
+            .expect("a MemTotal that was read has a number");
+        assert!(mib <= number, "{mib} MiB from {line:?}");
+    }
+}
+
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -355,6 +373,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("config_file", config_file),
     ("tasks_d", tasks_d),
     ("rfc3339", rfc3339),
+    ("meminfo", meminfo),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.
@@ -411,6 +430,8 @@ impl FuzzEngine {
                 "app",
                 "busybox:latest",
             )],
+            pid_mode: None,
+            ipc_mode: None,
         };
         let mut task = Task::new(id.into(), "edge", definition, 1, 1_700_000_000_000);
         task.containers[0].docker_id = Some(docker_id.into());

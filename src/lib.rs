@@ -14,6 +14,7 @@ pub mod event;
 /// Entry points of the fuzz targets in `fuzz/`; not an API.
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod host;
 pub mod ports;
 pub mod registry;
 pub mod report;

@@ -153,6 +153,62 @@ pub struct CreateContainer {
     pub network_mode: Option<String>,
     /// Seconds Docker itself waits on `docker stop` (informational; deckhand passes `t`).
     pub stop_timeout: Option<u64>,
+    /// `Config.Hostname`.
+    pub hostname: Option<String>,
+    /// `Config.NetworkDisabled`.
+    pub network_disabled: bool,
+    /// `Config.OpenStdin`.
+    pub open_stdin: bool,
+    /// `Config.Tty`.
+    pub tty: bool,
+    /// `HostConfig.ReadonlyRootfs`.
+    pub readonly_rootfs: bool,
+    /// `HostConfig.Init`: Docker's init process as PID 1.
+    pub init: bool,
+    /// `HostConfig.CapAdd` / `CapDrop`.
+    pub cap_add: Vec<String>,
+    pub cap_drop: Vec<String>,
+    /// `HostConfig.Devices`.
+    pub devices: Vec<DeviceMapping>,
+    /// `HostConfig.Tmpfs`: container path → mount options (`noexec,size=64m`).
+    pub tmpfs: BTreeMap<String, String>,
+    /// `HostConfig.ShmSize`, bytes.
+    pub shm_size: Option<i64>,
+    /// `HostConfig.MemorySwap`, bytes: memory plus swap.
+    pub memory_swap: Option<i64>,
+    /// `HostConfig.MemorySwappiness`, 0–100.
+    pub memory_swappiness: Option<i64>,
+    /// `HostConfig.Ulimits`.
+    pub ulimits: Vec<Ulimit>,
+    /// `HostConfig.ExtraHosts`: `hostname:address`.
+    pub extra_hosts: Vec<String>,
+    /// `HostConfig.Dns` / `DnsSearch`.
+    pub dns: Vec<String>,
+    pub dns_search: Vec<String>,
+    /// `HostConfig.Sysctls`.
+    pub sysctls: BTreeMap<String, String>,
+    /// `HostConfig.SecurityOpt`.
+    pub security_opt: Vec<String>,
+    /// `HostConfig.PidMode` / `IpcMode` (`host`, `none`, …).
+    pub pid_mode: Option<String>,
+    pub ipc_mode: Option<String>,
+}
+
+/// One host device exposed to a container (`HostConfig.Devices[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeviceMapping {
+    pub path_on_host: String,
+    pub path_in_container: String,
+    /// Some of `r`, `w`, `m`.
+    pub cgroup_permissions: String,
+}
+
+/// One resource limit (`HostConfig.Ulimits[]`); `-1` is unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: i64,
+    pub hard: i64,
 }
 
 /// Everything `POST /volumes/create` needs: a named volume of `driver` (`local` is Docker's

@@ -137,6 +137,43 @@ fn invalid_definition_lists_every_error_and_exits_2() {
 }
 
 #[test]
+fn linux_fields_validate_and_their_rules_name_the_path() {
+    let valid = validate_stdin(
+        br#"{"family": "edge", "pidMode": "host", "ipcMode": "none",
+             "containerDefinitions": [{"name": "app", "image": "busybox", "memory": 64,
+               "ulimits": [{"name": "nofile", "softLimit": 1024, "hardLimit": 4096}],
+               "linuxParameters": {"initProcessEnabled": true, "capabilities": {"drop": ["NET_RAW"]},
+                                   "tmpfs": [{"containerPath": "/tmp", "size": 64}], "maxSwap": 0},
+               "readonlyRootFilesystem": true, "hostname": "edge", "dnsSearchDomains": ["corp.example"],
+               "extraHosts": [{"hostname": "db", "ipAddress": "10.0.0.5"}],
+               "systemControls": [{"namespace": "net.core.somaxconn", "value": "1024"}],
+               "portMappings": [{"containerPortRange": "9000-9009"}]}]}"#,
+    );
+    assert_eq!(
+        (valid.status.code(), text(&valid.stderr)),
+        (Some(0), String::new())
+    );
+    let invalid = validate_stdin(
+        br#"{"family": "edge", "networkMode": "host", "pidMode": "task",
+             "containerDefinitions": [{"name": "app", "image": "busybox",
+               "ulimits": [{"name": "files", "softLimit": 1, "hardLimit": 1}],
+               "systemControls": [{"namespace": "net.core.somaxconn", "value": "1024"}]}]}"#,
+    );
+    assert_eq!(invalid.status.code(), Some(2));
+    let stderr = text(&invalid.stderr);
+    for expected in [
+        "error: pidMode: task is not supported",
+        "error: containerDefinitions[0].ulimits[0].name: unknown ulimit \"files\"",
+        "error: containerDefinitions[0].systemControls[0].namespace: \"net.core.somaxconn\" is a network parameter",
+    ] {
+        assert!(
+            stderr.lines().any(|line| line.starts_with(expected)),
+            "missing {expected:?} in {stderr}"
+        );
+    }
+}
+
+#[test]
 fn malformed_json_from_stdin_exits_2_with_a_located_error() {
     let output = validate_stdin(b"{\"family\": \"x\",\n \"containerDefinitions\": [}");
     assert_eq!(output.status.code(), Some(2));

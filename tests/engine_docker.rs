@@ -298,6 +298,7 @@ fn a_replacement_binding_the_same_host_port_starts_after_the_old_task_stopped() 
             container_port: 8080,
             host_port: Some(port),
             protocol: deckhand::task::Protocol::Tcp,
+            container_port_range: None,
         }];
         definition
     };

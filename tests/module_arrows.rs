@@ -45,6 +45,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("encoding", &[]),
     ("clock", &["task"]),
     ("ports", &[]),
+    ("host", &[]),
 ];
 
 /// The modules that reach the engine only through its handle (its trait and error type), whose

@@ -39,6 +39,8 @@ fn task(number: u64) -> Task {
         memory_mib: None,
         volumes: Vec::new(),
         containers: vec![container_definition("app"), container_definition("proxy")],
+        pid_mode: None,
+        ipc_mode: None,
     };
     Task::new(
         format!("{number:032x}"),

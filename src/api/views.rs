@@ -123,8 +123,8 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
 }
 
 /// The `deckhand inspect` object: the ECS task metadata v4 shape with deckhand's statuses.
-/// deckhand adds `CreatedAt` (when the task was accepted), `StoppedReason` and `Source` (the
-/// `tasks.d` file a task came from).
+/// deckhand adds `CreatedAt` (when the task was accepted), `StoppedReason`, `Source` (the
+/// `tasks.d` file a task came from) and `WaitingFor` (why a task waits for host resources).
 pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     let mut object = Map::new();
     object.insert("Cluster".into(), json!(cluster));
@@ -153,6 +153,9 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     }
     if let Some(source) = &task.source {
         object.insert("Source".into(), json!(source));
+    }
+    if let Some(reason) = &task.waiting_for {
+        object.insert("WaitingFor".into(), json!(reason));
     }
     object.insert(
         "Containers".into(),
@@ -419,6 +422,8 @@ mod tests {
                 .iter()
                 .map(|(name, _)| container_definition(name))
                 .collect(),
+            pid_mode: None,
+            ipc_mode: None,
         };
         let mut task = Task::new(id.into(), "edge", definition, 1, 1_700_000_000_000);
         for (container, (_, docker_id)) in task.containers.iter_mut().zip(containers) {
@@ -591,6 +596,16 @@ mod tests {
         assert_eq!(view["DesiredStatus"], "RUNNING");
         assert_eq!(view["PullStartedAt"], "2023-11-14T22:13:20.000Z");
         assert!(view.get("ExecutionStoppedAt").is_none());
+        assert!(
+            view.get("WaitingFor").is_none(),
+            "only a waiting task has one"
+        );
+        let mut waiting = task.clone();
+        waiting.waiting_for = Some("memory: needs 512 MiB, 300 MiB free".into());
+        assert_eq!(
+            task_metadata(&waiting, "edge")["WaitingFor"],
+            "memory: needs 512 MiB, 300 MiB free"
+        );
         let container = &view["Containers"][0];
         assert_eq!(container["Name"], "web");
         assert_eq!(container["DockerId"], "d0cker");

@@ -98,7 +98,17 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
     ConfigKeyDoc {
         key: "ECS_RESERVED_PORTS",
         system_default: "[22, 2375, 2376, 51678, 51679]",
-        meaning: "host ports no task may bind, as a JSON list",
+        meaning: "TCP host ports no task may bind, as a JSON list",
+    },
+    ConfigKeyDoc {
+        key: "ECS_RESERVED_PORTS_UDP",
+        system_default: "[]",
+        meaning: "UDP host ports no task may bind, as a JSON list",
+    },
+    ConfigKeyDoc {
+        key: "ECS_RESERVED_MEMORY",
+        system_default: "0",
+        meaning: "MiB of the host's memory kept from tasks; a task waits until the rest has room for it",
     },
     ConfigKeyDoc {
         key: "ECS_LOGLEVEL",

@@ -51,7 +51,8 @@ use crate::registry::{parse_auth_data, AuthDataFormat, RegistryCredentials};
 use keys::default_of;
 use parse::{
     parse_absolute_path, parse_config_file, parse_docker_concurrency, parse_docker_host,
-    parse_listen_port, parse_log_level, parse_port_list, parse_socket_addr, MinimumRule, Sources,
+    parse_listen_port, parse_log_level, parse_memory_mib, parse_port_list, parse_socket_addr,
+    MinimumRule, Sources,
 };
 use scope::{default_api_socket, default_data_dir, default_tasks_dir};
 
@@ -189,6 +190,10 @@ pub struct Config {
     pub pull_dependent_containers_upfront: bool,
     pub privileged_disabled: bool,
     pub reserved_ports: Vec<u16>,
+    /// `ECS_RESERVED_PORTS_UDP`: UDP host ports no task may bind.
+    pub reserved_ports_udp: Vec<u16>,
+    /// `ECS_RESERVED_MEMORY`: MiB of the host's memory not offered to tasks.
+    pub reserved_memory_mib: u64,
     pub log_level: LevelFilter,
     pub steady_state_check_interval: Duration,
     pub remove_orphans: bool,
@@ -418,6 +423,16 @@ impl Config {
             None => parse_port_list(default_of("ECS_RESERVED_PORTS"))
                 .expect("the built-in reserved port list parses"),
         };
+        let reserved_ports_udp = match sources.value("ECS_RESERVED_PORTS_UDP") {
+            Some(raw) => raw.parse_with(parse_port_list)?,
+            None => parse_port_list(default_of("ECS_RESERVED_PORTS_UDP"))
+                .expect("the built-in reserved UDP port list parses"),
+        };
+        let reserved_memory_mib = match sources.value("ECS_RESERVED_MEMORY") {
+            Some(raw) => raw.parse_with(parse_memory_mib)?,
+            None => parse_memory_mib(default_of("ECS_RESERVED_MEMORY"))
+                .expect("the built-in ECS_RESERVED_MEMORY parses"),
+        };
         let registry_credentials = read_registry_credentials(&sources)?;
         let log_level = match sources.value("ECS_LOGLEVEL") {
             Some(raw) => raw.parse_with(parse_log_level)?,
@@ -443,6 +458,8 @@ impl Config {
             pull_dependent_containers_upfront,
             privileged_disabled,
             reserved_ports,
+            reserved_ports_udp,
+            reserved_memory_mib,
             log_level,
             steady_state_check_interval,
             remove_orphans,

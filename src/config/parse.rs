@@ -340,6 +340,14 @@ pub(super) fn parse_port_list(text: &str) -> Result<Vec<u16>, String> {
         .map_err(|error| format!("expected a JSON list of ports 0-65535 like [22, 2375]: {error}"))
 }
 
+/// A whole number of MiB, as ECS writes `ECS_RESERVED_MEMORY`: `256`.
+pub(super) fn parse_memory_mib(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<u32>()
+        .map(u64::from)
+        .map_err(|_| "expected a whole number of MiB such as 256".to_string())
+}
+
 /// `DECKHAND_DOCKER_CONCURRENCY` above this is refused: more concurrent calls only queue inside
 /// Docker, and each is a thread.
 pub const MAXIMUM_DOCKER_CONCURRENCY: usize = 64;

@@ -59,6 +59,8 @@ fn system_defaults_match_the_documented_table() {
             pull_dependent_containers_upfront: false,
             privileged_disabled: false,
             reserved_ports: vec![22, 2375, 2376, 51678, 51679],
+            reserved_ports_udp: vec![],
+            reserved_memory_mib: 0,
             log_level: LevelFilter::Info,
             steady_state_check_interval: Duration::from_secs(300),
             remove_orphans: false,
@@ -266,6 +268,12 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("ECS_RESERVED_PORTS", "[80,443]", "[80, 443]", |c| {
         format!("{:?}", c.reserved_ports)
     }),
+    ("ECS_RESERVED_PORTS_UDP", "[53, 5353]", "[53, 5353]", |c| {
+        format!("{:?}", c.reserved_ports_udp)
+    }),
+    ("ECS_RESERVED_MEMORY", "256", "256", |c| {
+        c.reserved_memory_mib.to_string()
+    }),
     ("ECS_LOGLEVEL", "debug", "DEBUG", |c| {
         c.log_level.to_string()
     }),
@@ -377,6 +385,9 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
         ("ECS_RESERVED_PORTS", "22,2375", "JSON list"),
         ("ECS_RESERVED_PORTS", "[22, 70000]", "JSON list"),
         ("ECS_RESERVED_PORTS", "[\"22\"]", "JSON list"),
+        ("ECS_RESERVED_PORTS_UDP", "53", "JSON list"),
+        ("ECS_RESERVED_MEMORY", "256MiB", "whole number of MiB"),
+        ("ECS_RESERVED_MEMORY", "-1", "whole number of MiB"),
         (
             "ECS_LOGLEVEL",
             "verbose",

@@ -129,6 +129,71 @@ pub fn create_body(spec: &CreateContainer) -> Value {
     if let Some(network_mode) = &spec.network_mode {
         set(&mut host_config, "NetworkMode", json!(network_mode));
     }
+    // The task-definition fields below are sent only when asked for, so a create request for a
+    // definition without them is the same as before they existed.
+    if spec.readonly_rootfs {
+        set(&mut host_config, "ReadonlyRootfs", json!(true));
+    }
+    if spec.init {
+        set(&mut host_config, "Init", json!(true));
+    }
+    let lists = [
+        ("CapAdd", &spec.cap_add),
+        ("CapDrop", &spec.cap_drop),
+        ("ExtraHosts", &spec.extra_hosts),
+        ("Dns", &spec.dns),
+        ("DnsSearch", &spec.dns_search),
+        ("SecurityOpt", &spec.security_opt),
+    ];
+    for (key, list) in lists {
+        if !list.is_empty() {
+            set(&mut host_config, key, json!(list));
+        }
+    }
+    if !spec.devices.is_empty() {
+        let devices: Vec<Value> = spec
+            .devices
+            .iter()
+            .map(|device| {
+                json!({
+                    "PathOnHost": device.path_on_host,
+                    "PathInContainer": device.path_in_container,
+                    "CgroupPermissions": device.cgroup_permissions,
+                })
+            })
+            .collect();
+        set(&mut host_config, "Devices", Value::Array(devices));
+    }
+    if !spec.tmpfs.is_empty() {
+        set(&mut host_config, "Tmpfs", json!(spec.tmpfs));
+    }
+    if !spec.sysctls.is_empty() {
+        set(&mut host_config, "Sysctls", json!(spec.sysctls));
+    }
+    if !spec.ulimits.is_empty() {
+        let ulimits: Vec<Value> = spec
+            .ulimits
+            .iter()
+            .map(|limit| json!({ "Name": limit.name, "Soft": limit.soft, "Hard": limit.hard }))
+            .collect();
+        set(&mut host_config, "Ulimits", Value::Array(ulimits));
+    }
+    let numbers = [
+        ("ShmSize", spec.shm_size),
+        ("MemorySwap", spec.memory_swap),
+        ("MemorySwappiness", spec.memory_swappiness),
+    ];
+    for (key, number) in numbers {
+        if let Some(number) = number {
+            set(&mut host_config, key, json!(number));
+        }
+    }
+    if let Some(pid_mode) = &spec.pid_mode {
+        set(&mut host_config, "PidMode", json!(pid_mode));
+    }
+    if let Some(ipc_mode) = &spec.ipc_mode {
+        set(&mut host_config, "IpcMode", json!(ipc_mode));
+    }
     let mut body = json!({
         "Image": spec.image,
         "Labels": spec.labels,
@@ -151,6 +216,19 @@ pub fn create_body(spec: &CreateContainer) -> Value {
     }
     if let Some(stop_timeout) = spec.stop_timeout {
         set(&mut body, "StopTimeout", json!(stop_timeout));
+    }
+    if let Some(hostname) = &spec.hostname {
+        set(&mut body, "Hostname", json!(hostname));
+    }
+    let flags = [
+        ("NetworkDisabled", spec.network_disabled),
+        ("OpenStdin", spec.open_stdin),
+        ("Tty", spec.tty),
+    ];
+    for (key, flag) in flags {
+        if flag {
+            set(&mut body, key, json!(true));
+        }
     }
     if let Some(health) = &spec.healthcheck {
         let nanos =
@@ -792,6 +870,7 @@ mod tests {
             }),
             network_mode: Some("bridge".into()),
             stop_timeout: Some(10),
+            ..CreateContainer::default()
         };
         let body = create_body(&spec);
         assert_eq!(body["Image"], "app:v1");
@@ -829,6 +908,75 @@ mod tests {
     }
 
     #[test]
+    fn create_body_carries_the_linux_fields() {
+        use crate::runtime::{DeviceMapping, Ulimit};
+        let body = create_body(&CreateContainer {
+            name: "x".into(),
+            image: "img".into(),
+            hostname: Some("edge-box".into()),
+            network_disabled: true,
+            open_stdin: true,
+            tty: true,
+            readonly_rootfs: true,
+            init: true,
+            cap_add: vec!["NET_ADMIN".into()],
+            cap_drop: vec!["MKNOD".into()],
+            devices: vec![DeviceMapping {
+                path_on_host: "/dev/null".into(),
+                path_in_container: "/dev/nothing".into(),
+                cgroup_permissions: "rw".into(),
+            }],
+            tmpfs: BTreeMap::from([("/scratch".to_string(), "noexec,size=16m".to_string())]),
+            shm_size: Some(32 << 20),
+            memory: Some(64 << 20),
+            memory_swap: Some(192 << 20),
+            memory_swappiness: Some(60),
+            ulimits: vec![Ulimit {
+                name: "nofile".into(),
+                soft: 1024,
+                hard: -1,
+            }],
+            extra_hosts: vec!["registry.local:10.0.0.5".into()],
+            dns: vec!["10.0.0.2".into()],
+            dns_search: vec!["corp.example".into()],
+            sysctls: BTreeMap::from([("net.core.somaxconn".to_string(), "1024".to_string())]),
+            security_opt: vec!["no-new-privileges".into()],
+            pid_mode: Some("host".into()),
+            ipc_mode: Some("none".into()),
+            ..CreateContainer::default()
+        });
+        assert_eq!(body["Hostname"], "edge-box");
+        assert_eq!(body["NetworkDisabled"], true);
+        assert_eq!(body["OpenStdin"], true);
+        assert_eq!(body["Tty"], true);
+        let host = &body["HostConfig"];
+        assert_eq!(host["ReadonlyRootfs"], true);
+        assert_eq!(host["Init"], true);
+        assert_eq!(host["CapAdd"], json!(["NET_ADMIN"]));
+        assert_eq!(host["CapDrop"], json!(["MKNOD"]));
+        assert_eq!(
+            host["Devices"],
+            json!([{"PathOnHost": "/dev/null", "PathInContainer": "/dev/nothing", "CgroupPermissions": "rw"}])
+        );
+        assert_eq!(host["Tmpfs"], json!({"/scratch": "noexec,size=16m"}));
+        assert_eq!(host["ShmSize"], 32 << 20);
+        assert_eq!(host["Memory"], 64 << 20);
+        assert_eq!(host["MemorySwap"], 192 << 20);
+        assert_eq!(host["MemorySwappiness"], 60);
+        assert_eq!(
+            host["Ulimits"],
+            json!([{"Name": "nofile", "Soft": 1024, "Hard": -1}])
+        );
+        assert_eq!(host["ExtraHosts"], json!(["registry.local:10.0.0.5"]));
+        assert_eq!(host["Dns"], json!(["10.0.0.2"]));
+        assert_eq!(host["DnsSearch"], json!(["corp.example"]));
+        assert_eq!(host["Sysctls"], json!({"net.core.somaxconn": "1024"}));
+        assert_eq!(host["SecurityOpt"], json!(["no-new-privileges"]));
+        assert_eq!(host["PidMode"], "host");
+        assert_eq!(host["IpcMode"], "none");
+    }
+
+    #[test]
     fn create_body_leaves_out_what_is_unset() {
         let body = create_body(&CreateContainer {
             name: "x".into(),
@@ -842,10 +990,36 @@ mod tests {
             "User",
             "Healthcheck",
             "StopTimeout",
+            "Hostname",
+            "NetworkDisabled",
+            "OpenStdin",
+            "Tty",
         ] {
             assert!(body.get(key).is_none(), "{key} must be absent");
         }
-        for key in ["Memory", "CpuShares", "LogConfig", "NetworkMode"] {
+        for key in [
+            "Memory",
+            "CpuShares",
+            "LogConfig",
+            "NetworkMode",
+            "ReadonlyRootfs",
+            "Init",
+            "CapAdd",
+            "CapDrop",
+            "Devices",
+            "Tmpfs",
+            "ShmSize",
+            "MemorySwap",
+            "MemorySwappiness",
+            "Ulimits",
+            "ExtraHosts",
+            "Dns",
+            "DnsSearch",
+            "Sysctls",
+            "SecurityOpt",
+            "PidMode",
+            "IpcMode",
+        ] {
             assert!(
                 body["HostConfig"].get(key).is_none(),
                 "HostConfig.{key} must be absent"

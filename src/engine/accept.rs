@@ -1,5 +1,6 @@
 //! Acceptance: how the engine takes a command. A submit is numbered, named, checked and saved
-//! before it answers, and its task's thread started; a stop is numbered and registered in the
+//! before it answers, queued for host resources (or refused when it can never fit, §9a), and
+//! its task's thread started; a stop is numbered and registered in the
 //! wait group under the command lock, then acknowledged once the task's own thread saved it
 //! (docs/ENGINE.md §9, §11). `TaskEngine`'s side of [`EngineHandle`].
 
@@ -51,6 +52,10 @@ impl TaskEngine {
         let mut tokens = tokens.into_iter();
         assign_metadata_tokens(&mut task, || tokens.next().unwrap_or_default());
         self.reject_if_invalid(&task)?;
+        // A task bigger than the host, or on a reserved port, would wait forever (§9a).
+        if let Some(reason) = self.shared.host_resources.refusal(&task) {
+            return Err(EngineError::Rejected { reason });
+        }
         // Durable before it is acknowledged, with its containers' fixed names.
         self.shared
             .checkpoint(&task)
@@ -59,9 +64,13 @@ impl TaskEngine {
         let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
         let route = inboxes.route.clone();
         self.shared.publish_snapshot(&task);
+        // Its place in the host-resource queue is its start number's, taken under the command
+        // lock like the number itself, before its thread can ask whether it is admitted.
+        self.shared.host_resources.enqueue(&task);
         let thread = self
             .spawn_task(task.clone(), None, false, inboxes)
             .map_err(|error| {
+                self.shared.host_resources.release(&id);
                 self.shared.snapshots().remove(&id);
                 if let Some(store) = &self.shared.store {
                     let _ = store.delete_task(&id);
@@ -190,7 +199,11 @@ impl EngineHandle for TaskEngine {
     }
 
     fn tasks(&self) -> Vec<Task> {
-        self.shared.snapshots().values().cloned().collect()
+        let mut tasks: Vec<Task> = self.shared.snapshots().values().cloned().collect();
+        for task in &mut tasks {
+            task.waiting_for = self.shared.host_resources.waiting_reason(&task.id);
+        }
+        tasks
     }
 
     fn events_since(&self, after: u64, wait: Duration) -> Vec<Event> {

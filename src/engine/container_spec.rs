@@ -7,9 +7,13 @@
 //! crash in the middle of a create is adopted later instead of duplicated.
 
 use crate::engine::messages::{OwnedVolume, VolumeRequirement};
-use crate::runtime::{CreateContainer, CreateVolume, HealthConfig, LogConfig, PortBinding};
+use crate::runtime::{
+    CreateContainer, CreateVolume, DeviceMapping, HealthConfig, LogConfig, PortBinding, Ulimit,
+};
 use crate::task::metadata_endpoint::{metadata_environment, MetadataEndpoint};
-use crate::task::{Task, Volume, VolumeScope, DEFAULT_VOLUME_DRIVER};
+use crate::task::{
+    ContainerDefinition, DevicePermission, Task, Tmpfs, Volume, VolumeScope, DEFAULT_VOLUME_DRIVER,
+};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
@@ -24,6 +28,8 @@ pub use crate::task::labels::{
 /// Docker's CPU-shares floor; smaller values (including 0 CPU units) are raised to it.
 const MINIMUM_CPU_SHARES: i64 = 2;
 const BYTES_PER_MIB: i64 = 1024 * 1024;
+/// The swappiness ECS applies when `maxSwap` is set without `swappiness`.
+const DEFAULT_SWAPPINESS: i64 = 60;
 
 /// `bytes` random bytes from `/dev/urandom`, as lowercase hex.
 pub fn random_hex(bytes: usize) -> std::io::Result<String> {
@@ -310,6 +316,22 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
     });
 
     let mib_to_bytes = |mib: u64| i64::try_from(mib).map(|mib| mib.saturating_mul(BYTES_PER_MIB));
+    let too_large = |field: &str| format!("container {:?}: {field} is too large", definition.name);
+    let linux = &definition.linux_parameters;
+    // ECS's swap limit is the memory limit plus maxSwap; swappiness applies only with it, and
+    // defaults to 60 then.
+    let memory_swap = match (linux.max_swap_mib, definition.memory_mib) {
+        (Some(swap), Some(memory)) => Some(
+            mib_to_bytes(memory.saturating_add(swap))
+                .map_err(|_| too_large("linuxParameters.maxSwap"))?,
+        ),
+        _ => None,
+    };
+    let memory_swappiness = memory_swap.map(|_| {
+        linux.swappiness.map_or(DEFAULT_SWAPPINESS, |value| {
+            i64::try_from(value).unwrap_or(100)
+        })
+    });
 
     Ok(CreateContainer {
         name,
@@ -329,16 +351,7 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         volumes: Vec::new(),
         volumes_from,
         links,
-        port_bindings: definition
-            .port_mappings
-            .iter()
-            .map(|mapping| PortBinding {
-                container_port: mapping.container_port,
-                protocol: mapping.protocol.as_str().to_string(),
-                host_port: mapping.host_port.unwrap_or(0),
-                host_ip: String::new(),
-            })
-            .collect(),
+        port_bindings: port_bindings(definition),
         memory: definition
             .memory_mib
             .map(mib_to_bytes)
@@ -366,7 +379,108 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         }),
         network_mode: Some(task.network_mode.as_str().to_string()),
         stop_timeout: definition.stop_timeout_secs,
+        hostname: definition.hostname.clone(),
+        network_disabled: definition.disable_networking,
+        open_stdin: definition.interactive,
+        tty: definition.pseudo_terminal,
+        readonly_rootfs: definition.readonly_root_filesystem,
+        init: linux.init_process_enabled,
+        cap_add: linux.capabilities.add.clone(),
+        cap_drop: linux.capabilities.drop.clone(),
+        devices: linux
+            .devices
+            .iter()
+            .map(|device| DeviceMapping {
+                path_on_host: device.host_path.clone(),
+                path_in_container: device
+                    .container_path
+                    .clone()
+                    .unwrap_or_else(|| device.host_path.clone()),
+                cgroup_permissions: cgroup_permissions(&device.permissions),
+            })
+            .collect(),
+        tmpfs: linux
+            .tmpfs
+            .iter()
+            .map(|mount| (mount.container_path.clone(), tmpfs_options(mount)))
+            .collect(),
+        shm_size: linux
+            .shared_memory_size_mib
+            .map(mib_to_bytes)
+            .transpose()
+            .map_err(|_| too_large("linuxParameters.sharedMemorySize"))?,
+        memory_swap,
+        memory_swappiness,
+        ulimits: definition
+            .ulimits
+            .iter()
+            .map(|limit| Ulimit {
+                name: limit.name.clone(),
+                soft: limit.soft_limit,
+                hard: limit.hard_limit,
+            })
+            .collect(),
+        extra_hosts: definition
+            .extra_hosts
+            .iter()
+            .map(|host| format!("{}:{}", host.hostname, host.ip_address))
+            .collect(),
+        dns: definition.dns_servers.clone(),
+        dns_search: definition.dns_search_domains.clone(),
+        sysctls: definition
+            .system_controls
+            .iter()
+            .map(|control| (control.namespace.clone(), control.value.clone()))
+            .collect(),
+        security_opt: definition.docker_security_options.clone(),
+        pid_mode: task.pid_mode.map(|mode| mode.as_str().to_string()),
+        ipc_mode: task.ipc_mode.map(|mode| mode.as_str().to_string()),
     })
+}
+
+/// One binding per published container port: a mapping's own port with its host port (0: Docker
+/// picks one), or every port of a `containerPortRange`, each on a host port Docker picks from
+/// its ephemeral range (docs/ENGINE.md §4).
+fn port_bindings(definition: &ContainerDefinition) -> Vec<PortBinding> {
+    let mut bindings = Vec::new();
+    for mapping in &definition.port_mappings {
+        let host_port = match mapping.container_port_range {
+            Some(_) => 0,
+            None => mapping.host_port.unwrap_or(0),
+        };
+        for container_port in mapping.container_ports() {
+            bindings.push(PortBinding {
+                container_port,
+                protocol: mapping.protocol.as_str().to_string(),
+                host_port,
+                host_ip: String::new(),
+            });
+        }
+    }
+    bindings
+}
+
+/// Docker's `CgroupPermissions`: `r`, `w`, `m` in that order; none listed means all three.
+fn cgroup_permissions(permissions: &[DevicePermission]) -> String {
+    if permissions.is_empty() {
+        return "rwm".to_string();
+    }
+    [
+        (DevicePermission::Read, 'r'),
+        (DevicePermission::Write, 'w'),
+        (DevicePermission::Mknod, 'm'),
+    ]
+    .iter()
+    .filter(|(permission, _)| permissions.contains(permission))
+    .map(|(_, letter)| *letter)
+    .collect()
+}
+
+/// A tmpfs mount's Docker options: the mount options as written, then `size=<MiB>m`.
+fn tmpfs_options(mount: &Tmpfs) -> String {
+    let mut options = mount.mount_options.clone();
+    options.push(format!("size={}m", mount.size_mib));
+    options.join(",")
 }
 
 #[cfg(test)]
@@ -391,6 +505,8 @@ mod tests {
             memory_mib: None,
             volumes,
             containers,
+            pid_mode: None,
+            ipc_mode: None,
         };
         let mut task = Task::new(
             "0123456789abcdef0123456789abcdef".into(),
@@ -542,11 +658,13 @@ mod tests {
                 container_port: 80,
                 host_port: Some(8080),
                 protocol: Protocol::Tcp,
+                container_port_range: None,
             },
             PortMapping {
                 container_port: 53,
                 host_port: None,
                 protocol: Protocol::Udp,
+                container_port_range: None,
             },
         ];
         app.memory_mib = Some(128);
@@ -760,6 +878,244 @@ mod tests {
                 .map(|volume| volume.task_arn.as_str())
                 .collect::<Vec<_>>(),
             vec![task.arn.as_str(), task.arn.as_str()]
+        );
+    }
+
+    #[test]
+    fn create_request_maps_the_linux_fields() {
+        use crate::runtime::{DeviceMapping, Ulimit as DockerUlimit};
+        use crate::task::{
+            Device, DevicePermission, ExtraHost, IpcMode, KernelCapabilities, LinuxParameters,
+            PidMode, PortRange, SystemControl, Tmpfs, Ulimit,
+        };
+        let mut app = container_definition("app");
+        app.memory_mib = Some(64);
+        app.ulimits = vec![Ulimit {
+            name: "nofile".into(),
+            soft_limit: 1024,
+            hard_limit: -1,
+        }];
+        app.linux_parameters = LinuxParameters {
+            init_process_enabled: true,
+            capabilities: KernelCapabilities {
+                add: vec!["NET_ADMIN".into()],
+                drop: vec!["MKNOD".into(), "CHOWN".into()],
+            },
+            devices: vec![
+                Device {
+                    host_path: "/dev/null".into(),
+                    container_path: Some("/dev/nothing".into()),
+                    permissions: vec![DevicePermission::Write, DevicePermission::Read],
+                },
+                Device {
+                    host_path: "/dev/zero".into(),
+                    container_path: None,
+                    permissions: Vec::new(),
+                },
+            ],
+            tmpfs: vec![Tmpfs {
+                container_path: "/scratch".into(),
+                size_mib: 16,
+                mount_options: vec!["noexec".into(), "mode=1777".into()],
+            }],
+            shared_memory_size_mib: Some(32),
+            max_swap_mib: Some(128),
+            swappiness: None,
+        };
+        app.readonly_root_filesystem = true;
+        app.hostname = Some("edge-box".into());
+        app.extra_hosts = vec![ExtraHost {
+            hostname: "registry.local".into(),
+            ip_address: "10.0.0.5".into(),
+        }];
+        app.dns_servers = vec!["10.0.0.2".into()];
+        app.dns_search_domains = vec!["corp.example".into()];
+        app.system_controls = vec![SystemControl {
+            namespace: "net.core.somaxconn".into(),
+            value: "1024".into(),
+        }];
+        app.docker_security_options = vec!["no-new-privileges".into()];
+        app.disable_networking = true;
+        app.interactive = true;
+        app.pseudo_terminal = true;
+        app.port_mappings = vec![
+            PortMapping {
+                container_port: 80,
+                host_port: Some(8080),
+                protocol: Protocol::Tcp,
+                container_port_range: None,
+            },
+            PortMapping {
+                container_port: 9000,
+                host_port: None,
+                protocol: Protocol::Udp,
+                container_port_range: Some(PortRange {
+                    first: 9000,
+                    last: 9002,
+                }),
+            },
+        ];
+        let mut task = task_with(vec![app], Vec::new());
+        task.pid_mode = Some(PidMode::Host);
+        task.ipc_mode = Some(IpcMode::None);
+
+        let request = create_request(&task, 0, "edge").expect("valid task");
+        let mib = 1024 * 1024;
+        assert_eq!(request.hostname.as_deref(), Some("edge-box"));
+        assert!(request.network_disabled && request.open_stdin && request.tty);
+        assert!(request.readonly_rootfs && request.init);
+        assert_eq!(request.cap_add, vec!["NET_ADMIN".to_string()]);
+        assert_eq!(request.cap_drop, vec!["MKNOD".to_string(), "CHOWN".into()]);
+        assert_eq!(
+            request.devices,
+            vec![
+                DeviceMapping {
+                    path_on_host: "/dev/null".into(),
+                    path_in_container: "/dev/nothing".into(),
+                    cgroup_permissions: "rw".into(),
+                },
+                DeviceMapping {
+                    path_on_host: "/dev/zero".into(),
+                    path_in_container: "/dev/zero".into(),
+                    cgroup_permissions: "rwm".into(),
+                },
+            ]
+        );
+        assert_eq!(
+            request.tmpfs,
+            BTreeMap::from([(
+                "/scratch".to_string(),
+                "noexec,mode=1777,size=16m".to_string()
+            )])
+        );
+        assert_eq!(request.shm_size, Some(32 * mib));
+        assert_eq!(request.memory, Some(64 * mib));
+        assert_eq!(
+            request.memory_swap,
+            Some((64 + 128) * mib),
+            "memory plus maxSwap"
+        );
+        assert_eq!(
+            request.memory_swappiness,
+            Some(60),
+            "ECS's default with maxSwap"
+        );
+        assert_eq!(
+            request.ulimits,
+            vec![DockerUlimit {
+                name: "nofile".into(),
+                soft: 1024,
+                hard: -1,
+            }]
+        );
+        assert_eq!(
+            request.extra_hosts,
+            vec!["registry.local:10.0.0.5".to_string()]
+        );
+        assert_eq!(request.dns, vec!["10.0.0.2".to_string()]);
+        assert_eq!(request.dns_search, vec!["corp.example".to_string()]);
+        assert_eq!(
+            request.sysctls,
+            BTreeMap::from([("net.core.somaxconn".to_string(), "1024".to_string())])
+        );
+        assert_eq!(request.security_opt, vec!["no-new-privileges".to_string()]);
+        assert_eq!(request.pid_mode.as_deref(), Some("host"));
+        assert_eq!(request.ipc_mode.as_deref(), Some("none"));
+        let ports: Vec<(u16, &str, u16)> = request
+            .port_bindings
+            .iter()
+            .map(|binding| {
+                (
+                    binding.container_port,
+                    binding.protocol.as_str(),
+                    binding.host_port,
+                )
+            })
+            .collect();
+        assert_eq!(
+            ports,
+            vec![
+                (80, "tcp", 8080),
+                (9000, "udp", 0),
+                (9001, "udp", 0),
+                (9002, "udp", 0)
+            ],
+            "every port of a range is published on a host port Docker picks"
+        );
+    }
+
+    /// (memory, maxSwap, swappiness) of a definition → (MemorySwap MiB, MemorySwappiness).
+    type SwapCase = (
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<i64>,
+        Option<i64>,
+    );
+
+    #[test]
+    fn swap_settings_follow_ecs() {
+        use crate::task::LinuxParameters;
+        let cases: &[SwapCase] = &[
+            (Some(64), None, None, None, None),
+            (Some(64), None, Some(10), None, None),
+            (Some(64), Some(0), None, Some(64), Some(60)),
+            (Some(64), Some(0), Some(0), Some(64), Some(0)),
+            (Some(64), Some(36), Some(100), Some(100), Some(100)),
+            // The parser refuses maxSwap without memory; the request leaves swap alone then.
+            (None, Some(10), None, None, None),
+        ];
+        for &(memory, max_swap, swappiness, swap_mib, expected_swappiness) in cases {
+            let mut app = container_definition("app");
+            app.memory_mib = memory;
+            app.linux_parameters = LinuxParameters {
+                max_swap_mib: max_swap,
+                swappiness,
+                ..LinuxParameters::default()
+            };
+            let request =
+                create_request(&task_with(vec![app], Vec::new()), 0, "edge").expect("valid task");
+            let case =
+                format!("memory {memory:?}, maxSwap {max_swap:?}, swappiness {swappiness:?}");
+            assert_eq!(request.memory_swap, swap_mib.map(|mib| mib << 20), "{case}");
+            assert_eq!(request.memory_swappiness, expected_swappiness, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_definition_without_linux_fields_asks_docker_for_none() {
+        let request = create_request(
+            &task_with(vec![container_definition("app")], Vec::new()),
+            0,
+            "edge",
+        )
+        .expect("valid task");
+        let defaults = CreateContainer::default();
+        assert_eq!(
+            (
+                &request.hostname,
+                request.init,
+                &request.cap_add,
+                &request.tmpfs,
+                request.shm_size,
+                request.memory_swap,
+                &request.ulimits,
+                &request.sysctls,
+                &request.pid_mode,
+                &request.ipc_mode,
+            ),
+            (
+                &defaults.hostname,
+                defaults.init,
+                &defaults.cap_add,
+                &defaults.tmpfs,
+                defaults.shm_size,
+                defaults.memory_swap,
+                &defaults.ulimits,
+                &defaults.sysctls,
+                &defaults.pid_mode,
+                &defaults.ipc_mode,
+            )
         );
     }
 

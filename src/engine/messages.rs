@@ -105,6 +105,8 @@ pub enum Input {
     Resync,
     /// Every earlier stop finished (§9).
     WaitGroupReady,
+    /// The host resources the task needs are its own now (§9a).
+    ResourcesReady,
     TimerFired(TimerKind),
     /// The reporter recorded an event.
     Reported(Reported),
@@ -225,6 +227,10 @@ pub enum Effect {
         sequence: u64,
     },
     StopWaitingForStops,
+    /// Start waiting to be admitted to the host's resources (§9a).
+    WaitForResources,
+    /// Give back the host resources the task holds, or leave the queue (§9a); stop waiting.
+    ReleaseResources,
     /// Finish a stop number this task was handed as registered.
     WaitGroupDone {
         sequence: u64,

@@ -1,11 +1,12 @@
 //! The task engine: the `TaskEngine` that accepts commands, one managed-task thread per task,
-//! the pure transition rules, the sequential wait group, the Docker events thread, the worker
+//! the pure transition rules, the sequential wait group, the host-resource queue, the Docker events thread, the worker
 //! pool that makes Docker calls, and the create requests.
 
 mod accept;
 pub mod container_spec;
 pub mod docker_events;
 pub mod handle;
+pub mod host_resources;
 pub mod managed_task;
 pub mod messages;
 pub mod reconcile;

@@ -343,6 +343,22 @@ impl TaskEngine {
                 .max(task.start_sequence)
                 .max(task.stop_sequence);
         }
+        // Host resources (§9a), before any loop asks whether it is admitted.
+        self.shared
+            .host_resources
+            .restore(prepared.iter().map(|prepared| &prepared.task));
+        let ledger = self.shared.host_resources.ledger();
+        let (used_memory, used_cpu) = ledger.used();
+        let capacity = ledger.capacity();
+        if used_memory > capacity.memory_mib || used_cpu > capacity.cpu_units {
+            log::warn!(
+                "restore: the restored tasks hold {used_memory} MiB and {used_cpu} CPU units, more \
+                 than the {} MiB and {} units this host now offers tasks; new tasks wait until \
+                 enough of them stop",
+                capacity.memory_mib,
+                capacity.cpu_units
+            );
+        }
         let count = prepared.len();
         for Prepared {
             task,
@@ -508,6 +524,8 @@ mod tests {
                 .iter()
                 .map(|(name, _, _)| container_definition(name, "busybox"))
                 .collect(),
+            pid_mode: None,
+            ipc_mode: None,
         };
         let mut task = Task::new("t1".to_string(), "c", definition, 1, 0);
         for (container, (_, docker_name, docker_id)) in task.containers.iter_mut().zip(names) {

@@ -1,9 +1,10 @@
 //! What the task engine shares with its managed tasks' threads: the reporter, the wait group,
-//! the Docker-id index, the Docker worker pool, the checkpoint store, the published snapshots and
+//! the host-resource queue, the Docker-id index, the Docker worker pool, the checkpoint store, the published snapshots and
 //! the command lock under which a task is forgotten. Below both the engine and the driver: it
 //! imports only the messages and the services it holds, never a thread's code.
 
 use crate::engine::docker_events::DockerIndex;
+use crate::engine::host_resources::HostResourceQueue;
 use crate::engine::messages::{DesiredCommand, TaskRoute};
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::worker_pool::DockerPool;
@@ -40,6 +41,8 @@ pub(crate) struct Commands {
 pub(crate) struct TaskShared {
     pub(crate) reporter: Arc<EventLog>,
     pub(crate) wait_group: Arc<SequentialWaitGroup>,
+    /// Memory, CPU and host ports: who holds what, and who waits in which order (§9a).
+    pub(crate) host_resources: HostResourceQueue,
     pub(crate) docker_index: Arc<DockerIndex>,
     pub(crate) worker_context: WorkerContext,
     /// Makes every task's Docker calls, a fixed number at a time.
@@ -105,6 +108,9 @@ impl TaskShared {
                 self.wait_group.done(command.sequence);
             }
         }
+        // A cleaned-up task released at STOPPED already; a failed loop's resources are given
+        // back as its stop number is, so later tasks do not wait for a task that is gone.
+        self.host_resources.release(task_id);
         drop(commands);
         let mut index = self
             .docker_index

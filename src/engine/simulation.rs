@@ -25,6 +25,10 @@
 //!   yet is dropped), and delivered mostly in order, sometimes out of order, twice, or never. The
 //!   stream also breaks: everything undelivered is lost, and on reconnect every task is told to
 //!   re-inspect and the re-list by label adopts containers by name (`restore::relist_plan`).
+//! - **Host resources.** Half the seeds give the host 1,024 MiB and each task 256–1,024 MiB at
+//!   task level (and now and then host port 8080): the real [`HostResourceQueue`] queues a task
+//!   at its submit, admits it when it fits and earlier ones are in, and takes back what it held
+//!   at STOPPED; restore re-consumes and re-queues as `TaskEngine::restore` does.
 //! - **Timers** fire in virtual time; a waiting task learns that its earlier stops finished from
 //!   the wait group's own receiver.
 //! - **Crashes.** Before any effect is performed, and as a step of its own, the process may
@@ -74,8 +78,12 @@
 //!    event it caused; at the end every task's and container's final status is in the log.
 //! 7. A wait-group number is finished only by the task that holds it; at the end none is
 //!    outstanding.
-//! 8. At the end, once calm: every task reached its desired status (RUNNING unless a
-//!    dependency still legitimately blocks it), Docker agrees with every RUNNING container;
+//! 8. Host resources (§9a): what admitted tasks hold never exceeds the host's memory, and no
+//!    task holds a port another holds; nothing is pulled, created or started for a task desired
+//!    RUNNING that is not admitted; no task waits in the queue behind a later admitted one
+//!    (first come, first served).
+//! 9. At the end, once calm: every task reached its desired status (RUNNING unless a
+//!    dependency still legitimately blocks it, or it waits for host resources), Docker agrees with every RUNNING container;
 //!    after the final stop every task is known STOPPED, cleaned up and forgotten, and no
 //!    container it created is left running.
 //! 9. No container is created before the named Docker volumes it mounts exist (every other task
@@ -109,6 +117,7 @@ mod docker;
 
 use crate::engine::container_spec::{assign_docker_names, assign_metadata_tokens};
 use crate::engine::docker_events::{observation_for_event, DockerObservation};
+use crate::engine::host_resources::{HostCapacity, HostResourceQueue};
 use crate::engine::managed_task::{
     DockerCall, Effect, Input, ManagedTask, ManagedTaskSettings, TimerKind,
 };
@@ -183,6 +192,8 @@ struct SimTask {
     timers: BTreeMap<TimerKind, Millis>,
     wait_ready: Option<Receiver<()>>,
     waiting_for_stops: bool,
+    /// The host-resource queue's receiver, while the task waits to be admitted.
+    resources_ready: Option<Receiver<()>>,
     /// Inputs the engine hands the task outside Docker's answers (resync, found-by-name).
     inbox: VecDeque<Input>,
     /// The engine's flag: a stop number was registered for this task (only the first is).
@@ -251,6 +262,8 @@ struct Stats {
     refused_stops: u64,
     /// Events that came after one they would precede, because the log had failed to record it.
     late_events: u64,
+    /// Times a task waited for host resources (not admitted when it first asked).
+    resource_waits: u64,
 }
 
 impl Stats {
@@ -276,6 +289,7 @@ impl Stats {
         self.report_failures += other.report_failures;
         self.refused_stops += other.refused_stops;
         self.late_events += other.late_events;
+        self.resource_waits += other.resource_waits;
     }
 }
 
@@ -287,6 +301,13 @@ struct Simulation {
     context: WorkerContext,
     settings: ManagedTaskSettings,
     wait_group: SequentialWaitGroup,
+    /// The host's memory and ports, who holds them and who waits (a fresh one at each crash,
+    /// rebuilt by restore).
+    host_resources: HostResourceQueue,
+    host_capacity: HostCapacity,
+    /// Draws the tasks' sizes, from a stream of its own (the rest of a seed's schedule does not
+    /// depend on it); `None`: this seed does not size its tasks.
+    sizes: Option<Random>,
     /// Stop numbers registered since the last crash, and the task that holds each.
     registered_stops: HashMap<u64, usize>,
     tasks: Vec<SimTask>,
@@ -408,6 +429,8 @@ fn random_task(random: &mut Random, index: usize, start_sequence: u64, now: Mill
         memory_mib: None,
         volumes,
         containers,
+        pid_mode: None,
+        ipc_mode: None,
     };
     let mut task = Task::new(
         format!("{:032x}", index + 1),
@@ -461,6 +484,7 @@ impl SimTask {
             timers: BTreeMap::new(),
             wait_ready: None,
             waiting_for_stops: false,
+            resources_ready: None,
             inbox: VecDeque::new(),
             stop_registered: false,
             stop_wanted: false,
@@ -526,6 +550,13 @@ impl Simulation {
         let mut fault_rate = || [0, 0, 30, 150][faults.below(4) as usize];
         let checkpoint_fail_per_mille = fault_rate();
         let report_fail_per_mille = fault_rate();
+        let mut sizes = Random::new(seed ^ 0x5EED_0512_0000_0001);
+        let host_capacity = HostCapacity {
+            memory_mib: 1024,
+            cpu_units: 2048,
+            ..HostCapacity::unlimited()
+        };
+        let sizes = sizes.chance(50).then_some(sizes);
         Simulation {
             seed,
             random,
@@ -534,6 +565,9 @@ impl Simulation {
             context,
             settings,
             wait_group: SequentialWaitGroup::new(),
+            host_resources: HostResourceQueue::new(host_capacity.clone()),
+            host_capacity,
+            sizes,
             registered_stops: HashMap::new(),
             tasks: Vec::new(),
             task_budget,
@@ -627,7 +661,18 @@ impl Simulation {
     fn submit(&mut self) -> usize {
         let index = self.tasks.len();
         let sequence = self.take_sequence();
-        let task = random_task(&mut self.random, index, sequence, self.now);
+        let mut task = random_task(&mut self.random, index, sequence, self.now);
+        if let Some(sizes) = self.sizes.as_mut() {
+            task.memory_mib = Some(256 * (1 + sizes.below(4)));
+            if sizes.chance(25) {
+                task.containers[0].definition.port_mappings = vec![crate::task::PortMapping {
+                    container_port: 80,
+                    host_port: Some(8080),
+                    protocol: crate::task::Protocol::Tcp,
+                    container_port_range: None,
+                }];
+            }
+        }
         let mut sim_task = SimTask::new(&task);
         sim_task.follows = self
             .tasks
@@ -647,6 +692,8 @@ impl Simulation {
             task.containers.len()
         ));
         self.tasks.push(sim_task);
+        // Queued on the accepting side, as the engine does under its command lock.
+        self.host_resources.enqueue(&task);
         let mut machine = ManagedTask::new(task, self.settings.clone(), None);
         let effects = machine.start(self.now);
         self.tasks[index].machine = Some(machine);
@@ -830,6 +877,25 @@ impl Simulation {
                     task.wait_ready = None;
                     task.waiting_for_stops = false;
                 }
+                Effect::WaitForResources => {
+                    let id = self.tasks[index].id.clone();
+                    let ready = self.host_resources.ready(&id);
+                    if ready.is_empty() {
+                        self.stats.resource_waits += 1;
+                        self.note(format!(
+                            "task {index}: waits for host resources ({})",
+                            self.host_resources.waiting_reason(&id).unwrap_or_default()
+                        ));
+                    }
+                    self.tasks[index].resources_ready = Some(ready);
+                }
+                Effect::ReleaseResources => {
+                    let id = self.tasks[index].id.clone();
+                    self.tasks[index].resources_ready = None;
+                    self.note(format!("task {index}: releases its host resources"));
+                    self.host_resources.release(&id);
+                    self.check_host_resources();
+                }
                 Effect::WaitGroupDone { sequence } => {
                     match self.registered_stops.remove(&sequence) {
                         Some(holder) if holder == index => {}
@@ -915,6 +981,14 @@ impl Simulation {
                 ));
             }
             let desired = task.machine.as_ref().map(|m| m.task().desired_status);
+            if desired == Some(TaskStatus::Running)
+                && !matches!(call, DockerCall::Restart { .. })
+                && !self.host_resources.ledger().is_admitted(&task.id)
+            {
+                self.fail(format!(
+                    "task {index}: {call:?} while it is not admitted to the host's resources"
+                ));
+            }
             if desired == Some(TaskStatus::Running)
                 && self.wait_group.is_blocked(task.start_sequence)
             {
@@ -1404,6 +1478,7 @@ impl Simulation {
         self.stream_up = true;
         self.docker_index.clear();
         self.wait_group = SequentialWaitGroup::new();
+        self.host_resources = HostResourceQueue::new(self.host_capacity.clone());
         self.registered_stops.clear();
         self.context = Self::worker_context(&self.docker, self.settings.rules.pull_behavior);
         for task in &mut self.tasks {
@@ -1411,6 +1486,7 @@ impl Simulation {
             task.timers.clear();
             task.wait_ready = None;
             task.waiting_for_stops = false;
+            task.resources_ready = None;
             task.inbox.clear();
             task.in_flight.clear();
             task.stop_registered = false;
@@ -1524,6 +1600,9 @@ impl Simulation {
                 .max(task.start_sequence + 1)
                 .max(task.stop_sequence + 1);
         }
+        self.host_resources
+            .restore(prepared.iter().map(|(_, task, _)| task));
+        self.check_host_resources();
         for (index, task, changed) in prepared {
             let checkpoint = self.tasks[index]
                 .checkpoint
@@ -1594,6 +1673,7 @@ impl Simulation {
             Event,
             Timer,
             WaitGroup,
+            Admitted,
             Inbox,
             Submit,
             Stop,
@@ -1637,6 +1717,13 @@ impl Simulation {
             .any(|t| t.wait_ready.as_ref().is_some_and(|ready| !ready.is_empty()))
         {
             choices.extend([Choice::WaitGroup; 2]);
+        }
+        if self.tasks.iter().any(|t| {
+            t.resources_ready
+                .as_ref()
+                .is_some_and(|ready| !ready.is_empty())
+        }) {
+            choices.extend([Choice::Admitted; 2]);
         }
         if self.tasks.iter().any(|t| t.live() && !t.inbox.is_empty()) {
             choices.extend([Choice::Inbox; 2]);
@@ -1729,6 +1816,19 @@ impl Simulation {
                 task.waiting_for_stops = false;
                 self.feed(index, Input::WaitGroupReady);
             }
+            Choice::Admitted => {
+                let index = self
+                    .tasks
+                    .iter()
+                    .position(|t| {
+                        t.resources_ready
+                            .as_ref()
+                            .is_some_and(|ready| !ready.is_empty())
+                    })
+                    .expect("a task was admitted");
+                self.tasks[index].resources_ready = None;
+                self.feed(index, Input::ResourcesReady);
+            }
             Choice::Inbox => {
                 let candidates: Vec<usize> = (0..self.tasks.len())
                     .filter(|&i| self.tasks[i].live() && !self.tasks[i].inbox.is_empty())
@@ -1806,6 +1906,7 @@ impl Simulation {
         if self.crash_pending {
             self.crash_and_restore();
         }
+        self.check_host_resources();
         true
     }
 
@@ -1817,6 +1918,9 @@ impl Simulation {
             && self.tasks.iter().all(|t| {
                 t.inbox.is_empty()
                     && !t.wait_ready.as_ref().is_some_and(|ready| !ready.is_empty())
+                    && t.resources_ready
+                        .as_ref()
+                        .is_none_or(|ready| ready.is_empty())
                     && !(t.stop_wanted && !t.stop_acked && t.live())
             })
     }
@@ -1904,7 +2008,10 @@ impl Simulation {
                             NextState::Blocked { .. }
                         )
                     });
-                    if task.known_status != TaskStatus::Running && !blocked {
+                    let waits_for_resources = task.known_status == TaskStatus::None
+                        && self.host_resources.ledger().is_queued(&task.id);
+                    if task.known_status != TaskStatus::Running && !blocked && !waits_for_resources
+                    {
                         self.fail(format!(
                             "task {index}: desired RUNNING but known {} once calm, and no \
                              dependency blocks it",
@@ -1934,10 +2041,49 @@ impl Simulation {
         }
     }
 
+    /// Invariant 8: the host is never over-committed, a port has one holder, and the queue is
+    /// first come, first served (no waiting task is earlier than an admitted one).
+    fn check_host_resources(&self) {
+        let ledger = self.host_resources.ledger();
+        let (memory, _) = ledger.used();
+        if memory > self.host_capacity.memory_mib {
+            self.fail(format!(
+                "admitted tasks hold {memory} MiB of the host's {} MiB: {:?}",
+                self.host_capacity.memory_mib,
+                ledger.admitted()
+            ));
+        }
+        let start_of = |id: &String| {
+            self.tasks
+                .iter()
+                .find(|task| &task.id == id)
+                .map_or(0, |task| task.start_sequence)
+        };
+        let earliest_waiting = ledger.queued().iter().map(start_of).min();
+        let latest_admitted = ledger.admitted().iter().map(start_of).max();
+        if let (Some(waiting), Some(admitted)) = (earliest_waiting, latest_admitted) {
+            if waiting < admitted {
+                self.fail(format!(
+                    "the task with start number {waiting} waits for host resources while the                      later {admitted} is admitted (queue {:?}, admitted {:?})",
+                    ledger.queued(),
+                    ledger.admitted()
+                ));
+            }
+        }
+    }
+
     fn check_finished(&mut self) {
         let outstanding = self.wait_group.outstanding();
         if !outstanding.is_empty() {
             self.fail(format!("stop numbers never finished: {outstanding:?}"));
+        }
+        let ledger = self.host_resources.ledger();
+        if !ledger.admitted().is_empty() || !ledger.queued().is_empty() {
+            self.fail(format!(
+                "host resources still held after every task was cleaned up: admitted {:?},                  queued {:?}",
+                ledger.admitted(),
+                ledger.queued()
+            ));
         }
         let docker = self.docker.state();
         self.leftovers = docker.containers.len() as u64;
@@ -2095,5 +2241,9 @@ fn the_engine_keeps_its_promises_over_many_seeds_with_crashes() {
             "no checkpoint failed, or no stop was refused for it: {total:?}"
         );
         assert!(total.report_failures > 0, "no report failed: {total:?}");
+        assert!(
+            total.resource_waits > 0,
+            "no task waited for host resources: {total:?}"
+        );
     }
 }

@@ -24,6 +24,7 @@
 use crate::engine::docker_events::{
     event_filter, run_events_thread, EventsThreadControl, OnReconnect, Reconnect,
 };
+use crate::engine::host_resources::{HostCapacity, HostResourceQueue, HostResources};
 use crate::engine::managed_task::{
     run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
     DOCKER_EVENT_INBOX_CAPACITY,
@@ -79,6 +80,10 @@ pub struct EngineConfig {
     pub durable_ack_timeout: Duration,
     /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
     pub docker_concurrency: usize,
+    /// What the host offers tasks (§9a): `MemTotal` less `ECS_RESERVED_MEMORY`, 1024 CPU units
+    /// per core, and the reserved ports. Unlimited memory and CPU by default (tests); the agent
+    /// reads the host's.
+    pub host_capacity: HostCapacity,
     /// Where the agent serves the task metadata endpoint (§14), which every container created
     /// is pointed at; `None` when it is off (`DECKHAND_TASK_METADATA=false`, or its port taken).
     pub task_metadata: Option<MetadataEndpoint>,
@@ -108,6 +113,7 @@ impl Default for EngineConfig {
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
+            host_capacity: HostCapacity::unlimited(),
             task_metadata: None,
             registry_credentials: Arc::new(RegistryCredentials::default()),
         }
@@ -201,6 +207,7 @@ impl TaskEngine {
                 docker_pool,
                 reporter: Arc::new(reporter),
                 wait_group: Arc::new(SequentialWaitGroup::new()),
+                host_resources: HostResourceQueue::new(config.host_capacity.clone()),
                 docker_index: Arc::new(RwLock::new(HashMap::new())),
                 worker_context: WorkerContext {
                     runtime: Arc::clone(&runtime),
@@ -319,6 +326,11 @@ impl TaskEngine {
         &self.shared.wait_group
     }
 
+    /// A copy of the host-resource ledger (§9a), for diagnostics and tests.
+    pub fn host_resources(&self) -> HostResources {
+        self.shared.host_resources.ledger()
+    }
+
     /// The event log.
     pub fn event_log(&self) -> &EventLog {
         &self.shared.reporter
@@ -326,7 +338,9 @@ impl TaskEngine {
 
     /// A snapshot of one task.
     pub fn task(&self, task_id: &str) -> Option<Task> {
-        self.shared.snapshots().get(task_id).cloned()
+        let mut task = self.shared.snapshots().get(task_id).cloned()?;
+        task.waiting_for = self.shared.host_resources.waiting_reason(task_id);
+        Some(task)
     }
 
     /// Waits until the snapshot of `task_id` (`None` once the task is forgotten) satisfies
@@ -459,6 +473,8 @@ mod tests {
             containers: vec![crate::engine::test_support::container_definition(
                 "app", image,
             )],
+            pid_mode: None,
+            ipc_mode: None,
         }
     }
 

@@ -51,7 +51,9 @@ pub struct Dependency {
     pub condition: DependencyCondition,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     #[default]
@@ -70,10 +72,32 @@ impl Protocol {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortMapping {
+    /// The container port; for a `containerPortRange` mapping, the first port of the range.
     pub container_port: u16,
-    /// `None` or 0: Docker picks an ephemeral host port (bridge mode).
+    /// `None` or 0: Docker picks an ephemeral host port (bridge mode). Always `None` for a range.
     pub host_port: Option<u16>,
     pub protocol: Protocol,
+    /// `containerPortRange`: every port of the range is published, each on a host port Docker
+    /// picks (bridge mode only). Absent from checkpoints written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_port_range: Option<PortRange>,
+}
+
+/// An inclusive range of container ports, `first < last` (`"first-last"` in the definition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortRange {
+    pub first: u16,
+    pub last: u16,
+}
+
+impl PortMapping {
+    /// The container ports this mapping publishes: its range, or its one port.
+    pub fn container_ports(&self) -> std::ops::RangeInclusive<u16> {
+        match self.container_port_range {
+            Some(range) => range.first..=range.last,
+            None => self.container_port..=self.container_port,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,6 +214,132 @@ pub struct RestartPolicy {
     pub restart_attempt_period_secs: u64,
 }
 
+/// `ulimits[]`: one resource limit of the container; `-1` means unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ulimit {
+    /// ECS's name, which is also Docker's (`nofile`, `memlock`, …).
+    pub name: String,
+    pub soft_limit: i64,
+    pub hard_limit: i64,
+}
+
+/// `linuxParameters.capabilities`: names as ECS writes them (`NET_ADMIN`, `ALL`), without the
+/// `CAP_` prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelCapabilities {
+    pub add: Vec<String>,
+    pub drop: Vec<String>,
+}
+
+/// One of `linuxParameters.devices[].permissions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DevicePermission {
+    Read,
+    Write,
+    Mknod,
+}
+
+/// `linuxParameters.devices[]`: a host device exposed to the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub host_path: String,
+    /// `None`: the same path as on the host.
+    pub container_path: Option<String>,
+    /// Empty: read, write and mknod (Docker's default).
+    pub permissions: Vec<DevicePermission>,
+}
+
+/// `linuxParameters.tmpfs[]`: a tmpfs mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tmpfs {
+    pub container_path: String,
+    /// Greater than 0.
+    pub size_mib: u64,
+    /// As written (`noexec`, `mode=1777`, …).
+    pub mount_options: Vec<String>,
+}
+
+/// `linuxParameters`: the Linux-only settings of a container. The default asks for nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LinuxParameters {
+    /// Docker's `--init`: an init process as PID 1 that forwards signals and reaps children.
+    pub init_process_enabled: bool,
+    pub capabilities: KernelCapabilities,
+    pub devices: Vec<Device>,
+    pub tmpfs: Vec<Tmpfs>,
+    /// Size of `/dev/shm`, MiB.
+    pub shared_memory_size_mib: Option<u64>,
+    /// Swap the container may use on top of its `memory`, MiB (0: none).
+    pub max_swap_mib: Option<u64>,
+    /// 0–100; applied only together with `max_swap_mib`, as ECS does.
+    pub swappiness: Option<u64>,
+}
+
+impl LinuxParameters {
+    pub fn is_empty(&self) -> bool {
+        *self == LinuxParameters::default()
+    }
+}
+
+/// `extraHosts[]`: a line added to the container's `/etc/hosts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtraHost {
+    pub hostname: String,
+    pub ip_address: String,
+}
+
+/// `systemControls[]`: one namespaced kernel parameter (Docker's `--sysctl`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemControl {
+    pub namespace: String,
+    pub value: String,
+}
+
+/// Task-level `pidMode`. ECS's `task` (a namespace shared through a pause container) is refused
+/// at acceptance: deckhand runs no pause container (docs/ENGINE.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PidMode {
+    /// The host's process namespace.
+    Host,
+}
+
+impl PidMode {
+    /// Docker's `HostConfig.PidMode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PidMode::Host => "host",
+        }
+    }
+}
+
+/// Task-level `ipcMode`; `task` is refused as for [`PidMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpcMode {
+    /// The host's IPC namespace.
+    Host,
+    /// A private IPC namespace with no `/dev/shm` mounted.
+    None,
+}
+
+impl IpcMode {
+    /// Docker's `HostConfig.IpcMode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IpcMode::Host => "host",
+            IpcMode::None => "none",
+        }
+    }
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
+}
+
 /// One container of a task definition, validated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerDefinition {
@@ -222,6 +372,34 @@ pub struct ContainerDefinition {
     pub docker_labels: BTreeMap<String, String>,
     pub log_configuration: Option<LogConfiguration>,
     pub restart_policy: Option<RestartPolicy>,
+    // The fields below are absent from checkpoints written before deckhand supported them; each
+    // defaults to "not asked for" and is left out of a checkpoint when so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ulimits: Vec<Ulimit>,
+    #[serde(default, skip_serializing_if = "LinuxParameters::is_empty")]
+    pub linux_parameters: LinuxParameters,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub readonly_root_filesystem: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_hosts: Vec<ExtraHost>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_servers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_search_domains: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub system_controls: Vec<SystemControl>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub docker_security_options: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub disable_networking: bool,
+    /// Docker's `OpenStdin`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub interactive: bool,
+    /// Docker's `Tty`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pseudo_terminal: bool,
 }
 
 impl ContainerDefinition {
@@ -253,6 +431,18 @@ impl ContainerDefinition {
             docker_labels: BTreeMap::new(),
             log_configuration: None,
             restart_policy: None,
+            ulimits: Vec::new(),
+            linux_parameters: LinuxParameters::default(),
+            readonly_root_filesystem: false,
+            hostname: None,
+            extra_hosts: Vec::new(),
+            dns_servers: Vec::new(),
+            dns_search_domains: Vec::new(),
+            system_controls: Vec::new(),
+            docker_security_options: Vec::new(),
+            disable_networking: false,
+            interactive: false,
+            pseudo_terminal: false,
         }
     }
 
@@ -289,6 +479,10 @@ pub struct TaskDefinition {
     pub memory_mib: Option<u64>,
     pub volumes: Vec<Volume>,
     pub containers: Vec<ContainerDefinition>,
+    /// `pidMode`; `None`: each container has its own process namespace.
+    pub pid_mode: Option<PidMode>,
+    /// `ipcMode`; `None`: Docker's default IPC namespace.
+    pub ipc_mode: Option<IpcMode>,
 }
 
 /// Docker health status of a container.
@@ -439,6 +633,12 @@ pub struct Task {
     pub memory_mib: Option<u64>,
     pub volumes: Vec<Volume>,
     pub containers: Vec<Container>,
+    /// Absent from checkpoints written before deckhand supported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_mode: Option<PidMode>,
+    /// Absent from checkpoints written before deckhand supported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc_mode: Option<IpcMode>,
     pub known_status: TaskStatus,
     pub known_status_time: Option<Millis>,
     pub desired_status: TaskStatus,
@@ -458,6 +658,10 @@ pub struct Task {
     /// `None` for tasks submitted through the API (and in checkpoints written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Why the task waits for host resources (memory, CPU, a host port) before it starts, as
+    /// `inspect` shows it. Never saved: the engine fills it in the snapshots it hands out.
+    #[serde(skip)]
+    pub waiting_for: Option<String>,
 }
 
 impl Task {
@@ -484,6 +688,8 @@ impl Task {
                 .into_iter()
                 .map(Container::new)
                 .collect(),
+            pid_mode: definition.pid_mode,
+            ipc_mode: definition.ipc_mode,
             known_status: TaskStatus::None,
             known_status_time: None,
             desired_status: TaskStatus::Running,
@@ -496,6 +702,7 @@ impl Task {
             stopped_reason: None,
             created_at: now,
             source: None,
+            waiting_for: None,
         }
     }
 

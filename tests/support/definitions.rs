@@ -54,5 +54,7 @@ pub fn task(family: &str, containers: Vec<ContainerDefinition>) -> TaskDefinitio
         memory_mib: None,
         volumes: Vec::new(),
         containers,
+        pid_mode: None,
+        ipc_mode: None,
     }
 }

@@ -31,6 +31,8 @@ fn sample_task() -> Task {
         memory_mib: Some(1024),
         volumes: Vec::new(),
         containers: vec![web, sidecar],
+        pid_mode: None,
+        ipc_mode: None,
     };
     let mut task = Task::new(TASK_ID.into(), "edge", definition, 1, 1_700_000_000_000);
     task.known_status = TaskStatus::Running;

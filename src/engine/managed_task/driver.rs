@@ -1,6 +1,6 @@
 //! The managed task's thread: the only place a task waits. One `select_biased!` over shutdown,
-//! the desired-status inbox, transition results, Docker events, resync requests, the wait group
-//! and the timers; each input goes to the state machine, and its effects are performed here. Each
+//! the desired-status inbox, transition results, Docker events, resync requests, the wait group,
+//! the host-resource queue and the timers; each input goes to the state machine, and its effects are performed here. Each
 //! Docker call runs on the engine's Docker worker pool, which posts its result back as an input
 //! (a panicked call as a failed one).
 
@@ -33,6 +33,8 @@ pub struct TaskInboxes {
 struct LoopState {
     timers: std::collections::BTreeMap<TimerKind, std::time::Instant>,
     wait_group_ready: Option<Receiver<()>>,
+    /// Fires once the host-resource queue admitted the task (§9a).
+    resources_ready: Option<Receiver<()>>,
     tracked_docker_ids: Vec<String>,
     /// Who waits for the desired change being handled to be durable (`AcknowledgeDesired`).
     durable_reply: Option<Sender<Result<(), String>>>,
@@ -52,6 +54,7 @@ fn next_event(
 ) -> Option<Input> {
     let never_ready = crossbeam_channel::never();
     let ready = state.wait_group_ready.as_ref().unwrap_or(&never_ready);
+    let admitted = state.resources_ready.as_ref().unwrap_or(&never_ready);
     let next_timer = state
         .timers
         .iter()
@@ -82,6 +85,10 @@ fn next_event(
         recv(ready) -> _ => {
             state.wait_group_ready = None;
             Some(Input::WaitGroupReady)
+        },
+        recv(admitted) -> _ => {
+            state.resources_ready = None;
+            Some(Input::ResourcesReady)
         },
         recv(timer) -> _ => {
             let (kind, _) = next_timer.expect("the timer channel is `never` when no timer is armed");
@@ -175,6 +182,20 @@ fn perform(
                 state.wait_group_ready = Some(shared.wait_group.ready(sequence));
             }
             Effect::StopWaitingForStops => state.wait_group_ready = None,
+            Effect::WaitForResources => {
+                let id = &machine.task().id;
+                let ready = shared.host_resources.ready(id);
+                if ready.is_empty() {
+                    if let Some(reason) = shared.host_resources.waiting_reason(id) {
+                        log::info!("task {id}: waits for host resources: {reason}");
+                    }
+                }
+                state.resources_ready = Some(ready);
+            }
+            Effect::ReleaseResources => {
+                state.resources_ready = None;
+                shared.host_resources.release(&machine.task().id);
+            }
             Effect::WaitGroupDone { sequence } => shared.wait_group.done(sequence),
             Effect::TrackContainer { docker_id } => {
                 shared

@@ -62,6 +62,8 @@ pub enum Phase {
     New,
     /// §2 step 3.
     WaitingForStops,
+    /// §2 step 3, after the stops: waiting to be admitted to the host's resources (§9a).
+    WaitingForResources,
     /// §2 step 4.
     Progressing,
     /// §2 steps 5–7: known STOPPED, waiting for the cleanup deadline and the STOPPED report.
@@ -441,7 +443,8 @@ impl ManagedTask {
             } => self.restarted(container, exit_code, result, now, effects),
             Input::Resync => self.resync(effects),
             Input::TimerFired(TimerKind::DockerRetry) => self.docker_retry_fired(now, effects),
-            Input::WaitGroupReady => self.wait_group_ready(),
+            Input::WaitGroupReady => self.wait_group_ready(effects),
+            Input::ResourcesReady => self.resources_ready(),
             Input::TimerFired(TimerKind::SteadyCheck) => self.steady_check_fired(now, effects),
             Input::TimerFired(TimerKind::DependencyPoll) => self.dependency_poll_fired(effects),
             Input::TimerFired(TimerKind::Cleanup) => self.cleanup_if_due(now, effects),
@@ -474,9 +477,17 @@ impl ManagedTask {
         }
     }
 
-    /// Every earlier stop finished (§9).
-    fn wait_group_ready(&mut self) {
+    /// Every earlier stop finished (§9): now wait for the host's resources (§9a).
+    fn wait_group_ready(&mut self, effects: &mut Vec<Effect>) {
         if self.phase == Phase::WaitingForStops {
+            self.phase = Phase::WaitingForResources;
+            effects.push(Effect::WaitForResources);
+        }
+    }
+
+    /// The task was admitted to the host's resources (§9a): it may create its containers.
+    fn resources_ready(&mut self) {
+        if self.phase == Phase::WaitingForResources {
             self.phase = Phase::Progressing;
         }
     }
@@ -603,6 +614,12 @@ impl ManagedTask {
         if status == TaskStatus::Stopped && self.phase == Phase::WaitingForStops {
             self.phase = Phase::Progressing;
             effects.push(Effect::StopWaitingForStops);
+            // It is still in the host-resource queue (§9a): it leaves it now.
+            effects.push(Effect::ReleaseResources);
+        }
+        if status == TaskStatus::Stopped && self.phase == Phase::WaitingForResources {
+            self.phase = Phase::Progressing;
+            effects.push(Effect::ReleaseResources);
         }
     }
 

@@ -23,6 +23,8 @@ fn one_container_task() -> Task {
             "app",
             "unit/app:1",
         )],
+        pid_mode: None,
+        ipc_mode: None,
     };
     let mut task = Task::new("a".repeat(32), "unit", definition, 0, 0);
     crate::engine::container_spec::assign_docker_names(&mut task, || "0001".into());
@@ -255,6 +257,81 @@ fn a_stop_while_waiting_for_earlier_stops_ends_the_wait() {
         .iter()
         .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))));
     assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+}
+
+#[test]
+fn after_the_earlier_stops_the_task_waits_for_host_resources_before_any_docker_call() {
+    let mut task = one_container_task();
+    task.start_sequence = 7;
+    let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+    machine.start(1_000);
+    let effects = machine.handle(Input::WaitGroupReady, 1_001);
+    assert!(effects.contains(&Effect::WaitForResources), "{effects:?}");
+    assert!(docker_calls(&effects).is_empty(), "{effects:?}");
+    assert_eq!(machine.phase(), Phase::WaitingForResources);
+    // Anything else meanwhile makes no call either.
+    let effects = machine.handle(Input::Resync, 1_002);
+    assert!(
+        !effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))),
+        "{effects:?}"
+    );
+    let effects = machine.handle(Input::ResourcesReady, 1_003);
+    assert!(
+        matches!(docker_calls(&effects)[..], [DockerCall::Pull { .. }]),
+        "{effects:?}"
+    );
+    assert_eq!(machine.phase(), Phase::Progressing);
+    // Once known STOPPED, it gives back what it held, once.
+    machine.handle(transition(ContainerStatus::Pulled, None), 1_004);
+    machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_005);
+    machine.handle(transition(ContainerStatus::Running, None), 1_006);
+    let effects = machine.handle(
+        Input::Desired {
+            status: TaskStatus::Stopped,
+            sequence: 9,
+            registered: true,
+        },
+        1_007,
+    );
+    assert!(
+        !effects.contains(&Effect::ReleaseResources),
+        "still running"
+    );
+    let effects = machine.handle(transition(ContainerStatus::Stopped, None), 1_008);
+    assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    assert_eq!(
+        effects
+            .iter()
+            .filter(|effect| **effect == Effect::ReleaseResources)
+            .count(),
+        1,
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn a_stop_while_waiting_for_host_resources_leaves_the_queue_and_stops_without_docker() {
+    let mut task = one_container_task();
+    task.start_sequence = 7;
+    let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+    machine.start(1_000);
+    machine.handle(Input::WaitGroupReady, 1_001);
+    let effects = machine.handle(
+        Input::Desired {
+            status: TaskStatus::Stopped,
+            sequence: 8,
+            registered: true,
+        },
+        1_002,
+    );
+    assert!(effects.contains(&Effect::ReleaseResources), "{effects:?}");
+    assert!(docker_calls(&effects).is_empty(), "{effects:?}");
+    assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    // An admission that crossed the stop changes nothing.
+    let effects = machine.handle(Input::ResourcesReady, 1_003);
+    assert!(docker_calls(&effects).is_empty(), "{effects:?}");
 }
 
 #[test]

@@ -520,6 +520,8 @@ mod tests {
                 memory_mib: None,
                 volumes: Vec::new(),
                 containers,
+                pid_mode: None,
+                ipc_mode: None,
             },
             1,
             0,

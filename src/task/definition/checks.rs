@@ -4,8 +4,18 @@
 
 use super::json::{indexed, join, ContainerPaths, Parser};
 use super::order::topological_order;
-use crate::task::{ContainerDefinition, DependencyCondition, NetworkMode, Volume};
+use crate::task::{ContainerDefinition, DependencyCondition, NetworkMode, PortMapping, Volume};
 use std::collections::{BTreeSet, HashMap};
+
+/// ECS allows at most this many `containerPortRange` mappings per container.
+pub const MAX_PORT_RANGES: usize = 100;
+
+fn describe_ports(mapping: &PortMapping) -> String {
+    match mapping.container_port_range {
+        Some(range) => format!("{}-{}", range.first, range.last),
+        None => mapping.container_port.to_string(),
+    }
+}
 
 impl Parser {
     /// Checks that look across containers: names, references, ports, cycles, essential.
@@ -129,8 +139,13 @@ impl Parser {
                     );
                 }
             }
+            self.port_range_checks(container, at, network_mode);
             for (port_index, mapping) in container.port_mappings.iter().enumerate() {
                 let mapping_path = indexed(&at.at("portMappings"), port_index);
+                if mapping.container_port_range.is_some() && network_mode != NetworkMode::None {
+                    // Checked by port_range_checks; its host ports are Docker's to pick.
+                    continue;
+                }
                 let host_port = match network_mode {
                     NetworkMode::None => {
                         self.error(
@@ -175,6 +190,60 @@ impl Parser {
         }
 
         self.check_cycles(containers, paths);
+    }
+
+    /// `containerPortRange` rules (ECS's): bridge networking only, at most
+    /// [`MAX_PORT_RANGES`] ranges per container, and no container port in a range that another
+    /// mapping of the container also publishes with the same protocol.
+    fn port_range_checks(
+        &mut self,
+        container: &ContainerDefinition,
+        at: &ContainerPaths,
+        network_mode: NetworkMode,
+    ) {
+        let mappings = &container.port_mappings;
+        let mut ranges = 0;
+        for (index, mapping) in mappings.iter().enumerate() {
+            if mapping.container_port_range.is_none() {
+                continue;
+            }
+            let range_path = join(
+                &indexed(&at.at("portMappings"), index),
+                "containerPortRange",
+            );
+            ranges += 1;
+            if ranges == MAX_PORT_RANGES + 1 {
+                self.error(
+                    &range_path,
+                    format!("at most {MAX_PORT_RANGES} port ranges are allowed per container"),
+                );
+            }
+            if network_mode == NetworkMode::Host {
+                self.error(
+                    &range_path,
+                    "port ranges need networkMode bridge (this task uses host)",
+                );
+            }
+            let this = mapping.container_ports();
+            for (other_index, other) in mappings.iter().enumerate() {
+                let overlapping = other.protocol == mapping.protocol
+                    && other.container_ports().start() <= this.end()
+                    && this.start() <= other.container_ports().end();
+                // A pair of ranges is reported once, at the later one.
+                let counted = other_index < index || other.container_port_range.is_none();
+                if other_index != index && overlapping && counted {
+                    self.error(
+                        &range_path,
+                        format!(
+                            "overlaps {} ({}/{}): a container port may be in one port mapping only",
+                            indexed(&at.at("portMappings"), other_index),
+                            describe_ports(other),
+                            other.protocol.as_str()
+                        ),
+                    );
+                }
+            }
+        }
     }
 
     /// Reports each dependency cycle once, naming its containers in order.

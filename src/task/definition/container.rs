@@ -11,7 +11,7 @@ use super::keys::{
 use super::names::{check_container_name, check_image_reference};
 use crate::task::{
     ContainerDefinition, Dependency, DependencyCondition, HealthCheck, LogConfiguration,
-    MountPoint, PortMapping, Protocol, RestartPolicy, VolumeFrom,
+    MountPoint, PortMapping, PortRange, Protocol, RestartPolicy, VolumeFrom,
 };
 use serde_json::{Map, Value};
 
@@ -125,6 +125,22 @@ impl Parser {
         }
         let log_configuration = self.log_configuration(object, path);
         let restart_policy = self.restart_policy(object, path);
+        let ulimits = self.ulimits(object, path);
+        let linux_parameters = self.linux_parameters(object, path, memory_mib);
+        let readonly_root_filesystem = self
+            .bool(object, path, "readonlyRootFilesystem")
+            .unwrap_or(false);
+        let hostname = self.hostname(object, path);
+        let extra_hosts = self.extra_hosts(object, path);
+        let dns_servers = self.dns_servers(object, path);
+        let dns_search_domains = self.dns_search_domains(object, path);
+        let system_controls = self.system_controls(object, path);
+        let docker_security_options = self.docker_security_options(object, path);
+        let disable_networking = self
+            .bool(object, path, "disableNetworking")
+            .unwrap_or(false);
+        let interactive = self.bool(object, path, "interactive").unwrap_or(false);
+        let pseudo_terminal = self.bool(object, path, "pseudoTerminal").unwrap_or(false);
         ContainerDefinition {
             name,
             image,
@@ -149,6 +165,18 @@ impl Parser {
             docker_labels,
             log_configuration,
             restart_policy,
+            ulimits,
+            linux_parameters,
+            readonly_root_filesystem,
+            hostname,
+            extra_hosts,
+            dns_servers,
+            dns_search_domains,
+            system_controls,
+            docker_security_options,
+            disable_networking,
+            interactive,
+            pseudo_terminal,
         }
     }
 
@@ -250,10 +278,33 @@ impl Parser {
         for (item_path, map) in self.objects(object, path, "portMappings") {
             self.check_keys(&item_path, map, &PORT_MAPPING_KEYS);
             let container_port = self.integer(map, &item_path, "containerPort", 1, 65535);
-            if Self::field(map, "containerPort").is_none() {
-                self.error(&join(&item_path, "containerPort"), "required");
+            let range = self.container_port_range(map, &item_path);
+            let has_port = Self::field(map, "containerPort").is_some();
+            let has_range = Self::field(map, "containerPortRange").is_some();
+            match (has_port, has_range) {
+                (false, false) => self.error(&join(&item_path, "containerPort"), "required"),
+                (true, true) => self.error(
+                    &join(&item_path, "containerPortRange"),
+                    "give either containerPort or containerPortRange, not both",
+                ),
+                _ => {}
             }
             let host_port = self.integer(map, &item_path, "hostPort", 0, 65535);
+            if has_range && !has_port && host_port.is_some_and(|port| port != 0) {
+                self.error(
+                    &join(&item_path, "hostPort"),
+                    "not allowed with containerPortRange: the host ports of a range are chosen \
+                     when the container is created",
+                );
+            }
+            if let Some(value) = Self::field(map, "hostPortRange") {
+                if !matches!(value, Value::String(text) if text.is_empty()) {
+                    self.error(
+                        &join(&item_path, "hostPortRange"),
+                        "set by the agent, not by the task definition (give containerPortRange)",
+                    );
+                }
+            }
             let protocol = match self.string(map, &item_path, "protocol") {
                 None => Protocol::Tcp,
                 Some(text) if text.eq_ignore_ascii_case("tcp") => Protocol::Tcp,
@@ -266,15 +317,50 @@ impl Parser {
                     Protocol::Tcp
                 }
             };
-            if let Some(container_port) = container_port {
-                mappings.push(PortMapping {
+            match (container_port, range) {
+                (Some(container_port), None) if !has_range => mappings.push(PortMapping {
                     container_port: container_port as u16,
                     host_port: host_port.map(|port| port as u16),
                     protocol,
-                });
+                    container_port_range: None,
+                }),
+                (None, Some(range)) if !has_port => mappings.push(PortMapping {
+                    container_port: range.first,
+                    host_port: None,
+                    protocol,
+                    container_port_range: Some(range),
+                }),
+                _ => {}
             }
         }
         mappings
+    }
+
+    /// `containerPortRange`: `"first-last"`, 1–65535, first below last.
+    fn container_port_range(&mut self, map: &Map<String, Value>, path: &str) -> Option<PortRange> {
+        let text = self.string(map, path, "containerPortRange")?;
+        let range_path = join(path, "containerPortRange");
+        let parsed = text.split_once('-').and_then(|(first, last)| {
+            let port = |part: &str| part.trim().parse::<u16>().ok().filter(|port| *port != 0);
+            Some((port(first)?, port(last)?))
+        });
+        match parsed {
+            Some((first, last)) if first < last => Some(PortRange { first, last }),
+            Some((first, last)) => {
+                self.error(
+                    &range_path,
+                    format!("the first port ({first}) must be below the last port ({last})"),
+                );
+                None
+            }
+            None => {
+                self.error(
+                    &range_path,
+                    format!("{text:?} is not a port range such as \"9000-9099\" (ports 1–65535)"),
+                );
+                None
+            }
+        }
     }
 
     fn health_check(&mut self, object: &Map<String, Value>, path: &str) -> Option<HealthCheck> {

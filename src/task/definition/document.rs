@@ -8,9 +8,14 @@ use super::keys::{
     DESCRIBE_OUTPUT_KEYS, DOCKER_VOLUME_CONFIGURATION_KEYS, HOST_KEYS, TASK_KEYS, VOLUME_KEYS,
 };
 use crate::task::{
-    DockerVolumeConfiguration, NetworkMode, TaskDefinition, Volume, VolumeScope,
+    DockerVolumeConfiguration, IpcMode, NetworkMode, PidMode, TaskDefinition, Volume, VolumeScope,
     DEFAULT_VOLUME_DRIVER,
 };
+
+/// Why `task` is refused for `pidMode` and `ipcMode` (docs/ENGINE.md §4).
+const TASK_NAMESPACE_REFUSED: &str = "task is not supported: ECS shares a task's namespace \
+    through a pause container, which deckhand does not run; use host, or leave the key out for a \
+    namespace per container";
 use serde_json::{Map, Value};
 
 impl Parser {
@@ -40,6 +45,8 @@ impl Parser {
         let cpu = self.task_size(object, path, "cpu", "vCPU", 1024);
         let memory_mib = self.task_size(object, path, "memory", "GB", 1024);
         let volumes = self.volumes(object, path);
+        let pid_mode = self.pid_mode(object, path);
+        let ipc_mode = self.ipc_mode(object, path);
 
         let containers_path = join(path, "containerDefinitions");
         let mut containers = Vec::new();
@@ -68,6 +75,7 @@ impl Parser {
             &volumes,
             network_mode,
         );
+        self.namespace_checks(&containers, &container_paths, network_mode, ipc_mode);
         Some(TaskDefinition {
             family,
             revision,
@@ -76,7 +84,62 @@ impl Parser {
             memory_mib,
             volumes,
             containers,
+            pid_mode,
+            ipc_mode,
         })
+    }
+
+    /// A task-level namespace mode as written; `""` asks for nothing (a warning, as for the keys
+    /// deckhand refuses, so CLI skeletons load).
+    fn namespace_mode(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+        key: &str,
+    ) -> Option<String> {
+        let mode = self.string(object, path, key)?;
+        if mode.is_empty() {
+            self.warn(&join(path, key), "ignored: empty");
+            return None;
+        }
+        Some(mode)
+    }
+
+    fn pid_mode(&mut self, object: &Map<String, Value>, path: &str) -> Option<PidMode> {
+        let mode = self.namespace_mode(object, path, "pidMode")?;
+        match mode.as_str() {
+            "host" => Some(PidMode::Host),
+            "task" => {
+                self.error(&join(path, "pidMode"), TASK_NAMESPACE_REFUSED);
+                None
+            }
+            other => {
+                self.error(
+                    &join(path, "pidMode"),
+                    format!("unknown pid mode {other:?}: expected host or task"),
+                );
+                None
+            }
+        }
+    }
+
+    fn ipc_mode(&mut self, object: &Map<String, Value>, path: &str) -> Option<IpcMode> {
+        let mode = self.namespace_mode(object, path, "ipcMode")?;
+        match mode.as_str() {
+            "host" => Some(IpcMode::Host),
+            "none" => Some(IpcMode::None),
+            "task" => {
+                self.error(&join(path, "ipcMode"), TASK_NAMESPACE_REFUSED);
+                None
+            }
+            other => {
+                self.error(
+                    &join(path, "ipcMode"),
+                    format!("unknown ipc mode {other:?}: expected host, task or none"),
+                );
+                None
+            }
+        }
     }
 
     fn network_mode(&mut self, object: &Map<String, Value>, path: &str) -> NetworkMode {

@@ -189,6 +189,37 @@ impl Parser {
         }
     }
 
+    /// A whole number in `min..=max`, negative ones allowed.
+    pub(super) fn signed_integer(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+        key: &str,
+        min: i64,
+        max: i64,
+    ) -> Option<i64> {
+        let value = Self::field(object, key)?;
+        let key_path = join(path, key);
+        match value.as_i64() {
+            Some(number) if (min..=max).contains(&number) => Some(number),
+            Some(number) => {
+                self.error(&key_path, format!("{number} is out of range {min}–{max}"));
+                None
+            }
+            None => {
+                let found = match value {
+                    Value::Number(number) => format!("{number}"),
+                    other => type_name(other).to_string(),
+                };
+                self.error(
+                    &key_path,
+                    format!("expected a whole number in {min}–{max}, found {found}"),
+                );
+                None
+            }
+        }
+    }
+
     pub(super) fn string_list(
         &mut self,
         object: &Map<String, Value>,

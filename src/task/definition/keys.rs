@@ -28,6 +28,8 @@ pub(super) const TASK_KEYS: KeySpec = KeySpec {
         "memory",
         "volumes",
         "containerDefinitions",
+        "pidMode",
+        "ipcMode",
     ],
     ignored: &[
         "executionRoleArn",
@@ -46,8 +48,6 @@ pub(super) const TASK_KEYS: KeySpec = KeySpec {
         "enableFaultInjection",
     ],
     unsupported: &[
-        "pidMode",
-        "ipcMode",
         "proxyConfiguration",
         "ephemeralStorage",
         "inferenceAccelerators",
@@ -101,18 +101,9 @@ pub(super) const CONTAINER_KEYS: KeySpec = KeySpec {
         "dockerLabels",
         "logConfiguration",
         "restartPolicy",
-    ],
-    // Image digest pinning is done by the ECS control plane at run-task time.
-    ignored: &["versionConsistency"],
-    unsupported: &[
-        "repositoryCredentials",
-        "secrets",
-        "environmentFiles",
-        "firelensConfiguration",
         "linuxParameters",
         "ulimits",
         "systemControls",
-        "resourceRequirements",
         "dnsServers",
         "dnsSearchDomains",
         "extraHosts",
@@ -122,6 +113,15 @@ pub(super) const CONTAINER_KEYS: KeySpec = KeySpec {
         "dockerSecurityOptions",
         "interactive",
         "pseudoTerminal",
+    ],
+    // Image digest pinning is done by the ECS control plane at run-task time.
+    ignored: &["versionConsistency"],
+    unsupported: &[
+        "repositoryCredentials",
+        "secrets",
+        "environmentFiles",
+        "firelensConfiguration",
+        "resourceRequirements",
         "credentialSpecs",
         "gpu",
     ],
@@ -152,10 +152,67 @@ pub(super) const MOUNT_POINT_KEYS: KeySpec = KeySpec {
 };
 
 pub(super) const PORT_MAPPING_KEYS: KeySpec = KeySpec {
-    supported: &["containerPort", "hostPort", "protocol"],
+    // `hostPortRange` is the agent's to choose; the parser refuses a value for it.
+    supported: &[
+        "containerPort",
+        "hostPort",
+        "protocol",
+        "containerPortRange",
+        "hostPortRange",
+    ],
     // Service Connect names; they do not change how the container runs.
     ignored: &["name", "appProtocol"],
-    unsupported: &["containerPortRange", "hostPortRange"],
+    unsupported: &[],
+};
+
+pub(super) const ULIMIT_KEYS: KeySpec = KeySpec {
+    supported: &["name", "softLimit", "hardLimit"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const LINUX_PARAMETERS_KEYS: KeySpec = KeySpec {
+    supported: &[
+        "initProcessEnabled",
+        "capabilities",
+        "devices",
+        "tmpfs",
+        "sharedMemorySize",
+        "maxSwap",
+        "swappiness",
+    ],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const CAPABILITIES_KEYS: KeySpec = KeySpec {
+    supported: &["add", "drop"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const DEVICE_KEYS: KeySpec = KeySpec {
+    supported: &["hostPath", "containerPath", "permissions"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const TMPFS_KEYS: KeySpec = KeySpec {
+    supported: &["containerPath", "size", "mountOptions"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const EXTRA_HOST_KEYS: KeySpec = KeySpec {
+    supported: &["hostname", "ipAddress"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const SYSTEM_CONTROL_KEYS: KeySpec = KeySpec {
+    supported: &["namespace", "value"],
+    ignored: &[],
+    unsupported: &[],
 };
 
 pub(super) const HEALTH_CHECK_KEYS: KeySpec = KeySpec {

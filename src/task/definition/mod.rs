@@ -15,6 +15,7 @@
 //!
 //! One concern per file: `json.rs` reads typed values with their paths, `keys.rs` holds the key
 //! tables, `document.rs` the document and task level, `container.rs` one container,
+//! `linux.rs` a container's Linux settings (`ulimits`, `linuxParameters`, DNS, sysctls, …),
 //! `checks.rs` the rules across containers, `order.rs` the start and stop order, `names.rs`
 //! names and image references.
 //!
@@ -25,6 +26,7 @@ mod container;
 mod document;
 mod json;
 mod keys;
+mod linux;
 mod names;
 mod order;
 
@@ -33,6 +35,7 @@ pub use container::{
     HEALTH_RETRIES_RANGE, HEALTH_START_PERIOD_RANGE, HEALTH_TIMEOUT_RANGE,
     RESTART_ATTEMPT_PERIOD_DEFAULT, RESTART_ATTEMPT_PERIOD_RANGE, RESTART_MAX_IGNORED_EXIT_CODES,
 };
+pub use linux::{CAPABILITY_NAMES, TMPFS_MOUNT_OPTIONS, ULIMIT_NAMES};
 pub use names::{check_container_name, check_image_reference};
 pub use order::{shutdown_order, start_order};
 

@@ -56,7 +56,7 @@ fn base_definition_is_valid() {
     let web = &parsed.definition.containers[0];
     assert!(web.essential, "essential defaults to true");
     assert_eq!(web.links, vec!["db".to_string()]);
-    assert_eq!(web.port_mappings[0], PortMapping { container_port: 80, host_port: Some(8080), protocol: Protocol::Tcp });
+    assert_eq!(web.port_mappings[0], PortMapping { container_port: 80, host_port: Some(8080), protocol: Protocol::Tcp, container_port_range: None });
     let check = parsed.definition.containers[1].health_check.as_ref().expect("health check");
     assert_eq!(
         (check.interval_secs, check.timeout_secs, check.retries, check.start_period_secs),
@@ -116,7 +116,7 @@ fn every_supported_field_is_parsed() {
     assert_eq!(main.depends_on, vec![Dependency { container_name: "side".into(), condition: DependencyCondition::Start }]);
     assert_eq!(main.volumes_from, vec![VolumeFrom { source_container: "side".into(), read_only: true }]);
     assert_eq!(main.mount_points, vec![MountPoint { source_volume: "data".into(), container_path: "/data".into(), read_only: true }]);
-    assert_eq!(main.port_mappings, vec![PortMapping { container_port: 80, host_port: None, protocol: Protocol::Udp }]);
+    assert_eq!(main.port_mappings, vec![PortMapping { container_port: 80, host_port: None, protocol: Protocol::Udp, container_port_range: None }]);
     assert_eq!(
         main.health_check,
         Some(HealthCheck { command: vec!["CMD".into(), "true".into()], interval_secs: 10, timeout_secs: 3, retries: 2, start_period_secs: 15 })
@@ -187,21 +187,9 @@ fn unsupported_keys_are_errors_naming_the_path() {
     let container_keys = [
         ("secrets", json!([{"name": "A", "valueFrom": "arn"}])),
         ("firelensConfiguration", json!({"type": "fluentbit"})),
-        ("linuxParameters", json!({"initProcessEnabled": true})),
-        ("ulimits", json!([{"name": "nofile", "softLimit": 1, "hardLimit": 2}])),
         ("repositoryCredentials", json!({"credentialsParameter": "arn"})),
         ("resourceRequirements", json!([{"type": "GPU", "value": "1"}])),
-        ("dnsServers", json!(["10.0.0.2"])),
-        ("dnsSearchDomains", json!(["example.com"])),
-        ("extraHosts", json!([{"hostname": "a", "ipAddress": "10.0.0.1"}])),
         ("environmentFiles", json!([{"value": "arn", "type": "s3"}])),
-        ("systemControls", json!([{"namespace": "net.core.somaxconn", "value": "1024"}])),
-        ("hostname", json!("box")),
-        ("disableNetworking", json!(true)),
-        ("readonlyRootFilesystem", json!(true)),
-        ("dockerSecurityOptions", json!(["no-new-privileges"])),
-        ("interactive", json!(true)),
-        ("pseudoTerminal", json!(true)),
         ("credentialSpecs", json!(["credentialspec:arn"])),
     ];
     for (key, value) in container_keys {
@@ -211,8 +199,6 @@ fn unsupported_keys_are_errors_naming_the_path() {
         assert!(errors[0].starts_with(&format!("containerDefinitions[0].{key}: not supported")), "{errors:?}");
     }
     let task_keys = [
-        ("ipcMode", json!("host")),
-        ("pidMode", json!("host")),
         ("proxyConfiguration", json!({"containerName": "envoy"})),
         ("ephemeralStorage", json!({"sizeInGiB": 30})),
         ("inferenceAccelerators", json!([{"deviceName": "a", "deviceType": "eia2.medium"}])),
@@ -225,6 +211,7 @@ fn unsupported_keys_are_errors_naming_the_path() {
     }
     let nested = [
         ("volumes", json!([{"name": "efs", "efsVolumeConfiguration": {"fileSystemId": "fs-1"}}]), "volumes[0].efsVolumeConfiguration"),
+        ("volumes", json!([{"name": "fsx", "fsxWindowsFileServerVolumeConfiguration": {"fileSystemId": "fs-1"}}]), "volumes[0].fsxWindowsFileServerVolumeConfiguration"),
     ];
     for (key, value, path) in nested {
         let definition = mutated(|d| { d[key] = value; });
@@ -237,8 +224,8 @@ fn unsupported_keys_are_errors_naming_the_path() {
 fn unsupported_keys_with_empty_values_are_warnings() {
     let definition = mutated(|d| {
         d["containerDefinitions"][0]["secrets"] = json!([]);
-        d["containerDefinitions"][0]["readonlyRootFilesystem"] = json!(false);
-        d["containerDefinitions"][0]["linuxParameters"] = json!(null);
+        d["containerDefinitions"][0]["environmentFiles"] = json!([]);
+        d["containerDefinitions"][0]["firelensConfiguration"] = json!({});
         d["pidMode"] = json!("");
     });
     let parsed = parse_value(&definition).expect("empty unsupported values ask for nothing");
@@ -264,6 +251,8 @@ fn unknown_keys_are_errors_with_suggestions() {
         assert!(errors.contains(&expected.to_string()), "missing {expected:?} in {errors:?}");
     }
 }
+
+type Mutation = Box<dyn Fn(&mut Value)>;
 
 /// (case, mutation, expected error line). Each row proves one validation rule with its path.
 type ValidationCase = (&'static str, Box<dyn Fn(&mut Value)>, &'static str);
@@ -799,4 +788,267 @@ fn docker_volume_configuration_rules_one_row_each() {
     // A task-scoped volume may have any task volume name: its Docker name is deckhand's own.
     let short = mutated(|d| { d["volumes"] = json!([{"name": "d", "dockerVolumeConfiguration": {"scope": "task"}}]); });
     assert!(parse_value(&short).is_ok());
+}
+
+/// A container using every Linux field deckhand applies, in a task with `pidMode`.
+fn linux_definition() -> Value {
+    json!({
+        "family": "linux",
+        "pidMode": "host",
+        "containerDefinitions": [{
+            "name": "app",
+            "image": "deckhand-test/busybox:latest",
+            "memory": 64,
+            "ulimits": [{"name": "nofile", "softLimit": 1024, "hardLimit": 2048}, {"name": "memlock", "softLimit": -1, "hardLimit": -1}],
+            "linuxParameters": {
+                "initProcessEnabled": true,
+                "capabilities": {"add": ["NET_ADMIN", "cap_sys_ptrace"], "drop": ["MKNOD"]},
+                "devices": [{"hostPath": "/dev/null", "containerPath": "/dev/nothing", "permissions": ["read", "write"]}, {"hostPath": "/dev/zero"}],
+                "tmpfs": [{"containerPath": "/scratch", "size": 16, "mountOptions": ["noexec", "mode=1777"]}],
+                "sharedMemorySize": 32,
+                "maxSwap": 128,
+                "swappiness": 10
+            },
+            "readonlyRootFilesystem": true,
+            "hostname": "edge-box",
+            "extraHosts": [{"hostname": "registry.local", "ipAddress": "10.0.0.5"}, {"hostname": "v6", "ipAddress": "fd00::1"}],
+            "dnsServers": ["10.0.0.2"],
+            "dnsSearchDomains": ["corp.example", "example.com."],
+            "systemControls": [{"namespace": "net.core.somaxconn", "value": "1024"}],
+            "dockerSecurityOptions": ["no-new-privileges", "label:type:svirt_apache_t", "apparmor:docker-default"],
+            "disableNetworking": false,
+            "interactive": true,
+            "pseudoTerminal": true,
+            "portMappings": [{"containerPort": 80, "hostPort": 8080}, {"containerPortRange": "9000-9009", "protocol": "udp"}]
+        }]
+    })
+}
+
+#[test]
+fn linux_fields_are_parsed() {
+    use crate::task::{Device, DevicePermission, ExtraHost, IpcMode, KernelCapabilities, LinuxParameters, PidMode, PortRange, SystemControl, Tmpfs, Ulimit};
+    let parsed = parse_value(&linux_definition()).expect("valid");
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let definition = &parsed.definition;
+    assert_eq!((definition.pid_mode, definition.ipc_mode), (Some(PidMode::Host), None));
+    let with_ipc = |mode: &str| parse_value(&mutated(|d| { d["ipcMode"] = json!(mode); })).expect("valid").definition.ipc_mode;
+    assert_eq!((with_ipc("host"), with_ipc("none")), (Some(IpcMode::Host), Some(IpcMode::None)));
+    let app = &definition.containers[0];
+    assert_eq!(app.ulimits, vec![
+        Ulimit { name: "nofile".into(), soft_limit: 1024, hard_limit: 2048 },
+        Ulimit { name: "memlock".into(), soft_limit: -1, hard_limit: -1 },
+    ]);
+    assert_eq!(app.linux_parameters, LinuxParameters {
+        init_process_enabled: true,
+        capabilities: KernelCapabilities { add: vec!["NET_ADMIN".into(), "SYS_PTRACE".into()], drop: vec!["MKNOD".into()] },
+        devices: vec![
+            Device { host_path: "/dev/null".into(), container_path: Some("/dev/nothing".into()), permissions: vec![DevicePermission::Read, DevicePermission::Write] },
+            Device { host_path: "/dev/zero".into(), container_path: None, permissions: vec![] },
+        ],
+        tmpfs: vec![Tmpfs { container_path: "/scratch".into(), size_mib: 16, mount_options: vec!["noexec".into(), "mode=1777".into()] }],
+        shared_memory_size_mib: Some(32),
+        max_swap_mib: Some(128),
+        swappiness: Some(10),
+    });
+    assert!(app.readonly_root_filesystem && app.interactive && app.pseudo_terminal && !app.disable_networking);
+    assert_eq!(app.hostname.as_deref(), Some("edge-box"));
+    assert_eq!(app.extra_hosts, vec![
+        ExtraHost { hostname: "registry.local".into(), ip_address: "10.0.0.5".into() },
+        ExtraHost { hostname: "v6".into(), ip_address: "fd00::1".into() },
+    ]);
+    assert_eq!(app.dns_servers, vec!["10.0.0.2".to_string()]);
+    assert_eq!(app.dns_search_domains, vec!["corp.example".to_string(), "example.com.".into()]);
+    assert_eq!(app.system_controls, vec![SystemControl { namespace: "net.core.somaxconn".into(), value: "1024".into() }]);
+    assert_eq!(app.docker_security_options.len(), 3);
+    assert_eq!(app.port_mappings[1], PortMapping {
+        container_port: 9000,
+        host_port: None,
+        protocol: Protocol::Udp,
+        container_port_range: Some(PortRange { first: 9000, last: 9009 }),
+    });
+}
+
+#[test]
+fn linux_field_rules_one_row_each() {
+    let c0 = "/containerDefinitions/0";
+    let cases: Vec<ValidationCase> = vec![
+        ("ulimit unknown name", insert(c0, "ulimits", json!([{"name": "files", "softLimit": 1, "hardLimit": 1}])), "containerDefinitions[0].ulimits[0].name: unknown ulimit \"files\": expected one of core, cpu, data, fsize, locks, memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack"),
+        ("ulimit soft above hard", insert(c0, "ulimits", json!([{"name": "nofile", "softLimit": 10, "hardLimit": 5}])), "containerDefinitions[0].ulimits[0].softLimit: soft limit 10 is above the hard limit 5"),
+        ("ulimit finite soft above unlimited hard is fine, unlimited soft above finite hard is not", insert(c0, "ulimits", json!([{"name": "nofile", "softLimit": -1, "hardLimit": 5}])), "containerDefinitions[0].ulimits[0].softLimit: soft limit -1 is above the hard limit 5"),
+        ("ulimit hard missing", insert(c0, "ulimits", json!([{"name": "nofile", "softLimit": 1}])), "containerDefinitions[0].ulimits[0].hardLimit: required"),
+        ("ulimit below -1", insert(c0, "ulimits", json!([{"name": "nofile", "softLimit": -2, "hardLimit": 1}])), "containerDefinitions[0].ulimits[0].softLimit: -2 is out of range -1–2147483647"),
+        ("ulimit duplicate", insert(c0, "ulimits", json!([{"name": "nofile", "softLimit": 1, "hardLimit": 1}, {"name": "nofile", "softLimit": 2, "hardLimit": 2}])), "containerDefinitions[0].ulimits[1].name: duplicate ulimit \"nofile\" (also containerDefinitions[0].ulimits[0])"),
+        ("linuxParameters not an object", insert(c0, "linuxParameters", json!([])), "containerDefinitions[0].linuxParameters: expected an object, found an array"),
+        ("linuxParameters unknown key", insert(c0, "linuxParameters", json!({"initProcessEnable": true})), "containerDefinitions[0].linuxParameters.initProcessEnable: unknown key (did you mean \"initProcessEnabled\"?)"),
+        ("init not a bool", insert(c0, "linuxParameters", json!({"initProcessEnabled": "yes"})), "containerDefinitions[0].linuxParameters.initProcessEnabled: expected true or false, found a string"),
+        ("capability unknown", insert(c0, "linuxParameters", json!({"capabilities": {"add": ["NET_ADMIN", "FLY"]}})), "containerDefinitions[0].linuxParameters.capabilities.add[1]: \"FLY\" is not a Linux capability ECS accepts (for example NET_ADMIN, SYS_PTRACE or ALL, with or without CAP_)"),
+        ("capability CAP_ALL", insert(c0, "linuxParameters", json!({"capabilities": {"drop": ["CAP_ALL"]}})), "containerDefinitions[0].linuxParameters.capabilities.drop[0]: \"CAP_ALL\" is not a Linux capability ECS accepts (for example NET_ADMIN, SYS_PTRACE or ALL, with or without CAP_)"),
+        ("device hostPath missing", insert(c0, "linuxParameters", json!({"devices": [{"containerPath": "/dev/x"}]})), "containerDefinitions[0].linuxParameters.devices[0].hostPath: required"),
+        ("device hostPath relative", insert(c0, "linuxParameters", json!({"devices": [{"hostPath": "dev/null"}]})), "containerDefinitions[0].linuxParameters.devices[0].hostPath: \"dev/null\" must be an absolute path"),
+        ("device containerPath relative", insert(c0, "linuxParameters", json!({"devices": [{"hostPath": "/dev/null", "containerPath": "null"}]})), "containerDefinitions[0].linuxParameters.devices[0].containerPath: \"null\" must be an absolute path"),
+        ("device permission unknown", insert(c0, "linuxParameters", json!({"devices": [{"hostPath": "/dev/null", "permissions": ["read", "exec"]}]})), "containerDefinitions[0].linuxParameters.devices[0].permissions[1]: unknown permission \"exec\": expected read, write or mknod"),
+        ("tmpfs size missing", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t"}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].size: required"),
+        ("tmpfs size zero", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t", "size": 0}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].size: 0 is out of range 1–8796093022207"),
+        ("tmpfs path missing", insert(c0, "linuxParameters", json!({"tmpfs": [{"size": 1}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].containerPath: required"),
+        ("tmpfs path relative", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "t", "size": 1}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].containerPath: \"t\" must be an absolute path"),
+        ("tmpfs option unknown", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t", "size": 1, "mountOptions": ["noexec", "size=5m"]}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].mountOptions[1]: \"size=5m\" is not a tmpfs mount option ECS accepts (for example noexec, nosuid or mode=1777)"),
+        ("tmpfs option smuggling a comma", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t", "size": 1, "mountOptions": ["mode=1777,size=9g"]}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].mountOptions[0]: \"mode=1777,size=9g\" is not a tmpfs mount option ECS accepts (for example noexec, nosuid or mode=1777)"),
+        ("tmpfs path twice", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t", "size": 1}, {"containerPath": "/t", "size": 2}]})), "containerDefinitions[0].linuxParameters.tmpfs[1].containerPath: \"/t\" is already a tmpfs mount (containerDefinitions[0].linuxParameters.tmpfs[0])"),
+        ("tmpfs over a mount point", Box::new(|d| {
+            d["volumes"] = json!([{"name": "data"}]);
+            d["containerDefinitions"][0]["mountPoints"] = json!([{"sourceVolume": "data", "containerPath": "/t"}]);
+            d["containerDefinitions"][0]["linuxParameters"] = json!({"tmpfs": [{"containerPath": "/t", "size": 1}]});
+        }), "containerDefinitions[0].linuxParameters.tmpfs[0].containerPath: \"/t\" is also a mountPoints containerPath"),
+        ("sharedMemorySize zero", insert(c0, "linuxParameters", json!({"sharedMemorySize": 0})), "containerDefinitions[0].linuxParameters.sharedMemorySize: 0 is out of range 1–8796093022207"),
+        ("maxSwap without memory", insert(c0, "linuxParameters", json!({"maxSwap": 0})), "containerDefinitions[0].linuxParameters.maxSwap: needs the container's memory (hard limit) to be set: the swap limit is memory plus maxSwap"),
+        ("maxSwap negative", insert(c0, "linuxParameters", json!({"maxSwap": -1})), "containerDefinitions[0].linuxParameters.maxSwap: expected a whole number in 0–8796093022207, found -1"),
+        ("swappiness above 100", Box::new(|d| {
+            d["containerDefinitions"][0]["memory"] = json!(64);
+            d["containerDefinitions"][0]["linuxParameters"] = json!({"maxSwap": 10, "swappiness": 101});
+        }), "containerDefinitions[0].linuxParameters.swappiness: 101 is out of range 0–100"),
+        ("hostname too long", insert(c0, "hostname", json!("h".repeat(65))), "containerDefinitions[0].hostname: \"hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh\" is not a valid host name (at most 64 letters, digits, '-', '_' or '.')"),
+        ("hostname with a space", insert(c0, "hostname", json!("my box")), "containerDefinitions[0].hostname: \"my box\" is not a valid host name (at most 64 letters, digits, '-', '_' or '.')"),
+        ("extraHosts address", insert(c0, "extraHosts", json!([{"hostname": "a", "ipAddress": "10.0.0"}])), "containerDefinitions[0].extraHosts[0].ipAddress: \"10.0.0\" is not an IPv4 or IPv6 address"),
+        ("extraHosts hostname with colon", insert(c0, "extraHosts", json!([{"hostname": "a:b", "ipAddress": "10.0.0.1"}])), "containerDefinitions[0].extraHosts[0].hostname: \"a:b\" is not a valid host name"),
+        ("extraHosts ipAddress missing", insert(c0, "extraHosts", json!([{"hostname": "a"}])), "containerDefinitions[0].extraHosts[0].ipAddress: required"),
+        ("dnsServers not an address", insert(c0, "dnsServers", json!(["10.0.0.2", "dns.local"])), "containerDefinitions[0].dnsServers[1]: \"dns.local\" is not an IPv4 or IPv6 address"),
+        ("dnsSearchDomains bad label", insert(c0, "dnsSearchDomains", json!(["-bad.example"])), "containerDefinitions[0].dnsSearchDomains[0]: \"-bad.example\" is not a valid DNS search domain"),
+        ("systemControls not namespaced", insert(c0, "systemControls", json!([{"namespace": "vm.swappiness", "value": "1"}])), "containerDefinitions[0].systemControls[0].namespace: \"vm.swappiness\" is not a namespaced kernel parameter Docker sets per container (net.*, fs.mqueue.*, kernel.msg*, kernel.sem, kernel.shm*)"),
+        ("systemControls value missing", insert(c0, "systemControls", json!([{"namespace": "net.core.somaxconn"}])), "containerDefinitions[0].systemControls[0].value: required"),
+        ("systemControls twice", insert(c0, "systemControls", json!([{"namespace": "kernel.sem", "value": "1"}, {"namespace": "kernel.sem", "value": "2"}])), "containerDefinitions[0].systemControls[1].namespace: \"kernel.sem\" is already set (containerDefinitions[0].systemControls[0])"),
+        ("net sysctl with host network", Box::new(|d| {
+            d["networkMode"] = json!("host");
+            d["containerDefinitions"][0]["links"] = json!([]);
+            d["containerDefinitions"][0]["portMappings"] = json!([]);
+            d["containerDefinitions"][0]["systemControls"] = json!([{"namespace": "net.ipv4.tcp_keepalive_time", "value": "60"}]);
+        }), "containerDefinitions[0].systemControls[0].namespace: \"net.ipv4.tcp_keepalive_time\" is a network parameter: with networkMode host it would change the host's own network stack, which ECS does not allow"),
+        ("ipc sysctl with host ipc", Box::new(|d| {
+            d["ipcMode"] = json!("host");
+            d["containerDefinitions"][0]["systemControls"] = json!([{"namespace": "fs.mqueue.msg_max", "value": "20"}]);
+        }), "containerDefinitions[0].systemControls[0].namespace: \"fs.mqueue.msg_max\" is an IPC parameter: with ipcMode host it would change the host's own IPC namespace, which ECS does not allow"),
+        ("security option unknown", insert(c0, "dockerSecurityOptions", json!(["seccomp:unconfined"])), "containerDefinitions[0].dockerSecurityOptions[0]: \"seccomp:unconfined\" is not a security option ECS accepts: expected no-new-privileges, apparmor:PROFILE or label:VALUE"),
+        ("security option empty profile", insert(c0, "dockerSecurityOptions", json!(["apparmor:"])), "containerDefinitions[0].dockerSecurityOptions[0]: \"apparmor:\" is not a security option ECS accepts: expected no-new-privileges, apparmor:PROFILE or label:VALUE"),
+        ("security option credentialspec", insert(c0, "dockerSecurityOptions", json!(["credentialspec:file://x.json"])), "containerDefinitions[0].dockerSecurityOptions[0]: credentialspec is for Windows containers and Active Directory; not supported on this host"),
+        ("readonlyRootFilesystem not a bool", insert(c0, "readonlyRootFilesystem", json!(1)), "containerDefinitions[0].readonlyRootFilesystem: expected true or false, found a number"),
+        ("pseudoTerminal not a bool", insert(c0, "pseudoTerminal", json!("true")), "containerDefinitions[0].pseudoTerminal: expected true or false, found a string"),
+        ("pidMode task", insert("", "pidMode", json!("task")), "pidMode: task is not supported: ECS shares a task's namespace through a pause container, which deckhand does not run; use host, or leave the key out for a namespace per container"),
+        ("ipcMode task", insert("", "ipcMode", json!("task")), "ipcMode: task is not supported: ECS shares a task's namespace through a pause container, which deckhand does not run; use host, or leave the key out for a namespace per container"),
+        ("pidMode unknown", insert("", "pidMode", json!("container")), "pidMode: unknown pid mode \"container\": expected host or task"),
+        ("ipcMode unknown", insert("", "ipcMode", json!("shareable")), "ipcMode: unknown ipc mode \"shareable\": expected host, task or none"),
+        ("port range and port", insert("/containerDefinitions/0/portMappings/0", "containerPortRange", json!("9000-9001")), "containerDefinitions[0].portMappings[0].containerPortRange: give either containerPort or containerPortRange, not both"),
+        ("port range with hostPort", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "9000-9001", "hostPort": 9000}])), "containerDefinitions[0].portMappings[0].hostPort: not allowed with containerPortRange: the host ports of a range are chosen when the container is created"),
+        ("port range with hostPortRange", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "9000-9001", "hostPortRange": "9000-9001"}])), "containerDefinitions[0].portMappings[0].hostPortRange: set by the agent, not by the task definition (give containerPortRange)"),
+        ("port range reversed", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "9001-9000"}])), "containerDefinitions[0].portMappings[0].containerPortRange: the first port (9001) must be below the last port (9000)"),
+        ("port range of one port", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "9000-9000"}])), "containerDefinitions[0].portMappings[0].containerPortRange: the first port (9000) must be below the last port (9000)"),
+        ("port range not a range", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "9000"}])), "containerDefinitions[0].portMappings[0].containerPortRange: \"9000\" is not a port range such as \"9000-9099\" (ports 1–65535)"),
+        ("port range past 65535", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "65000-70000"}])), "containerDefinitions[0].portMappings[0].containerPortRange: \"65000-70000\" is not a port range such as \"9000-9099\" (ports 1–65535)"),
+        ("port range overlapping a port", set_at("/containerDefinitions/0/portMappings", json!([{"containerPort": 9005}, {"containerPortRange": "9000-9009"}])), "containerDefinitions[0].portMappings[1].containerPortRange: overlaps containerDefinitions[0].portMappings[0] (9005/tcp): a container port may be in one port mapping only"),
+        ("port ranges overlapping", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "9000-9009"}, {"containerPortRange": "9009-9020"}])), "containerDefinitions[0].portMappings[1].containerPortRange: overlaps containerDefinitions[0].portMappings[0] (9000-9009/tcp): a container port may be in one port mapping only"),
+        ("port range with host network", Box::new(|d| {
+            d["networkMode"] = json!("host");
+            d["containerDefinitions"][0]["links"] = json!([]);
+            d["containerDefinitions"][0]["portMappings"] = json!([{"containerPortRange": "9000-9009"}]);
+        }), "containerDefinitions[0].portMappings[0].containerPortRange: port ranges need networkMode bridge (this task uses host)"),
+        ("too many port ranges", set_at("/containerDefinitions/0/portMappings", Value::Array((0..101).map(|i| json!({"containerPortRange": format!("{}-{}", 10000 + 2 * i, 10001 + 2 * i)})).collect())), "containerDefinitions[0].portMappings[100].containerPortRange: at most 100 port ranges are allowed per container"),
+    ];
+    let count = cases.len();
+    for (name, mutate, expected) in cases {
+        let mut definition = base();
+        mutate(&mut definition);
+        let errors = match parse_value(&definition) {
+            Ok(parsed) => panic!("{name}: expected {expected:?}, parsed {parsed:?}"),
+            Err(errors) => errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        };
+        assert!(errors.iter().any(|error| error == expected), "{name}: expected {expected:?} in {errors:?}");
+        assert_eq!(errors.len(), 1, "{name}: one rule, one error: {errors:?}");
+    }
+    assert!(count >= 50, "the table lost rows: {count}");
+}
+
+#[test]
+fn linux_fields_accept_what_ecs_accepts() {
+    let c0 = "/containerDefinitions/0";
+    let cases: Vec<(&str, Mutation)> = vec![
+        ("capabilities with CAP_ in any case", insert(c0, "linuxParameters", json!({"capabilities": {"add": ["CAP_NET_ADMIN", "sys_time", "ALL"], "drop": ["Cap_Chown"]}}))),
+        ("unlimited ulimits", insert(c0, "ulimits", json!([{"name": "memlock", "softLimit": -1, "hardLimit": -1}, {"name": "core", "softLimit": 0, "hardLimit": -1}]))),
+        ("maxSwap 0 with memory", Box::new(|d| {
+            d["containerDefinitions"][0]["memory"] = json!(32);
+            d["containerDefinitions"][0]["linuxParameters"] = json!({"maxSwap": 0, "swappiness": 0});
+        })),
+        ("ipc sysctls with private ipc", insert(c0, "systemControls", json!([{"namespace": "kernel.shmmax", "value": "68719476736"}, {"namespace": "fs.mqueue.msg_max", "value": "20"}]))),
+        ("net sysctl with ipc host", Box::new(|d| {
+            d["ipcMode"] = json!("host");
+            d["containerDefinitions"][0]["systemControls"] = json!([{"namespace": "net.core.somaxconn", "value": "1024"}]);
+        })),
+        ("ipcMode none", insert("", "ipcMode", json!("none"))),
+        ("search domain root", insert(c0, "dnsSearchDomains", json!(["."]))),
+        ("IPv6 DNS server", insert(c0, "dnsServers", json!(["fd00::53"]))),
+        ("empty hostname asks for nothing", insert(c0, "hostname", json!(""))),
+        ("disableNetworking", insert(c0, "disableNetworking", json!(true))),
+        ("udp and tcp ranges over the same ports", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "9000-9009"}, {"containerPortRange": "9000-9009", "protocol": "udp"}, {"containerPort": 80, "hostPort": 8080}]))),
+        ("empty hostPortRange", set_at("/containerDefinitions/0/portMappings", json!([{"containerPortRange": "9000-9009", "hostPortRange": ""}]))),
+        ("device with mknod only", insert(c0, "linuxParameters", json!({"devices": [{"hostPath": "/dev/fuse", "permissions": ["mknod"]}]}))),
+    ];
+    for (name, mutate) in cases {
+        let mut definition = base();
+        mutate(&mut definition);
+        if let Err(errors) = parse_value(&definition) {
+            panic!("{name}: {errors:?}");
+        }
+    }
+}
+
+#[test]
+fn swappiness_without_max_swap_is_a_warning() {
+    let parsed = parse_value(&mutated(|d| {
+        d["containerDefinitions"][0]["linuxParameters"] = json!({"swappiness": 10});
+    }))
+    .expect("valid");
+    assert_eq!(
+        parsed.warnings,
+        vec!["containerDefinitions[0].linuxParameters.swappiness: ignored: swappiness applies only together with maxSwap".to_string()]
+    );
+}
+
+#[test]
+fn shared_memory_size_without_a_private_ipc_namespace_is_a_warning() {
+    for (mode, expected) in [
+        ("host", "containerDefinitions[0].linuxParameters.sharedMemorySize: ignored: with ipcMode host the container uses the host's /dev/shm"),
+        ("none", "containerDefinitions[0].linuxParameters.sharedMemorySize: ignored: with ipcMode none the container has no /dev/shm"),
+    ] {
+        let parsed = parse_value(&mutated(|d| {
+            d["ipcMode"] = json!(mode);
+            d["containerDefinitions"][0]["linuxParameters"] = json!({"sharedMemorySize": 64});
+        }))
+        .expect("valid");
+        assert_eq!(parsed.warnings, vec![expected.to_string()], "{mode}");
+    }
+}
+
+#[test]
+fn checkpoints_written_before_the_linux_fields_still_load() {
+    // A container and a task as deckhand serialised them before these fields existed.
+    let mut container = serde_json::to_value(ContainerDefinition::new("web", "busybox")).expect("serialises");
+    let object = container.as_object_mut().expect("an object");
+    for key in ["ulimits", "linux_parameters", "hostname", "extra_hosts", "readonly_root_filesystem", "pseudo_terminal"] {
+        assert!(!object.contains_key(key), "{key} is left out when not asked for");
+    }
+    let parsed: ContainerDefinition = serde_json::from_value(container).expect("loads");
+    assert_eq!(parsed, ContainerDefinition::new("web", "busybox"));
+    let old_mapping = json!({"container_port": 80, "host_port": null, "protocol": "tcp"});
+    let mapping: PortMapping = serde_json::from_value(old_mapping).expect("loads");
+    assert_eq!(mapping.container_port_range, None);
+    // A task saved before pidMode/ipcMode existed has neither key; one that sets them keeps them.
+    let plain = crate::task::Task::new("0".repeat(32), "edge", parse_value(&base()).expect("valid").definition, 1, 0);
+    let mut saved = serde_json::to_value(&plain).expect("serialises");
+    assert!(saved.get("pid_mode").is_none() && saved.get("ipc_mode").is_none(), "{saved}");
+    saved.as_object_mut().expect("an object").remove("pid_mode");
+    assert_eq!(serde_json::from_value::<crate::task::Task>(saved).expect("loads"), plain);
+    let namespaced = crate::task::Task::new("1".repeat(32), "edge", parse_value(&linux_definition()).expect("valid").definition, 1, 0);
+    let reloaded: crate::task::Task = serde_json::from_value(serde_json::to_value(&namespaced).expect("serialises")).expect("loads");
+    assert_eq!(reloaded.pid_mode, Some(crate::task::PidMode::Host));
+    assert_eq!(reloaded, namespaced);
+    let full = parse_value(&linux_definition()).expect("valid").definition.containers[0].clone();
+    let round_trip: ContainerDefinition = serde_json::from_value(serde_json::to_value(&full).expect("serialises")).expect("loads");
+    assert_eq!(round_trip, full);
 }

@@ -19,6 +19,9 @@ impl ManagedTask {
         if let Some(sequence) = self.unfinished_stop.take() {
             effects.push(Effect::WaitGroupDone { sequence });
         }
+        // Known STOPPED: what it held is free for the tasks waiting for it (§9a), as the ECS
+        // agent releases at the task's STOPPED.
+        effects.push(Effect::ReleaseResources);
         let stopped_at = self.task.known_status_time.unwrap_or(now);
         let wait = u64::try_from(self.settings.cleanup_wait.as_millis()).unwrap_or(u64::MAX);
         let at = stopped_at.saturating_add(wait);
