@@ -79,6 +79,7 @@ pub fn docker_json(data: &[u8]) {
     let _ = wire::parse_container_list(data);
     let _ = wire::parse_volume_list(data);
     let _ = wire::parse_volume_created(data);
+    let _ = wire::parse_volume_info(data);
     let _ = wire::parse_image_info(data);
     let _ = wire::parse_created(data);
     let _ = wire::parse_network_gateway(data);

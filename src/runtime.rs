@@ -50,6 +50,13 @@ pub enum RuntimeError {
         operation: String,
         message: String,
     },
+    /// A volume a container mounts cannot be used as its task asks: Docker refused to inspect
+    /// or create it, or a shared volume is missing (no autoprovision) or not the one the task
+    /// describes. Made by the engine's workers before a create; the message names the volume
+    /// and says why, in ECS's terms.
+    Volume {
+        message: String,
+    },
 }
 
 impl fmt::Display for RuntimeError {
@@ -70,6 +77,7 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Panicked { operation, message } => {
                 write!(f, "Docker {operation} call panicked: {message}")
             }
+            RuntimeError::Volume { message } => f.write_str(message),
         }
     }
 }
@@ -201,6 +209,26 @@ pub struct Ulimit {
     pub name: String,
     pub soft: i64,
     pub hard: i64,
+}
+
+/// Everything `POST /volumes/create` needs: a named volume of `driver` (`local` is Docker's
+/// own) with the driver's options and the volume's labels.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CreateVolume {
+    pub name: String,
+    pub driver: String,
+    pub driver_opts: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The fields of `GET /volumes/{name}` that deckhand uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VolumeInfo {
+    pub name: String,
+    pub driver: String,
+    /// The driver options the volume was created with (Docker's `Options`).
+    pub options: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -383,6 +411,22 @@ pub trait ContainerRuntime: Send + Sync + 'static {
         Err(RuntimeError::Api {
             status: 501,
             message: format!("this runtime cannot remove volume {name}"),
+        })
+    }
+    /// Creates a named volume. Docker answers success for a name that exists already with the
+    /// same driver, and keeps that volume as it is. The default says the runtime cannot.
+    fn create_volume(&self, spec: &CreateVolume) -> Result<(), RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot create volume {}", spec.name),
+        })
+    }
+    /// The named volume, or `Ok(None)` when Docker has no volume of that name (its 404). The
+    /// default says the runtime cannot.
+    fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>, RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot inspect volume {name}"),
         })
     }
     /// One sample of a container's resource usage, as the runtime's own JSON (Docker's

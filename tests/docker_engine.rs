@@ -5,12 +5,13 @@
 #[path = "support/docker.rs"]
 mod docker_support;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use deckhand::docker::DockerClient;
 use deckhand::runtime::{
-    ContainerRuntime, CreateContainer, EventFilter, HealthConfig, PortBinding, RegistryAuth,
-    RuntimeError,
+    ContainerRuntime, CreateContainer, CreateVolume, EventFilter, HealthConfig, PortBinding,
+    RegistryAuth, RuntimeError,
 };
 use docker_support::{
     docker_client_or_skip, ensure_busybox_image, push_to_registry, remove_image_tag,
@@ -592,7 +593,37 @@ fn volumes_are_created_listed_and_removed_and_a_missing_one_counts_as_removed() 
     let labels = containers.labels();
     let run_filter = vec![containers.label_filter()];
     let named = format!("deckhand-test-volume-{}", docker_support::unique_id());
-    assert_eq!(client.create_volume(&named, &labels), Ok(named.clone()));
+    let tmpfs = BTreeMap::from([
+        ("type".to_string(), "tmpfs".to_string()),
+        ("device".to_string(), "tmpfs".to_string()),
+    ]);
+    assert_eq!(
+        client.inspect_volume(&named),
+        Ok(None),
+        "absent is not an error"
+    );
+    let create = CreateVolume {
+        name: named.clone(),
+        driver: "local".to_string(),
+        driver_opts: tmpfs.clone(),
+        labels: labels.clone(),
+    };
+    assert_eq!(client.create_volume(&create), Ok(()));
+    assert_eq!(
+        client.create_volume(&create),
+        Ok(()),
+        "creating it again is Docker's no-op"
+    );
+    let inspected = client
+        .inspect_volume(&named)
+        .expect("inspect volume")
+        .expect("the volume exists");
+    assert_eq!(
+        (inspected.name.as_str(), inspected.driver.as_str()),
+        (named.as_str(), "local")
+    );
+    assert_eq!(inspected.options, tmpfs);
+    assert_eq!(inspected.labels, labels);
     let listed = client.list_volumes(&run_filter).expect("list volumes");
     assert_eq!(
         listed

@@ -2,7 +2,7 @@
 //! cannot be made to do on demand: a pull that fails mid-stream, a stream that stops without a
 //! final status, malformed JSON, a stalled stream that must hit its timeout, a connection closed
 //! mid-body, an oversized head, old or new API versions. It also checks what the client sends
-//! (version prefix, tag, `X-Registry-Auth`, stop's `t`, event filters).
+//! (version prefix, tag, `X-Registry-Auth`, stop's `t`, event filters, volume create bodies).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -698,5 +698,70 @@ fn unreachable_sockets_say_which_socket_and_what_to_check() {
             assert!(message.contains("no Docker socket at /nonexistent/deckhand/docker.sock"))
         }
         other => panic!("expected Unreachable, got {other:?}"),
+    }
+}
+
+#[test]
+fn volume_create_and_inspect_send_what_docker_takes_and_read_404_as_absent() {
+    let fake = FakeDocker::start(with_ping(Some("1.41"), |request| {
+        match (request.method.as_str(), request.target.as_str()) {
+            ("POST", target) if target.ends_with("/volumes/create") => json(
+                "201 Created",
+                r#"{"Name":"db data","Driver":"local","Options":{"type":"tmpfs"}}"#,
+            ),
+            ("GET", target) if target.ends_with("/volumes/db data") => json(
+                "200 OK",
+                r#"{"Name":"db data","Driver":"local","Options":{"type":"tmpfs"},"Labels":null}"#,
+            ),
+            ("GET", target) if target.ends_with("/volumes/gone") => {
+                json("404 Not Found", r#"{"message":"get gone: no such volume"}"#)
+            }
+            _ => json(
+                "500 Internal Server Error",
+                r#"{"message":"volume store is locked"}"#,
+            ),
+        }
+    }));
+    let client = fake.client(Timeouts::default());
+    let spec = deckhand::runtime::CreateVolume {
+        name: "db data".into(),
+        driver: "local".into(),
+        driver_opts: [("type".to_string(), "tmpfs".to_string())].into(),
+        labels: [("app".to_string(), "shop".to_string())].into(),
+    };
+    assert_eq!(client.create_volume(&spec), Ok(()));
+    let create = fake.request_to("/volumes/create");
+    assert!(create.target.starts_with("/v1.41/"), "{}", create.target);
+    let body: serde_json::Value = serde_json::from_slice(&create.body).expect("a JSON body");
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "Name": "db data",
+            "Driver": "local",
+            "DriverOpts": {"type": "tmpfs"},
+            "Labels": {"app": "shop"}
+        })
+    );
+
+    let found = client
+        .inspect_volume("db data")
+        .expect("inspect")
+        .expect("the volume exists");
+    assert_eq!(found.options.get("type").map(String::as_str), Some("tmpfs"));
+    assert!(found.labels.is_empty());
+    assert_eq!(
+        fake.request_to("/volumes/db").target,
+        "/v1.41/volumes/db data",
+        "the name is percent-encoded on the wire"
+    );
+    assert_eq!(client.inspect_volume("gone"), Ok(None), "404 is absent");
+    match client.inspect_volume("locked") {
+        Err(RuntimeError::Api {
+            status: 500,
+            message,
+        }) => {
+            assert_eq!(message, "volume store is locked")
+        }
+        other => panic!("expected Docker's 500, got {other:?}"),
     }
 }

@@ -1,14 +1,12 @@
 //! `DockerClient`: the Docker Engine endpoints deckhand calls, each with the statuses it accepts,
 //! its own deadline, and Docker's error message kept in a typed `RuntimeError`. It implements
 //! `ContainerRuntime` for the engine; the calls the engine does not need (version, kill, wait,
-//! import, volume create and list) are inherent methods.
+//! import, volume list) are inherent methods.
 //!
 //! Every call opens its own connection (`Connection: close`): a Unix-socket connect costs
 //! microseconds, and it means no shared connection state between threads, and a blocking stream
 //! (events, pull) never holds up other calls.
 
-#[cfg(any(test, feature = "test-support"))]
-use std::collections::BTreeMap;
 use std::io::{self, BufReader};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
@@ -30,8 +28,9 @@ use super::transport::{DockerHost, TimedStream, TimeoutCause};
 use super::wire::{self, EngineVersion};
 use crate::encoding::{percent_encode, query_string};
 use crate::runtime::{
-    ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, EventFilter, EventStream,
-    ImageInfo, RegistryAuth, RuntimeError, RuntimeEvent, StreamCanceller, Timeouts,
+    ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
+    EventStream, ImageInfo, RegistryAuth, RuntimeError, RuntimeEvent, StreamCanceller, Timeouts,
+    VolumeInfo,
 };
 
 /// Error bodies are short; more than this is not read.
@@ -414,29 +413,10 @@ impl DockerClient {
     }
 }
 
-/// Volume endpoints: deckhand's engine never makes or lists volumes itself (Docker creates a
-/// task's named volumes at container create); tests use these to check what was made.
+/// Volume listing: deckhand's engine never lists volumes itself (it creates, inspects and
+/// removes them by name, through `ContainerRuntime`); tests use it to check what was made.
 #[cfg(any(test, feature = "test-support"))]
 impl DockerClient {
-    /// `POST /volumes/create`: a local volume `name` carrying `labels`; returns its name. Creating
-    /// a volume that exists already succeeds (Docker's rule) and keeps its labels.
-    pub fn create_volume(
-        &self,
-        name: &str,
-        labels: &BTreeMap<String, String>,
-    ) -> Result<String, RuntimeError> {
-        let body = json!({ "Name": name, "Labels": labels }).to_string();
-        let mut call = Call::new(
-            format!("create volume {name}"),
-            "POST",
-            "/volumes/create".into(),
-            self.timeouts.create,
-        );
-        call.body = Some(("application/json", body.as_bytes()));
-        let answer = self.call_for_body(call, &[201], MissingMeans::Nothing)?;
-        wire::parse_volume_created(&answer)
-    }
-
     /// `GET /volumes`: the volumes carrying every label filter (`key` or `key=value`).
     pub fn list_volumes(
         &self,
@@ -690,6 +670,36 @@ impl ContainerRuntime for DockerClient {
             line: Vec::new(),
             ended: false,
         }))
+    }
+
+    /// `POST /volumes/create`. Docker answers 201 for a name that exists already with the same
+    /// driver (and leaves that volume as it is).
+    fn create_volume(&self, spec: &CreateVolume) -> Result<(), RuntimeError> {
+        let body = wire::create_volume_body(spec).to_string();
+        let mut call = Call::new(
+            format!("create volume {}", spec.name),
+            "POST",
+            "/volumes/create".into(),
+            self.timeouts.create,
+        );
+        call.body = Some(("application/json", body.as_bytes()));
+        let answer = self.call_for_body(call, &[201], MissingMeans::Nothing)?;
+        wire::parse_volume_created(&answer).map(|_| ())
+    }
+
+    /// `GET /volumes/{name}`; 404 is `Ok(None)`.
+    fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>, RuntimeError> {
+        let call = Call::new(
+            format!("inspect volume {name}"),
+            "GET",
+            format!("/volumes/{}", percent_encode(name, false)),
+            self.timeouts.inspect,
+        );
+        match self.call_for_body(call, &[200], MissingMeans::Nothing) {
+            Ok(body) => wire::parse_volume_info(&body).map(Some),
+            Err(RuntimeError::Api { status: 404, .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 
     /// `DELETE /volumes/{name}`. 404 means it is gone already: success. A volume a container

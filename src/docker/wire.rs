@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::runtime::{
-    ContainerInfo, ContainerState, ContainerSummary, CreateContainer, HealthState, ImageInfo,
-    PortBinding, RegistryAuth, RuntimeError, RuntimeEvent,
+    ContainerInfo, ContainerState, ContainerSummary, CreateContainer, CreateVolume, HealthState,
+    ImageInfo, PortBinding, RegistryAuth, RuntimeError, RuntimeEvent, VolumeInfo,
 };
 
 use crate::encoding::base64_url;
@@ -512,6 +512,41 @@ struct VolumeListAnswer {
 pub fn parse_volume_created(body: &[u8]) -> Result<String, RuntimeError> {
     let answer: VolumeAnswer = parse_json(body, "volume create answer")?;
     Ok(answer.name)
+}
+
+/// The body of `POST /volumes/create`: Docker's `VolumeCreateOptions` (`Name`, `Driver`,
+/// `DriverOpts`, `Labels`).
+pub fn create_volume_body(spec: &CreateVolume) -> Value {
+    json!({
+        "Name": spec.name,
+        "Driver": spec.driver,
+        "DriverOpts": spec.driver_opts,
+        "Labels": spec.labels,
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct VolumeInspectAnswer {
+    #[serde(rename = "Name")]
+    name: String,
+    #[serde(rename = "Driver")]
+    driver: String,
+    #[serde(rename = "Options")]
+    options: Option<BTreeMap<String, String>>,
+    #[serde(rename = "Labels")]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+/// `GET /volumes/{name}` → its name, driver, options and labels (`null` maps are empty).
+pub fn parse_volume_info(body: &[u8]) -> Result<VolumeInfo, RuntimeError> {
+    let answer: VolumeInspectAnswer = parse_json(body, "volume inspection")?;
+    Ok(VolumeInfo {
+        name: answer.name,
+        driver: answer.driver,
+        options: answer.options.unwrap_or_default(),
+        labels: answer.labels.unwrap_or_default(),
+    })
 }
 
 /// One row of `GET /volumes`.
@@ -1136,5 +1171,84 @@ mod tests {
             parse_event(b"{\"Type\":"),
             Err(RuntimeError::Protocol { .. })
         ));
+    }
+
+    #[test]
+    fn a_volume_create_body_carries_driver_options_and_labels() {
+        let spec = CreateVolume {
+            name: "db-data".into(),
+            driver: "local".into(),
+            driver_opts: BTreeMap::from([("type".to_string(), "tmpfs".to_string())]),
+            labels: BTreeMap::from([("team".to_string(), "edge".to_string())]),
+        };
+        assert_eq!(
+            create_volume_body(&spec),
+            json!({
+                "Name": "db-data",
+                "Driver": "local",
+                "DriverOpts": {"type": "tmpfs"},
+                "Labels": {"team": "edge"}
+            })
+        );
+        let bare = CreateVolume {
+            name: "v".into(),
+            driver: "local".into(),
+            ..CreateVolume::default()
+        };
+        assert_eq!(
+            create_volume_body(&bare),
+            json!({"Name": "v", "Driver": "local", "DriverOpts": {}, "Labels": {}})
+        );
+    }
+
+    #[test]
+    fn a_volume_inspection_parses_with_null_maps() {
+        type Pairs = &'static [(&'static str, &'static str)];
+        // (answer, name, driver, options, labels)
+        let table: [(&[u8], &str, &str, Pairs, Pairs); 3] = [
+            (
+                br#"{"Name":"db","Driver":"local","Mountpoint":"/var/lib/docker/volumes/db/_data",
+                    "Options":{"type":"tmpfs","device":"tmpfs"},"Labels":{"a":"b"},"Scope":"local"}"#,
+                "db",
+                "local",
+                &[("device", "tmpfs"), ("type", "tmpfs")],
+                &[("a", "b")],
+            ),
+            (
+                br#"{"Name":"db","Driver":"local","Options":null,"Labels":null}"#,
+                "db",
+                "local",
+                &[],
+                &[],
+            ),
+            (br#"{}"#, "", "", &[], &[]),
+        ];
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect()
+        };
+        for (body, name, driver, options, labels) in table {
+            let info = parse_volume_info(body).expect("valid answer");
+            assert_eq!(
+                info,
+                VolumeInfo {
+                    name: name.into(),
+                    driver: driver.into(),
+                    options: map(options),
+                    labels: map(labels),
+                },
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        for bad in [&b"{\"Name\":"[..], br#"{"Options":{"a":1}}"#, b"\"text\""] {
+            assert!(
+                matches!(parse_volume_info(bad), Err(RuntimeError::Protocol { .. })),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

@@ -1,15 +1,20 @@
 //! What deckhand asks Docker to create for one container of a task, and the names and ids it
-//! fixes before that: task ids, Docker container names, the ECS labels, per-task volume names.
+//! fixes before that: task ids, Docker container names, the ECS labels, Docker volume names and
+//! the volumes a container's create needs first.
 //!
 //! Pure functions over the task model (randomness is passed in), so the exact create request is
 //! unit-tested without Docker. Names are fixed once, at acceptance, before any create call, so a
 //! crash in the middle of a create is adopted later instead of duplicated.
 
+use crate::engine::messages::{OwnedVolume, VolumeRequirement};
 use crate::runtime::{
-    CreateContainer, DeviceMapping, HealthConfig, LogConfig, PortBinding, Ulimit,
+    CreateContainer, CreateVolume, DeviceMapping, HealthConfig, LogConfig, PortBinding, Ulimit,
 };
 use crate::task::metadata_endpoint::{metadata_environment, MetadataEndpoint};
-use crate::task::{ContainerDefinition, DevicePermission, Task, Tmpfs};
+use crate::task::{
+    ContainerDefinition, DevicePermission, Task, Tmpfs, Volume, VolumeScope, DEFAULT_VOLUME_DRIVER,
+};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
@@ -122,26 +127,128 @@ pub fn task_volume_name(task_id: &str, volume_name: &str) -> String {
     format!("deckhand-{task_id}-{kept}")
 }
 
-/// Names of the per-task Docker volumes this task's containers mount (removed at cleanup).
+/// The Docker volume behind a task volume that has no host path: the volume's own name when it
+/// is `shared` (ECS's rule: the next task finds it by that name), else the task's own
+/// [`task_volume_name`]. `None` for a host path.
+pub fn docker_volume_name(task: &Task, volume: &Volume) -> Option<String> {
+    if volume.host_source_path.is_some() {
+        return None;
+    }
+    Some(if volume.is_shared() {
+        volume.name.clone()
+    } else {
+        task_volume_name(&task.id, &volume.name)
+    })
+}
+
+/// Whether some container of the task mounts `volume`.
+fn mounted(task: &Task, volume: &Volume) -> bool {
+    task.containers.iter().any(|container| {
+        container
+            .definition
+            .mount_points
+            .iter()
+            .any(|mount| mount.source_volume == volume.name)
+    })
+}
+
+/// Names of the task-scoped Docker volumes this task's containers mount (removed at cleanup;
+/// shared volumes never are).
 pub fn task_volume_names(task: &Task) -> Vec<String> {
     let mut names: Vec<String> = task
         .volumes
         .iter()
-        .filter(|volume| volume.host_source_path.is_none())
-        .filter(|volume| {
-            task.containers.iter().any(|container| {
-                container
-                    .definition
-                    .mount_points
-                    .iter()
-                    .any(|mount| mount.source_volume == volume.name)
-            })
-        })
+        .filter(|volume| volume.host_source_path.is_none() && !volume.is_shared())
+        .filter(|volume| mounted(task, volume))
         .map(|volume| task_volume_name(&task.id, &volume.name))
         .collect();
     names.sort();
     names.dedup();
     names
+}
+
+/// The task-scoped volumes cleanup removes, each with the task it belongs to.
+pub fn owned_volumes(task: &Task) -> Vec<OwnedVolume> {
+    task_volume_names(task)
+        .into_iter()
+        .map(|name| OwnedVolume {
+            name,
+            task_arn: task.arn.clone(),
+        })
+        .collect()
+}
+
+/// The Docker volumes container `index` mounts, in mount order without repeats, each as the
+/// create worker makes it ready before the container's create. A task-scoped volume carries
+/// the task's ARN and cluster labels over the definition's own (so deckhand removes only what
+/// it made); a shared one carries exactly the definition's labels (ECS compares them with an
+/// existing volume's).
+pub fn volume_requirements(
+    task: &Task,
+    index: usize,
+    cluster: &str,
+) -> Result<Vec<VolumeRequirement>, String> {
+    let container = task
+        .containers
+        .get(index)
+        .ok_or_else(|| format!("no container at index {index}"))?;
+    let mut requirements: Vec<VolumeRequirement> = Vec::new();
+    for mount in &container.definition.mount_points {
+        let volume = task
+            .volumes
+            .iter()
+            .find(|volume| volume.name == mount.source_volume)
+            .ok_or_else(|| {
+                format!(
+                    "container {:?} mounts unknown volume {:?}",
+                    container.name(),
+                    mount.source_volume
+                )
+            })?;
+        let Some(name) = docker_volume_name(task, volume) else {
+            continue;
+        };
+        if requirements
+            .iter()
+            .any(|requirement| requirement.volume.name == name)
+        {
+            continue;
+        }
+        let configuration = volume.docker_volume_configuration.clone();
+        let scope = configuration
+            .as_ref()
+            .map_or(VolumeScope::Task, |configuration| configuration.scope);
+        let (driver, driver_opts, mut labels, autoprovision) = match configuration {
+            Some(configuration) => (
+                configuration.driver,
+                configuration.driver_opts,
+                configuration.labels,
+                configuration.autoprovision,
+            ),
+            None => (
+                DEFAULT_VOLUME_DRIVER.to_string(),
+                BTreeMap::new(),
+                BTreeMap::new(),
+                false,
+            ),
+        };
+        if scope == VolumeScope::Task {
+            labels.insert(LABEL_TASK_ARN.to_string(), task.arn.clone());
+            labels.insert(LABEL_CLUSTER.to_string(), cluster.to_string());
+        }
+        requirements.push(VolumeRequirement {
+            task_volume: volume.name.clone(),
+            volume: CreateVolume {
+                name,
+                driver,
+                driver_opts,
+                labels,
+            },
+            scope,
+            autoprovision,
+        });
+    }
+    Ok(requirements)
 }
 
 fn docker_name_of(task: &Task, container_name: &str) -> Result<String, String> {
@@ -179,7 +286,7 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             })?;
         let source = match &volume.host_source_path {
             Some(host_path) => host_path.clone(),
-            None => task_volume_name(&task.id, &volume.name),
+            None => docker_volume_name(task, volume).unwrap_or_default(),
         };
         let suffix = if mount.read_only { ":ro" } else { "" };
         binds.push(format!("{source}:{}{suffix}", mount.container_path));
@@ -380,8 +487,8 @@ fn tmpfs_options(mount: &Tmpfs) -> String {
 mod tests {
     use super::*;
     use crate::task::{
-        ContainerDefinition, HealthCheck, LogConfiguration, MountPoint, NetworkMode, PortMapping,
-        Protocol, TaskDefinition, Volume, VolumeFrom,
+        ContainerDefinition, DockerVolumeConfiguration, HealthCheck, LogConfiguration, MountPoint,
+        NetworkMode, PortMapping, Protocol, TaskDefinition, Volume, VolumeFrom,
     };
     use std::collections::BTreeMap;
 
@@ -576,13 +683,10 @@ mod tests {
             options: BTreeMap::from([("max-size".to_string(), "1m".to_string())]),
         });
         let volumes = vec![
+            Volume::new("data"),
             Volume {
-                name: "data".into(),
-                host_source_path: None,
-            },
-            Volume {
-                name: "config".into(),
                 host_source_path: Some("/srv/config".into()),
+                ..Volume::new("config")
             },
         ];
         let task = task_with(vec![database, app], volumes);
@@ -641,6 +745,139 @@ mod tests {
         assert_eq!(
             app_request.log_config.expect("log config").driver,
             "json-file"
+        );
+    }
+
+    #[test]
+    fn docker_volumes_are_named_labelled_and_required_by_scope() {
+        let configuration = |scope, autoprovision| DockerVolumeConfiguration {
+            scope,
+            autoprovision,
+            driver: "local".into(),
+            driver_opts: BTreeMap::from([("type".to_string(), "tmpfs".to_string())]),
+            labels: BTreeMap::from([("app".to_string(), "shop".to_string())]),
+        };
+        let volumes = vec![
+            Volume::new("plain"),
+            Volume {
+                docker_volume_configuration: Some(configuration(VolumeScope::Task, false)),
+                ..Volume::new("scratch")
+            },
+            Volume {
+                docker_volume_configuration: Some(configuration(VolumeScope::Shared, true)),
+                ..Volume::new("db-data")
+            },
+            Volume {
+                host_source_path: Some("/srv".into()),
+                ..Volume::new("host")
+            },
+            Volume::new("unmounted"),
+        ];
+        let mut app = container_definition("app");
+        for (volume, path) in [
+            ("plain", "/plain"),
+            ("scratch", "/scratch"),
+            ("db-data", "/db"),
+            ("host", "/host"),
+            ("db-data", "/db-again"),
+        ] {
+            app.mount_points.push(MountPoint {
+                source_volume: volume.into(),
+                container_path: path.into(),
+                read_only: false,
+            });
+        }
+        let task = task_with(vec![app], volumes);
+        let id = task.id.clone();
+
+        let request = create_request(&task, 0, "edge").expect("valid task");
+        assert_eq!(
+            request.binds,
+            vec![
+                format!("deckhand-{id}-plain:/plain"),
+                format!("deckhand-{id}-scratch:/scratch"),
+                "db-data:/db".to_string(),
+                "/srv:/host".to_string(),
+                "db-data:/db-again".to_string(),
+            ],
+            "a shared volume is Docker's volume of the same name"
+        );
+
+        let task_labels = |extra: &[(&str, &str)]| {
+            let mut labels = BTreeMap::from([
+                (LABEL_TASK_ARN.to_string(), task.arn.clone()),
+                (LABEL_CLUSTER.to_string(), "edge".to_string()),
+            ]);
+            for (key, value) in extra {
+                labels.insert(key.to_string(), value.to_string());
+            }
+            labels
+        };
+        let requirement =
+            |task_volume: &str, name: String, scope, autoprovision, volume: CreateVolume| {
+                VolumeRequirement {
+                    task_volume: task_volume.into(),
+                    volume: CreateVolume { name, ..volume },
+                    scope,
+                    autoprovision,
+                }
+            };
+        let tmpfs = BTreeMap::from([("type".to_string(), "tmpfs".to_string())]);
+        assert_eq!(
+            volume_requirements(&task, 0, "edge").expect("valid task"),
+            vec![
+                requirement(
+                    "plain",
+                    format!("deckhand-{id}-plain"),
+                    VolumeScope::Task,
+                    false,
+                    CreateVolume {
+                        driver: "local".into(),
+                        labels: task_labels(&[]),
+                        ..CreateVolume::default()
+                    }
+                ),
+                requirement(
+                    "scratch",
+                    format!("deckhand-{id}-scratch"),
+                    VolumeScope::Task,
+                    false,
+                    CreateVolume {
+                        driver: "local".into(),
+                        driver_opts: tmpfs.clone(),
+                        labels: task_labels(&[("app", "shop")]),
+                        ..CreateVolume::default()
+                    }
+                ),
+                // Only the definition's labels: an existing shared volume is compared with them.
+                requirement(
+                    "db-data",
+                    "db-data".into(),
+                    VolumeScope::Shared,
+                    true,
+                    CreateVolume {
+                        driver: "local".into(),
+                        driver_opts: tmpfs,
+                        labels: BTreeMap::from([("app".to_string(), "shop".to_string())]),
+                        ..CreateVolume::default()
+                    }
+                ),
+            ]
+        );
+        assert_eq!(
+            task_volume_names(&task),
+            vec![
+                format!("deckhand-{id}-plain"),
+                format!("deckhand-{id}-scratch")
+            ],
+            "cleanup removes the task-scoped volumes only, never a shared one"
+        );
+        assert_eq!(
+            owned_volumes(&task)
+                .iter()
+                .map(|volume| volume.task_arn.as_str())
+                .collect::<Vec<_>>(),
+            vec![task.arn.as_str(), task.arn.as_str()]
         );
     }
 

@@ -5,8 +5,8 @@
 //! every thread imports it and nothing points back.
 
 use crate::report::NewEvent;
-use crate::runtime::{ContainerInfo, CreateContainer, RuntimeError};
-use crate::task::{ContainerError, ContainerStatus, HealthStatus, Millis, TaskStatus};
+use crate::runtime::{ContainerInfo, CreateContainer, CreateVolume, RuntimeError};
+use crate::task::{ContainerError, ContainerStatus, HealthStatus, Millis, TaskStatus, VolumeScope};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::time::Duration;
 
@@ -140,9 +140,12 @@ pub enum DockerCall {
         container: String,
         image: String,
     },
+    /// Makes each of `volumes` ready first (docs/ENGINE.md §2, Docker volumes), then creates
+    /// the container; a volume that cannot be used is the create's error.
     Create {
         container: String,
         spec: Box<CreateContainer>,
+        volumes: Vec<VolumeRequirement>,
     },
     Start {
         container: String,
@@ -169,8 +172,29 @@ pub enum DockerCall {
     /// lost) with their anonymous volumes, then the task volumes.
     Remove {
         docker_ids: Vec<String>,
-        volumes: Vec<String>,
+        volumes: Vec<OwnedVolume>,
     },
+}
+
+/// A Docker volume a container mounts, as the create worker makes it ready: the volume to
+/// create when it is missing, and the rules of its scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeRequirement {
+    /// The task volume's name in the definition (a shared volume's Docker name too).
+    pub task_volume: String,
+    /// The Docker volume: its name, driver, driver options and labels.
+    pub volume: CreateVolume,
+    pub scope: VolumeScope,
+    /// Shared only: create the volume when Docker has none of that name.
+    pub autoprovision: bool,
+}
+
+/// A task-scoped Docker volume cleanup removes: only while it carries no other task's
+/// `com.amazonaws.ecs.task-arn` label than `task_arn`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedVolume {
+    pub name: String,
+    pub task_arn: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -86,6 +86,8 @@
 //!    dependency still legitimately blocks it, or it waits for host resources), Docker agrees with every RUNNING container;
 //!    after the final stop every task is known STOPPED, cleaned up and forgotten, and no
 //!    container it created is left running.
+//! 9. No container is created before the named Docker volumes it mounts exist (every other task
+//!    mounts a task-scoped volume, every third one a shared autoprovisioned one).
 //!
 //! # What the simulator tolerates, and why
 //!
@@ -127,8 +129,9 @@ use crate::report::NewEvent;
 use crate::runtime::{ContainerRuntime, RuntimeEvent};
 use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{
-    ContainerDefinition, ContainerStatus, Dependency, DependencyCondition, HealthCheck, Millis,
-    NetworkMode, PullBehavior, Task, TaskDefinition, TaskStatus,
+    ContainerDefinition, ContainerStatus, Dependency, DependencyCondition,
+    DockerVolumeConfiguration, HealthCheck, Millis, MountPoint, NetworkMode, PullBehavior, Task,
+    TaskDefinition, TaskStatus, Volume, VolumeScope,
 };
 use crossbeam_channel::Receiver;
 use docker::{SimDocker, SimState};
@@ -392,13 +395,39 @@ fn random_task(random: &mut Random, index: usize, start_sequence: u64, now: Mill
         }
         containers.push(container);
     }
+    // Every other task mounts a task-scoped volume and every third one a shared, autoprovisioned
+    // one (by index, not by a draw: the generator's stream stays as it was).
+    let mut volumes = Vec::new();
+    let mut mount = |volume: Volume| {
+        containers[0].mount_points.push(MountPoint {
+            source_volume: volume.name.clone(),
+            container_path: format!("/{}", volume.name),
+            read_only: false,
+        });
+        volumes.push(volume);
+    };
+    if index % 2 == 0 {
+        mount(Volume::new("data"));
+    }
+    if index % 3 == 0 {
+        mount(Volume {
+            docker_volume_configuration: Some(DockerVolumeConfiguration {
+                scope: VolumeScope::Shared,
+                autoprovision: true,
+                driver: "local".into(),
+                driver_opts: BTreeMap::new(),
+                labels: BTreeMap::new(),
+            }),
+            ..Volume::new("sim-shared")
+        });
+    }
     let definition = TaskDefinition {
         family: format!("sim{index}"),
         revision: 1,
         network_mode: NetworkMode::Bridge,
         cpu: None,
         memory_mib: None,
-        volumes: Vec::new(),
+        volumes,
         containers,
         pid_mode: None,
         ipc_mode: None,
@@ -1263,8 +1292,15 @@ impl Simulation {
         }
     }
 
-    /// No container created twice for one name; stop-before-start across tasks.
+    /// No container created twice for one name; stop-before-start across tasks; every named
+    /// volume it mounts made before it.
     fn check_create(&self, created: &docker::Created) {
+        if !created.missing_volumes.is_empty() {
+            self.fail(format!(
+                "container {} created before its volumes {:?} were",
+                created.name, created.missing_volumes
+            ));
+        }
         let count = self
             .docker
             .state()
@@ -2102,7 +2138,9 @@ fn random_running_container(
 
 fn short_call(call: &DockerCall) -> String {
     match call {
-        DockerCall::Create { container, spec } => format!("Create {container} as {}", spec.name),
+        DockerCall::Create {
+            container, spec, ..
+        } => format!("Create {container} as {}", spec.name),
         other => format!("{other:?}"),
     }
 }

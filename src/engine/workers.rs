@@ -13,16 +13,19 @@
 //! is caught by the pool and answered by [`input_for_panicked_call`], so the task always hears
 //! back and its container never stays "in flight".
 
-use crate::engine::messages::{DockerCall, Input, TransitionOutput};
+use crate::engine::messages::{
+    DockerCall, Input, OwnedVolume, TransitionOutput, VolumeRequirement,
+};
 use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::engine::worker_pool::CallClass;
 use crate::registry::RegistryCredentials;
 use crate::runtime::{
-    ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, EventFilter, EventStream,
-    ImageInfo, RegistryAuth, RuntimeError,
+    ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
+    EventStream, ImageInfo, RegistryAuth, RuntimeError, VolumeInfo,
 };
 use crate::state::StateStore;
-use crate::task::{ContainerStatus, PullBehavior};
+use crate::task::labels::LABEL_TASK_ARN;
+use crate::task::{ContainerStatus, PullBehavior, VolumeScope};
 use crate::text::panic_message;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -300,6 +303,12 @@ impl ContainerRuntime for PanicGuard {
     fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
         guarded("volume remove", || self.0.remove_volume(name))
     }
+    fn create_volume(&self, spec: &CreateVolume) -> Result<(), RuntimeError> {
+        guarded("volume create", || self.0.create_volume(spec))
+    }
+    fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>, RuntimeError> {
+        guarded("volume inspect", || self.0.inspect_volume(name))
+    }
 }
 
 /// Runs one call and returns the input to post to the task (`None`: nothing to post).
@@ -343,8 +352,13 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             };
             transition(container, ContainerStatus::Pulled, result)
         }
-        DockerCall::Create { container, spec } => {
-            let result = create_or_adopt(runtime, &spec);
+        DockerCall::Create {
+            container,
+            spec,
+            volumes,
+        } => {
+            let result =
+                prepare_volumes(runtime, &volumes).and_then(|()| create_or_adopt(runtime, &spec));
             transition(
                 container,
                 ContainerStatus::Created,
@@ -419,10 +433,10 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
                 }
             }
             for volume in volumes {
-                match runtime.remove_volume(&volume) {
+                match remove_owned_volume(runtime, &volume) {
                     Ok(()) => {}
                     Err(error) if docker_away(DockerCallKind::Remove, &error) => away = Some(error),
-                    Err(error) => log::warn!("cannot remove volume {volume}: {error}"),
+                    Err(error) => log::warn!("cannot remove volume {}: {error}", volume.name),
                 }
             }
             Some(match away {
@@ -430,6 +444,124 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
                 None => Input::Removed,
             })
         }
+    }
+}
+
+/// What the create worker does about one volume a container mounts, given what Docker has
+/// under its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeStep {
+    Create,
+    UseExisting,
+}
+
+/// The ECS agent's rules for the volume a container mounts (`agent/api/task/task.go`,
+/// `addSharedVolumes`; `agent/taskresource/volume/dockervolume.go`), as a pure decision over
+/// what `GET /volumes/{name}` found:
+/// - task scope: created when missing; one that exists is this task's own, from an earlier
+///   attempt of this create (its name carries the task id), and is used;
+/// - shared without autoprovision: it must exist;
+/// - shared with autoprovision: created when missing; one that exists must have the driver,
+///   driver options and labels the definition gives (ECS compares options and labels with
+///   `ECS_SHARED_VOLUME_MATCH_FULL_CONFIG=true`; deckhand always does, and compares the driver
+///   too).
+///
+/// The error text is ECS's, with the volume named.
+pub fn volume_step(
+    requirement: &VolumeRequirement,
+    existing: Option<&VolumeInfo>,
+) -> Result<VolumeStep, String> {
+    let name = &requirement.volume.name;
+    let shared = requirement.scope == VolumeScope::Shared;
+    let Some(existing) = existing else {
+        if shared && !requirement.autoprovision {
+            return Err(format!(
+                "initialize volume: volume detection failed, volume '{name}' does not exist \
+                 and autoprovision is set to false"
+            ));
+        }
+        return Ok(VolumeStep::Create);
+    };
+    if !shared || !requirement.autoprovision {
+        return Ok(VolumeStep::UseExisting);
+    }
+    let wanted = &requirement.volume;
+    let mismatch = |what: &str, existing: &dyn std::fmt::Debug, expected: &dyn std::fmt::Debug| {
+        Err(format!(
+            "initialize volume: volume '{name}' does not match existing volume {what}: \
+             existing: {existing:?}, expected: {expected:?}"
+        ))
+    };
+    if existing.driver != wanted.driver {
+        return mismatch("driver", &existing.driver, &wanted.driver);
+    }
+    if existing.labels != wanted.labels {
+        return mismatch("labels", &existing.labels, &wanted.labels);
+    }
+    if existing.options != wanted.driver_opts {
+        return mismatch("options", &existing.options, &wanted.driver_opts);
+    }
+    Ok(VolumeStep::UseExisting)
+}
+
+/// Makes every volume a container mounts ready before its create: inspects each, then creates
+/// it or uses it by [`volume_step`]. Idempotent, so a create made again (after a crash, after
+/// Docker was away) repeats it harmlessly. Docker being away is passed on as it is (the create
+/// is made again later); any other failure is a [`RuntimeError::Volume`] named as ECS names
+/// it (`CannotInspectVolumeError`, `CannotCreateVolumeError`), which becomes the container's
+/// create error.
+fn prepare_volumes(
+    runtime: &dyn ContainerRuntime,
+    requirements: &[VolumeRequirement],
+) -> Result<(), RuntimeError> {
+    for requirement in requirements {
+        let name = &requirement.volume.name;
+        let existing = match runtime.inspect_volume(name) {
+            Ok(existing) => existing,
+            Err(error) if docker_away(DockerCallKind::Inspect, &error) => return Err(error),
+            Err(error) => {
+                return Err(RuntimeError::Volume {
+                    message: format!("CannotInspectVolumeError: volume '{name}': {error}"),
+                })
+            }
+        };
+        let step = volume_step(requirement, existing.as_ref())
+            .map_err(|message| RuntimeError::Volume { message })?;
+        if step == VolumeStep::Create {
+            match runtime.create_volume(&requirement.volume) {
+                Ok(()) => {}
+                Err(error) if docker_away(DockerCallKind::Create, &error) => return Err(error),
+                Err(error) => {
+                    return Err(RuntimeError::Volume {
+                        message: format!("CannotCreateVolumeError: volume '{name}': {error}"),
+                    })
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes a task-scoped volume at cleanup unless it carries another task's ARN label: its
+/// name holds the task id, and it carries this task's ARN, or no label at all when an earlier
+/// deckhand let Docker create it at the container's create. A volume already gone is removed.
+fn remove_owned_volume(
+    runtime: &dyn ContainerRuntime,
+    volume: &OwnedVolume,
+) -> Result<(), RuntimeError> {
+    let Some(info) = runtime.inspect_volume(&volume.name)? else {
+        return Ok(());
+    };
+    match info.labels.get(LABEL_TASK_ARN) {
+        Some(owner) if *owner != volume.task_arn => {
+            log::warn!(
+                "not removing volume {}: it belongs to task {owner}, not {}",
+                volume.name,
+                volume.task_arn
+            );
+            Ok(())
+        }
+        _ => runtime.remove_volume(&volume.name),
     }
 }
 
@@ -558,6 +690,7 @@ mod tests {
                 DockerCall::Create {
                     container: container(),
                     spec: Box::default(),
+                    volumes: Vec::new(),
                 },
                 transition(ContainerStatus::Created, "create"),
             ),
@@ -607,6 +740,105 @@ mod tests {
             panicked("start").to_string(),
             "Docker start call panicked: boom"
         );
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_volume_is_created_used_or_refused_by_its_scope_and_what_docker_has() {
+        let requirement = |scope, autoprovision| VolumeRequirement {
+            task_volume: "db".into(),
+            volume: CreateVolume {
+                name: "db".into(),
+                driver: "local".into(),
+                driver_opts: labels(&[("type", "tmpfs")]),
+                labels: labels(&[("app", "shop")]),
+            },
+            scope,
+            autoprovision,
+        };
+        let existing = |driver: &str, options: &[(&str, &str)], volume_labels: &[(&str, &str)]| {
+            Some(VolumeInfo {
+                name: "db".into(),
+                driver: driver.into(),
+                options: labels(options),
+                labels: labels(volume_labels),
+            })
+        };
+        let same = existing("local", &[("type", "tmpfs")], &[("app", "shop")]);
+        let mismatch = |what: &str, existing: &str, expected: &str| {
+            Err(format!(
+                "initialize volume: volume 'db' does not match existing volume {what}: \
+                 existing: {existing}, expected: {expected}"
+            ))
+        };
+        let missing = Err(
+            "initialize volume: volume detection failed, volume 'db' does not \
+                           exist and autoprovision is set to false"
+                .to_string(),
+        );
+        let (task, shared) = (VolumeScope::Task, VolumeScope::Shared);
+        // (scope, autoprovision, what Docker has, step)
+        let table = [
+            (task, false, None, Ok(VolumeStep::Create)),
+            (task, false, same.clone(), Ok(VolumeStep::UseExisting)),
+            // This task's own volume from an earlier attempt of the create: whatever it holds.
+            (
+                task,
+                false,
+                existing("other", &[], &[]),
+                Ok(VolumeStep::UseExisting),
+            ),
+            (shared, true, None, Ok(VolumeStep::Create)),
+            (shared, false, None, missing),
+            (shared, true, same.clone(), Ok(VolumeStep::UseExisting)),
+            // Made outside deckhand and not autoprovisioned: used as it is (ECS checks only
+            // that it exists).
+            (
+                shared,
+                false,
+                existing("other", &[], &[]),
+                Ok(VolumeStep::UseExisting),
+            ),
+            (
+                shared,
+                true,
+                existing("rexray", &[("type", "tmpfs")], &[("app", "shop")]),
+                mismatch("driver", "\"rexray\"", "\"local\""),
+            ),
+            (
+                shared,
+                true,
+                existing("local", &[("type", "tmpfs")], &[]),
+                mismatch("labels", "{}", "{\"app\": \"shop\"}"),
+            ),
+            (
+                shared,
+                true,
+                existing(
+                    "local",
+                    &[("type", "tmpfs"), ("o", "size=1m")],
+                    &[("app", "shop")],
+                ),
+                mismatch(
+                    "options",
+                    "{\"o\": \"size=1m\", \"type\": \"tmpfs\"}",
+                    "{\"type\": \"tmpfs\"}",
+                ),
+            ),
+        ];
+        for (scope, autoprovision, found, expected) in table {
+            assert_eq!(
+                volume_step(&requirement(scope, autoprovision), found.as_ref()),
+                expected,
+                "{scope:?} autoprovision={autoprovision} found={found:?}"
+            );
+        }
     }
 
     #[test]

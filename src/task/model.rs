@@ -113,11 +113,79 @@ pub struct VolumeFrom {
     pub read_only: bool,
 }
 
-/// A task volume. `host_source_path: None` is a Docker-managed volume scoped to the task.
+/// A task volume: a host path (`host_source_path`), or a Docker volume — scoped to the task
+/// when neither a host path nor a `docker_volume_configuration` says otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Volume {
     pub name: String,
     pub host_source_path: Option<String>,
+    /// The definition's `dockerVolumeConfiguration`, when it has one. Absent from checkpoints
+    /// written before it existed (such a volume is a task-scoped `local` one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_volume_configuration: Option<DockerVolumeConfiguration>,
+}
+
+impl Volume {
+    /// A volume with neither a host path nor a Docker configuration: a task-scoped `local`
+    /// Docker volume.
+    pub fn new(name: impl Into<String>) -> Volume {
+        Volume {
+            name: name.into(),
+            host_source_path: None,
+            docker_volume_configuration: None,
+        }
+    }
+
+    /// Whether the volume is a Docker volume kept after the task (`scope: shared`).
+    pub fn is_shared(&self) -> bool {
+        self.docker_volume_configuration
+            .as_ref()
+            .is_some_and(|configuration| configuration.scope == VolumeScope::Shared)
+    }
+}
+
+/// The lifetime of a Docker volume (ECS's `scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeScope {
+    /// Created with the task, removed at its cleanup.
+    #[default]
+    Task,
+    /// Named after the volume itself and kept after the task, for the next task to use.
+    Shared,
+}
+
+impl VolumeScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeScope::Task => "task",
+            VolumeScope::Shared => "shared",
+        }
+    }
+}
+
+/// ECS's `dockerVolumeConfiguration`, validated (`autoprovision` only with `shared`), with the
+/// driver defaulted to Docker's `local`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DockerVolumeConfiguration {
+    #[serde(default)]
+    pub scope: VolumeScope,
+    /// A shared volume that does not exist is created (otherwise it must exist).
+    #[serde(default)]
+    pub autoprovision: bool,
+    #[serde(default = "default_volume_driver")]
+    pub driver: String,
+    #[serde(default)]
+    pub driver_opts: BTreeMap<String, String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Docker's own volume driver, ECS's default.
+pub const DEFAULT_VOLUME_DRIVER: &str = "local";
+
+fn default_volume_driver() -> String {
+    DEFAULT_VOLUME_DRIVER.to_string()
 }
 
 /// Container health check, in seconds as in the task definition.
@@ -674,5 +742,44 @@ impl std::str::FromStr for PullBehavior {
                 "unknown image pull behavior {other:?} (expected default, always, once or prefer-cached)"
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volumes_saved_before_docker_volume_configurations_load_and_save_as_before() {
+        // (saved JSON, what it loads as)
+        let shared = Volume {
+            docker_volume_configuration: Some(DockerVolumeConfiguration {
+                scope: VolumeScope::Shared,
+                autoprovision: false,
+                driver: "local".into(),
+                driver_opts: BTreeMap::new(),
+                labels: BTreeMap::new(),
+            }),
+            ..Volume::new("db")
+        };
+        let table = [
+            (
+                r#"{"name":"data","host_source_path":null}"#,
+                Volume::new("data"),
+            ),
+            (
+                r#"{"name":"db","host_source_path":null,"docker_volume_configuration":{"scope":"shared"}}"#,
+                shared,
+            ),
+        ];
+        for (saved, expected) in table {
+            let loaded: Volume = serde_json::from_str(saved).expect("loads");
+            assert_eq!(loaded, expected, "{saved}");
+        }
+        assert_eq!(
+            serde_json::to_string(&Volume::new("data")).expect("saves"),
+            r#"{"name":"data","host_source_path":null}"#,
+            "a volume without a Docker configuration is saved as before"
+        );
     }
 }

@@ -17,8 +17,8 @@
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use deckhand::runtime::{
     ContainerInfo, ContainerRuntime, ContainerState, ContainerSummary, CreateContainer,
-    EventFilter, EventStream, HealthState, ImageInfo, RegistryAuth, RuntimeError, RuntimeEvent,
-    StreamCanceller,
+    CreateVolume, EventFilter, EventStream, HealthState, ImageInfo, RegistryAuth, RuntimeError,
+    RuntimeEvent, StreamCanceller, VolumeInfo,
 };
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -39,6 +39,8 @@ pub enum Op {
     Events,
     Ping,
     RemoveVolume,
+    CreateVolume,
+    InspectVolume,
 }
 
 /// One recorded call.
@@ -122,6 +124,8 @@ struct FakeState {
     next_gate: u64,
     released_gates: HashSet<u64>,
     images: HashSet<String>,
+    /// Named volumes by name.
+    volumes: BTreeMap<String, VolumeInfo>,
     containers: BTreeMap<String, FakeContainer>,
     next_id: u64,
     tick: u64,
@@ -286,6 +290,21 @@ impl FakeRuntime {
 
     pub fn has_image(&self, image: &str) -> bool {
         self.state().images.contains(image)
+    }
+
+    /// Puts a volume in the fake as if someone had made it outside deckhand.
+    pub fn add_volume(&self, volume: VolumeInfo) {
+        self.state().volumes.insert(volume.name.clone(), volume);
+    }
+
+    /// The named volume, as the fake holds it.
+    pub fn volume(&self, name: &str) -> Option<VolumeInfo> {
+        self.state().volumes.get(name).cloned()
+    }
+
+    /// The names of every volume the fake holds.
+    pub fn volume_names(&self) -> Vec<String> {
+        self.state().volumes.keys().cloned().collect()
     }
 
     pub fn script(&self, op: Op, subject: &str, script: Script) {
@@ -798,8 +817,29 @@ impl ContainerRuntime for FakeRuntime {
     }
 
     fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
-        self.begin(Op::RemoveVolume, name, None, None, None)
-            .map(|_| ())
+        let after = self.begin(Op::RemoveVolume, name, None, None, None)?;
+        self.state().volumes.remove(name);
+        self.finish(after)
+    }
+
+    /// Docker's rule: a name that exists already is left as it is.
+    fn create_volume(&self, spec: &CreateVolume) -> Result<(), RuntimeError> {
+        let after = self.begin(Op::CreateVolume, &spec.name, None, None, None)?;
+        self.state()
+            .volumes
+            .entry(spec.name.clone())
+            .or_insert_with(|| VolumeInfo {
+                name: spec.name.clone(),
+                driver: spec.driver.clone(),
+                options: spec.driver_opts.clone(),
+                labels: spec.labels.clone(),
+            });
+        self.finish(after)
+    }
+
+    fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>, RuntimeError> {
+        self.begin(Op::InspectVolume, name, None, None, None)?;
+        Ok(self.state().volumes.get(name).cloned())
     }
 }
 

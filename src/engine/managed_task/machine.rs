@@ -10,7 +10,9 @@ mod cleanup;
 mod containers;
 mod progress;
 
-use crate::engine::container_spec::{add_metadata_environment, create_request, task_volume_names};
+use crate::engine::container_spec::{
+    add_metadata_environment, create_request, owned_volumes, volume_requirements,
+};
 use crate::engine::messages::{
     DockerCall, DockerObservation, Effect, Input, Reported, TimerKind, TransitionOutput,
 };

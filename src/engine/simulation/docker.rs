@@ -15,7 +15,8 @@ use super::Random;
 use crate::engine::container_spec::LABEL_TASK_ARN;
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerState, ContainerSummary, CreateContainer,
-    EventFilter, EventStream, HealthState, ImageInfo, RegistryAuth, RuntimeError, RuntimeEvent,
+    CreateVolume, EventFilter, EventStream, HealthState, ImageInfo, RegistryAuth, RuntimeError,
+    RuntimeEvent, VolumeInfo,
 };
 use crate::task::Millis;
 use std::collections::{BTreeMap, HashMap};
@@ -49,6 +50,9 @@ pub(super) struct Created {
     pub(super) docker_id: String,
     pub(super) name: String,
     pub(super) task_arn: String,
+    /// Named volumes the container mounts that Docker did not have at its create (Docker would
+    /// have made them itself, without the driver, options and labels the task asks for).
+    pub(super) missing_volumes: Vec<String>,
 }
 
 /// How a call fails, decided once per runtime call.
@@ -77,6 +81,8 @@ pub(super) struct DockerState {
     /// Name → id; a name is unique.
     pub(super) names: HashMap<String, String>,
     pub(super) images: std::collections::HashSet<String>,
+    /// Named volumes by name.
+    pub(super) volumes: BTreeMap<String, VolumeInfo>,
     next_id: u64,
     /// Events since the simulator last collected them.
     pub(super) events: Vec<RuntimeEvent>,
@@ -109,6 +115,7 @@ impl SimDocker {
                 containers: BTreeMap::new(),
                 names: HashMap::new(),
                 images: std::collections::HashSet::new(),
+                volumes: BTreeMap::new(),
                 next_id: 0,
                 events: Vec::new(),
                 created: Vec::new(),
@@ -383,10 +390,18 @@ impl ContainerRuntime for SimDocker {
                 .creates_per_name
                 .entry(spec.name.clone())
                 .or_insert(0) += 1;
+            let missing_volumes = spec
+                .binds
+                .iter()
+                .filter_map(|bind| bind.split(':').next())
+                .filter(|source| !source.starts_with('/') && !docker.volumes.contains_key(*source))
+                .map(str::to_string)
+                .collect();
             docker.created.push(Created {
                 docker_id: id.clone(),
                 name: spec.name.clone(),
                 task_arn,
+                missing_volumes,
             });
             docker.event(&id, "create", None);
             Ok(id)
@@ -474,7 +489,31 @@ impl ContainerRuntime for SimDocker {
         Ok(())
     }
 
-    fn remove_volume(&self, _name: &str) -> Result<(), RuntimeError> {
-        Ok(())
+    fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
+        self.state().call("remove volume", |docker| {
+            docker.volumes.remove(name);
+            Ok(())
+        })
+    }
+
+    fn create_volume(&self, spec: &CreateVolume) -> Result<(), RuntimeError> {
+        self.state().call("create volume", |docker| {
+            docker
+                .volumes
+                .entry(spec.name.clone())
+                .or_insert_with(|| VolumeInfo {
+                    name: spec.name.clone(),
+                    driver: spec.driver.clone(),
+                    options: spec.driver_opts.clone(),
+                    labels: spec.labels.clone(),
+                });
+            Ok(())
+        })
+    }
+
+    fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>, RuntimeError> {
+        self.state().call("inspect volume", |docker| {
+            Ok(docker.volumes.get(name).cloned())
+        })
     }
 }

@@ -170,7 +170,8 @@ pub fn docker_away(call: DockerCallKind, error: &RuntimeError) -> bool {
         | RuntimeError::Conflict { .. }
         | RuntimeError::CannotPull { .. }
         | RuntimeError::Api { .. }
-        | RuntimeError::Panicked { .. } => false,
+        | RuntimeError::Panicked { .. }
+        | RuntimeError::Volume { .. } => false,
     }
 }
 

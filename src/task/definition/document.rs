@@ -4,8 +4,13 @@
 //! [`super::checks`].
 
 use super::json::{indexed, join, ContainerPaths, Parser};
-use super::keys::{DESCRIBE_OUTPUT_KEYS, HOST_KEYS, TASK_KEYS, VOLUME_KEYS};
-use crate::task::{IpcMode, NetworkMode, PidMode, TaskDefinition, Volume};
+use super::keys::{
+    DESCRIBE_OUTPUT_KEYS, DOCKER_VOLUME_CONFIGURATION_KEYS, HOST_KEYS, TASK_KEYS, VOLUME_KEYS,
+};
+use crate::task::{
+    DockerVolumeConfiguration, IpcMode, NetworkMode, PidMode, TaskDefinition, Volume, VolumeScope,
+    DEFAULT_VOLUME_DRIVER,
+};
 
 /// Why `task` is refused for `pidMode` and `ipcMode` (docs/ENGINE.md §4).
 const TASK_NAMESPACE_REFUSED: &str = "task is not supported: ECS shares a task's namespace \
@@ -219,13 +224,97 @@ impl Parser {
                     }
                 }
             }
+            let docker_volume_configuration = match Self::field(map, "dockerVolumeConfiguration") {
+                None => None,
+                Some(value) => {
+                    let configuration_path = join(&volume_path, "dockerVolumeConfiguration");
+                    if Self::field(map, "host").is_some() {
+                        self.error(
+                            &configuration_path,
+                            "a volume is either a host path (host) or a Docker volume \
+                             (dockerVolumeConfiguration), not both",
+                        );
+                    }
+                    self.docker_volume_configuration(&configuration_path, value, &name)
+                }
+            };
             volumes.push(Volume {
                 name,
                 host_source_path,
+                docker_volume_configuration,
             });
         }
         volumes
     }
+
+    /// ECS's `dockerVolumeConfiguration`: `scope` task (the default) or shared, `autoprovision`
+    /// only with shared (the ECS agent refuses a task-scoped volume that asks for it), `driver`
+    /// (default `local`), `driverOpts` and `labels` as string maps. A shared volume's Docker
+    /// name is the volume's own name, so it must be one Docker accepts.
+    fn docker_volume_configuration(
+        &mut self,
+        path: &str,
+        value: &Value,
+        volume_name: &str,
+    ) -> Option<DockerVolumeConfiguration> {
+        let map = self.object(path, value)?;
+        self.check_keys(path, map, &DOCKER_VOLUME_CONFIGURATION_KEYS);
+        let scope = match self.string(map, path, "scope").as_deref() {
+            None | Some("task") => VolumeScope::Task,
+            Some("shared") => VolumeScope::Shared,
+            Some(other) => {
+                self.error(
+                    &join(path, "scope"),
+                    format!("unknown scope {other:?}: expected task or shared"),
+                );
+                VolumeScope::Task
+            }
+        };
+        let autoprovision = self.bool(map, path, "autoprovision").unwrap_or(false);
+        if autoprovision && scope == VolumeScope::Task {
+            self.error(
+                &join(path, "autoprovision"),
+                "a task-scoped volume cannot be autoprovisioned (autoprovision is only for \
+                 scope \"shared\")",
+            );
+        }
+        let driver = match self.string(map, path, "driver") {
+            None => DEFAULT_VOLUME_DRIVER.to_string(),
+            Some(driver) if driver.trim().is_empty() => {
+                self.error(&join(path, "driver"), "must not be empty");
+                DEFAULT_VOLUME_DRIVER.to_string()
+            }
+            Some(driver) => driver,
+        };
+        let driver_opts = self.string_map(map, path, "driverOpts");
+        let labels = self.string_map(map, path, "labels");
+        if scope == VolumeScope::Shared && !is_docker_volume_name(volume_name) {
+            self.error(
+                &join(path, "scope"),
+                format!(
+                    "a shared volume is named {volume_name:?} in Docker, and Docker volume \
+                     names need at least two characters, a letter or digit first"
+                ),
+            );
+        }
+        Some(DockerVolumeConfiguration {
+            scope,
+            autoprovision,
+            driver,
+            driver_opts,
+            labels,
+        })
+    }
+}
+
+/// Docker's rule for volume names: `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
+fn is_docker_volume_name(name: &str) -> bool {
+    let mut characters = name.chars();
+    characters
+        .next()
+        .is_some_and(|first| first.is_ascii_alphanumeric())
+        && name.len() >= 2
+        && characters.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 /// "1024", "0.5 vCPU", "2 GB", "2GB" → units. `None` when not a positive size.

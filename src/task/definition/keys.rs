@@ -55,14 +55,19 @@ pub(super) const TASK_KEYS: KeySpec = KeySpec {
 };
 
 pub(super) const VOLUME_KEYS: KeySpec = KeySpec {
-    supported: &["name", "host"],
+    supported: &["name", "host", "dockerVolumeConfiguration"],
     ignored: &[],
     unsupported: &[
-        "dockerVolumeConfiguration",
         "efsVolumeConfiguration",
         "fsxWindowsFileServerVolumeConfiguration",
         "configuredAtLaunch",
     ],
+};
+
+pub(super) const DOCKER_VOLUME_CONFIGURATION_KEYS: KeySpec = KeySpec {
+    supported: &["scope", "autoprovision", "driver", "driverOpts", "labels"],
+    ignored: &[],
+    unsupported: &[],
 };
 
 pub(super) const HOST_KEYS: KeySpec = KeySpec {

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::task::{ContainerDefinition, Dependency, DependencyCondition, HealthCheck, MountPoint, NetworkMode, PortMapping, Protocol, RestartPolicy, Volume, VolumeFrom};
+use crate::task::{DockerVolumeConfiguration, VolumeScope};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -106,8 +107,8 @@ fn every_supported_field_is_parsed() {
     let definition = &parsed.definition;
     assert_eq!((definition.revision, definition.network_mode), (7, NetworkMode::Host));
     assert_eq!((definition.cpu, definition.memory_mib), (Some(1024), Some(512)));
-    assert_eq!(definition.volumes[0], Volume { name: "data".into(), host_source_path: Some("/srv/data".into()) });
-    assert_eq!(definition.volumes[1], Volume { name: "scratch".into(), host_source_path: None });
+    assert_eq!(definition.volumes[0], Volume { host_source_path: Some("/srv/data".into()), ..Volume::new("data") });
+    assert_eq!(definition.volumes[1], Volume::new("scratch"));
     let main = &definition.containers[0];
     assert_eq!(main.command.as_deref(), Some(&["serve".to_string(), "--port".into(), "80".into()][..]));
     assert_eq!(main.entry_point.as_deref(), Some(&["/bin/app".to_string()][..]));
@@ -211,7 +212,6 @@ fn unsupported_keys_are_errors_naming_the_path() {
     let nested = [
         ("volumes", json!([{"name": "efs", "efsVolumeConfiguration": {"fileSystemId": "fs-1"}}]), "volumes[0].efsVolumeConfiguration"),
         ("volumes", json!([{"name": "fsx", "fsxWindowsFileServerVolumeConfiguration": {"fileSystemId": "fs-1"}}]), "volumes[0].fsxWindowsFileServerVolumeConfiguration"),
-        ("volumes", json!([{"name": "dv", "dockerVolumeConfiguration": {"scope": "task"}}]), "volumes[0].dockerVolumeConfiguration"),
     ];
     for (key, value, path) in nested {
         let definition = mutated(|d| { d[key] = value; });
@@ -711,6 +711,83 @@ fn a_container_with_only_name_and_image_parses_to_container_definition_new() {
         parsed.definition.containers,
         vec![ContainerDefinition::new("web", "deckhand-test/busybox:latest")]
     );
+}
+
+#[test]
+fn docker_volume_configurations_parse_with_ecs_defaults() {
+    let value = mutated(|d| {
+        d["volumes"] = json!([
+            {"name": "scratch", "dockerVolumeConfiguration": {}},
+            {"name": "cache", "dockerVolumeConfiguration": {"scope": "task", "driver": "local",
+                "driverOpts": {"type": "tmpfs", "device": "tmpfs"}, "labels": {"team": "edge"}}},
+            {"name": "db-data", "dockerVolumeConfiguration": {"scope": "shared", "autoprovision": true}},
+            {"name": "given", "dockerVolumeConfiguration": {"scope": "shared", "driver": "rexray/ebs"}}
+        ]);
+    });
+    let parsed = parse_value(&value).expect("valid");
+    let configurations: Vec<DockerVolumeConfiguration> = parsed
+        .definition
+        .volumes
+        .iter()
+        .map(|volume| volume.docker_volume_configuration.clone().expect("configured"))
+        .collect();
+    let configuration = |scope, autoprovision, driver: &str, opts: &[(&str, &str)], labels: &[(&str, &str)]| {
+        let map = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        DockerVolumeConfiguration { scope, autoprovision, driver: driver.into(), driver_opts: map(opts), labels: map(labels) }
+    };
+    assert_eq!(
+        configurations,
+        vec![
+            configuration(VolumeScope::Task, false, "local", &[], &[]),
+            configuration(VolumeScope::Task, false, "local", &[("device", "tmpfs"), ("type", "tmpfs")], &[("team", "edge")]),
+            configuration(VolumeScope::Shared, true, "local", &[], &[]),
+            configuration(VolumeScope::Shared, false, "rexray/ebs", &[], &[]),
+        ]
+    );
+    assert!(parsed.definition.volumes[2].is_shared());
+    assert!(!parsed.definition.volumes[1].is_shared());
+}
+
+#[test]
+fn docker_volume_configuration_rules_one_row_each() {
+    let volume = |configuration: Value| -> Box<dyn Fn(&mut Value)> {
+        Box::new(move |d: &mut Value| {
+            d["volumes"] = json!([{"name": "data", "dockerVolumeConfiguration": configuration.clone()}]);
+        })
+    };
+    let path = "volumes[0].dockerVolumeConfiguration";
+    type Case = (&'static str, Box<dyn Fn(&mut Value)>, String);
+    let cases: Vec<Case> = vec![
+        ("not an object", volume(json!("shared")), format!("{path}: expected an object, found a string")),
+        ("unknown scope", volume(json!({"scope": "host"})), format!("{path}.scope: unknown scope \"host\": expected task or shared")),
+        ("scope not a string", volume(json!({"scope": 1})), format!("{path}.scope: expected a string, found a number")),
+        ("task scope autoprovisioned", volume(json!({"scope": "task", "autoprovision": true})), format!("{path}.autoprovision: a task-scoped volume cannot be autoprovisioned (autoprovision is only for scope \"shared\")")),
+        ("default scope autoprovisioned", volume(json!({"autoprovision": true})), format!("{path}.autoprovision: a task-scoped volume cannot be autoprovisioned (autoprovision is only for scope \"shared\")")),
+        ("autoprovision not a bool", volume(json!({"scope": "shared", "autoprovision": "yes"})), format!("{path}.autoprovision: expected true or false, found a string")),
+        ("driver empty", volume(json!({"driver": " "})), format!("{path}.driver: must not be empty")),
+        ("driver not a string", volume(json!({"driver": ["local"]})), format!("{path}.driver: expected a string, found an array")),
+        ("driverOpts value not a string", volume(json!({"driverOpts": {"size": 5}})), format!("{path}.driverOpts.size: expected a string, found a number")),
+        ("labels not an object", volume(json!({"labels": ["a"]})), format!("{path}.labels: expected an object, found an array")),
+        ("unknown key", volume(json!({"drivers": "local"})), format!("{path}.drivers: unknown key (did you mean \"driver\"?)")),
+        ("host and docker volume", Box::new(|d: &mut Value| {
+            d["volumes"] = json!([{"name": "data", "host": {"sourcePath": "/srv"}, "dockerVolumeConfiguration": {}}]);
+        }), format!("{path}: a volume is either a host path (host) or a Docker volume (dockerVolumeConfiguration), not both")),
+        ("shared name too short for Docker", Box::new(|d: &mut Value| {
+            d["volumes"] = json!([{"name": "d", "dockerVolumeConfiguration": {"scope": "shared"}}]);
+        }), format!("{path}.scope: a shared volume is named \"d\" in Docker, and Docker volume names need at least two characters, a letter or digit first")),
+        ("shared name starting with an underscore", Box::new(|d: &mut Value| {
+            d["volumes"] = json!([{"name": "_db", "dockerVolumeConfiguration": {"scope": "shared"}}]);
+        }), format!("{path}.scope: a shared volume is named \"_db\" in Docker, and Docker volume names need at least two characters, a letter or digit first")),
+    ];
+    for (name, mutate, expected) in cases {
+        let mut definition = base();
+        mutate(&mut definition);
+        let errors = errors_of(&definition);
+        assert!(errors.contains(&expected), "{name}: expected {expected:?} in {errors:?}");
+    }
+    // A task-scoped volume may have any task volume name: its Docker name is deckhand's own.
+    let short = mutated(|d| { d["volumes"] = json!([{"name": "d", "dockerVolumeConfiguration": {"scope": "task"}}]); });
+    assert!(parse_value(&short).is_ok());
 }
 
 /// A container using every Linux field deckhand applies, in a task with `pidMode`.

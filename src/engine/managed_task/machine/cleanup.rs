@@ -80,7 +80,7 @@ impl ManagedTask {
                         .or_else(|| container.docker_name.clone())
                 })
                 .collect(),
-            volumes: task_volume_names(&self.task),
+            volumes: owned_volumes(&self.task),
         }));
     }
 

@@ -153,20 +153,21 @@ impl ManagedTask {
                     image: container.definition.image.clone(),
                 })
             }
-            DockerAction::Create => {
-                create_request(&self.task, index, &self.settings.cluster).map(|mut spec| {
+            DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
+                .and_then(|mut spec| {
                     add_metadata_environment(
                         &mut spec,
                         &self.task,
                         index,
                         self.settings.task_metadata.as_ref(),
                     );
-                    DockerCall::Create {
+                    let volumes = volume_requirements(&self.task, index, &self.settings.cluster)?;
+                    Ok(DockerCall::Create {
                         container: name.clone(),
                         spec: Box::new(spec),
-                    }
-                })
-            }
+                        volumes,
+                    })
+                }),
             DockerAction::Start => match &container.docker_id {
                 Some(docker_id) => Ok(DockerCall::Start {
                     container: name.clone(),
