@@ -209,7 +209,7 @@ pub fn reconcile_container(record: &Container, docker: DockerView) -> ReconcileO
             let error = (!already_stopped).then(|| ContainerError {
                 kind: ContainerErrorKind::Vanished,
                 message: format!(
-                    "container {} ({}) vanished while deckhand was not watching: {inspect_error}",
+                    "container {} ({}) was removed while deckhand was not watching: {inspect_error}",
                     record.name(),
                     record.docker_id.as_deref().unwrap_or("no id"),
                 ),

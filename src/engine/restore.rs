@@ -127,7 +127,7 @@ pub fn reconcile_task(
         if outcome.changes(&task.containers[index]) {
             result.changed = true;
             if let Some(error) = &outcome.error {
-                log::warn!("task {}: {}", task.id, error.message);
+                log::warn!("task {}: {}", task.id, error.reason());
             }
             outcome.apply_to(&mut task.containers[index], now);
             let container = &mut task.containers[index];
@@ -494,7 +494,7 @@ impl EngineShared {
 mod tests {
     use super::*;
     use crate::engine::test_support::container_definition;
-    use crate::task::TaskDefinition;
+    use crate::task::{ContainerError, TaskDefinition};
 
     fn task_with(names: &[(&str, Option<&str>, Option<&str>)]) -> Task {
         let definition = TaskDefinition {
@@ -607,9 +607,13 @@ mod tests {
             (
                 true,
                 "",
-                Some(crate::engine::transition::OUT_OF_MEMORY_REASON),
+                Some("OutOfMemoryError: Container killed due to memory usage"),
             ),
-            (false, "runtime failed", Some("runtime failed")),
+            (
+                false,
+                "runtime failed",
+                Some("DockerStateError: runtime failed"),
+            ),
             (false, "", None),
         ];
         for (oom_killed, error, expected) in table {
@@ -629,7 +633,8 @@ mod tests {
                 container
                     .applying_error
                     .as_ref()
-                    .map(|e| e.message.as_str()),
+                    .map(ContainerError::reason)
+                    .as_deref(),
                 expected,
                 "{oom_killed} {error:?}"
             );

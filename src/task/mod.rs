@@ -4,6 +4,7 @@
 pub mod definition;
 pub mod labels;
 pub mod model;
+pub mod reason;
 pub mod status;
 pub mod time;
 

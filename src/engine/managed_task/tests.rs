@@ -349,14 +349,66 @@ fn runtime_errors_are_classified_for_the_error_table() {
         (
             ContainerStatus::Created,
             api("read: EOF"),
-            ContainerErrorKind::Other,
+            ContainerErrorKind::CannotCreate,
         ),
         (
             ContainerStatus::Created,
             RuntimeError::Unreachable {
                 message: "gone".into(),
             },
-            ContainerErrorKind::Unreachable,
+            ContainerErrorKind::CannotCreate,
+        ),
+        (
+            ContainerStatus::Created,
+            RuntimeError::NoSuchImage {
+                message: "nothing-here:1".into(),
+            },
+            ContainerErrorKind::CannotCreate,
+        ),
+        (
+            ContainerStatus::Running,
+            api("port is already allocated"),
+            ContainerErrorKind::CannotStart,
+        ),
+        (
+            ContainerStatus::Running,
+            RuntimeError::NoSuchContainer {
+                message: "x".into(),
+            },
+            ContainerErrorKind::CannotStart,
+        ),
+        (
+            ContainerStatus::Running,
+            RuntimeError::Panicked {
+                operation: "start".into(),
+                message: "boom".into(),
+            },
+            ContainerErrorKind::StartEof,
+        ),
+        (
+            ContainerStatus::Stopped,
+            api("cannot kill"),
+            ContainerErrorKind::CannotStop,
+        ),
+        (
+            ContainerStatus::Stopped,
+            RuntimeError::Panicked {
+                operation: "stop".into(),
+                message: "boom".into(),
+            },
+            ContainerErrorKind::CannotStop,
+        ),
+        (
+            ContainerStatus::Pulled,
+            timeout.clone(),
+            ContainerErrorKind::Timeout,
+        ),
+        (
+            ContainerStatus::Pulled,
+            RuntimeError::CannotPull {
+                message: "denied".into(),
+            },
+            ContainerErrorKind::CannotPull,
         ),
         (
             ContainerStatus::Running,
@@ -794,16 +846,18 @@ fn inspections(effects: &[Effect]) -> usize {
         .count()
 }
 
+/// The task's reason when its one essential container `app` stopped with the container reason
+/// `container_reason` (`Name: message`): the name first, then the container.
 fn expected_task_reason(container_reason: Option<&str>) -> String {
-    match container_reason {
-        Some(reason) => format!("Essential container app stopped: {reason}"),
+    match container_reason.and_then(|reason| reason.split_once(": ")) {
+        Some((name, message)) => format!("{name}: container \"app\": {message}"),
         None => "Essential container in task exited".to_string(),
     }
 }
 
 #[test]
 fn an_exit_is_stopped_at_once_carrying_an_out_of_memory_kill_docker_announced_first() {
-    let oom = Some(crate::engine::transition::OUT_OF_MEMORY_REASON.to_string());
+    let oom = Some("OutOfMemoryError: Container killed due to memory usage".to_string());
     // (case, an `oom` event before the `die`, an error the container carried already,
     // expected reason on the STOPPED event).
     let timeout = ContainerError {
@@ -814,7 +868,7 @@ fn an_exit_is_stopped_at_once_carrying_an_out_of_memory_kill_docker_announced_fi
     let table = [
         ("oom then die", true, None, oom.clone()),
         ("die alone", false, None, None),
-        ("earlier error stays", true, Some(timeout.clone()), Some("stop timed out".to_string())),
+        ("earlier error stays", true, Some(timeout.clone()), Some("DockerTimeoutError: stop timed out".to_string())),
     ];
     for (case, out_of_memory, earlier_error, reason) in table {
         let mut machine = running_machine();
@@ -871,7 +925,7 @@ type LateInspectionCase = (
 fn a_late_inspection_records_why_the_container_stopped_on_the_container() {
     let oom = ContainerError {
         kind: ContainerErrorKind::OutOfMemory,
-        message: crate::engine::transition::OUT_OF_MEMORY_REASON.to_string(),
+        message: crate::engine::transition::OUT_OF_MEMORY_MESSAGE.to_string(),
     };
     let docker_error = ContainerError {
         kind: ContainerErrorKind::DockerState,
@@ -924,7 +978,10 @@ fn a_late_inspection_showing_an_oom_kill_leaves_an_earlier_error_as_the_reason()
     let effects = machine.handle(die_event(137), 2_000);
     assert_eq!(
         container_stops(&effects),
-        vec![(Some(137), Some("stop timed out".to_string()))]
+        vec![(
+            Some(137),
+            Some("DockerTimeoutError: stop timed out".to_string())
+        )]
     );
     machine.handle(
         Input::Inspected {

@@ -334,7 +334,8 @@ impl ManagedTask {
             }
             if outcome.stop_task {
                 if self.task.stopped_reason.is_none() {
-                    self.task.stopped_reason = Some(error.message.clone());
+                    let name = self.task.containers[index].name().to_string();
+                    self.task.stopped_reason = Some(error.task_reason(&name));
                 }
                 self.raise_desired(TaskStatus::Stopped);
             }
@@ -351,12 +352,8 @@ impl ManagedTask {
             }
             if self.task.stopped_reason.is_none() {
                 let reason = match &container.applying_error {
-                    Some(error) => format!(
-                        "Essential container {} stopped: {}",
-                        container.name(),
-                        error.message
-                    ),
-                    None => "Essential container in task exited".to_string(),
+                    Some(error) => error.task_reason(container.name()),
+                    None => ESSENTIAL_CONTAINER_EXITED.to_string(),
                 };
                 self.task.stopped_reason = Some(reason);
             }
@@ -402,7 +399,7 @@ impl ManagedTask {
                 reason: container
                     .applying_error
                     .as_ref()
-                    .map(|error| error.message.clone()),
+                    .map(ContainerError::reason),
             },
             reported: Reported::Container {
                 name: container.name().to_string(),
