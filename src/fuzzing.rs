@@ -176,6 +176,7 @@ fn managed_task_settings() -> ManagedTaskSettings {
         cleanup_wait: Duration::from_secs(3 * 3600),
         dependency_poll_interval: Duration::from_secs(5),
         sent_poll_interval: Duration::from_secs(30),
+        exclude_ipv6_port_bindings: true,
     }
 }
 

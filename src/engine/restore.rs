@@ -96,12 +96,14 @@ pub fn reconcile_task(
     runtime: &dyn ContainerRuntime,
     task: &mut Task,
     now: Millis,
+    exclude_ipv6_port_bindings: bool,
 ) -> TaskReconciled {
     let mut result = TaskReconciled::default();
     for index in 0..task.containers.len() {
         let Some(view) = docker_view(runtime, task, index) else {
             continue;
         };
+        let view = view.with_reported_ports(exclude_ipv6_port_bindings);
         let adopted_by_name = matches!(view, DockerView::FoundByName(_));
         // Why a container that stopped while deckhand was away stopped (killed for memory, a
         // runtime error), for its STOPPED event.
@@ -283,7 +285,12 @@ impl TaskEngine {
                     inboxes,
                     ..
                 } = &mut prepared[index];
-                let outcome = reconcile_task(runtime.as_ref(), task, now_millis());
+                let outcome = reconcile_task(
+                    runtime.as_ref(),
+                    task,
+                    now_millis(),
+                    self.shared.config.exclude_ipv6_port_bindings,
+                );
                 *changed |= outcome.changed;
                 if outcome.adopted {
                     self.route_containers(task, &inboxes.route);
@@ -624,7 +631,7 @@ mod tests {
             };
             let mut task = task_with(&[("a", Some("deckhand-f-1-a-01"), Some("id-a"))]);
             task.containers[0].known_status = ContainerStatus::Running;
-            let outcome = reconcile_task(&runtime, &mut task, 5_000);
+            let outcome = reconcile_task(&runtime, &mut task, 5_000, true);
             assert!(outcome.changed, "{oom_killed} {error:?}");
             let container = &task.containers[0];
             assert_eq!(container.known_status, ContainerStatus::Stopped);

@@ -472,6 +472,7 @@ impl Simulation {
             cleanup_wait: Duration::from_secs(if random.chance(50) { 0 } else { 3 }),
             dependency_poll_interval: Duration::from_secs(5),
             sent_poll_interval: Duration::from_secs(30),
+            exclude_ipv6_port_bindings: true,
         };
         let context = Self::worker_context(&docker, pull_behavior);
         let (crash_per_mille_step, crash_per_mille_effect) = match random.below(4) {
@@ -1441,7 +1442,7 @@ impl Simulation {
                     self.act_one_ghost();
                 }
                 let (index, task, changed) = &mut prepared[position];
-                let outcome = reconcile_task(self.docker.as_ref(), task, self.now);
+                let outcome = reconcile_task(self.docker.as_ref(), task, self.now, true);
                 *changed |= outcome.changed;
                 if outcome.adopted {
                     self.stats.adopted += 1;

@@ -77,6 +77,9 @@ pub struct EngineConfig {
     pub durable_ack_timeout: Duration,
     /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
     pub docker_concurrency: usize,
+    /// `ECS_EXCLUDE_IPV6_PORTBINDING`: record a container's port bindings without the IPv6 twins
+    /// of its IPv4 ones (`ports::reported_port_bindings`).
+    pub exclude_ipv6_port_bindings: bool,
 }
 
 impl Default for EngineConfig {
@@ -100,6 +103,7 @@ impl Default for EngineConfig {
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
+            exclude_ipv6_port_bindings: true,
         }
     }
 }
@@ -137,6 +141,7 @@ impl EngineShared {
             cleanup_wait: self.config.cleanup_wait,
             dependency_poll_interval: self.config.dependency_poll_interval,
             sent_poll_interval: self.config.sent_poll_interval,
+            exclude_ipv6_port_bindings: self.config.exclude_ipv6_port_bindings,
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::engine::transition::{
     should_restart, stop_grace, unable_to_progress, DockerAction, DockerCallKind, NextState,
     ProgressVerdict, RuleConfig, ESSENTIAL_CONTAINER_EXITED,
 };
+use crate::ports::reported_port_bindings;
 use crate::report::NewEvent;
 use crate::runtime::{ContainerInfo, PortBinding, RuntimeError};
 use crate::task::{
@@ -50,6 +51,8 @@ pub struct ManagedTaskSettings {
     pub dependency_poll_interval: Duration,
     /// How often cleanup re-checks that STOPPED was reported.
     pub sent_poll_interval: Duration,
+    /// `ECS_EXCLUDE_IPV6_PORTBINDING`: record port bindings without IPv6 twins.
+    pub exclude_ipv6_port_bindings: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -38,6 +38,7 @@ fn settings(cleanup_wait: Duration) -> ManagedTaskSettings {
         cleanup_wait,
         dependency_poll_interval: Duration::from_secs(5),
         sent_poll_interval: Duration::from_secs(30),
+        exclude_ipv6_port_bindings: true,
     }
 }
 
@@ -1651,4 +1652,52 @@ fn a_reporter_failure_is_logged_once_until_recording_works_again() {
     );
     let effects = machine.handle(failed(), 5_003);
     assert_eq!(logged(&effects, log::Level::Error).len(), 1, "{effects:?}");
+}
+
+#[test]
+fn a_started_containers_ports_are_recorded_without_ipv6_twins_unless_configured() {
+    let binding = |host_ip: &str| crate::ports::PortBinding {
+        container_port: 80,
+        protocol: "tcp".into(),
+        host_port: 8080,
+        host_ip: host_ip.into(),
+    };
+    let started_info = ContainerInfo {
+        id: "id-1".into(),
+        name: "app".into(),
+        state: crate::runtime::ContainerState {
+            status: "running".into(),
+            running: true,
+            started_at: "2026-01-01T00:00:00.5Z".into(),
+            ..Default::default()
+        },
+        ports: vec![binding("0.0.0.0"), binding("::")],
+        ..Default::default()
+    };
+    // (ECS_EXCLUDE_IPV6_PORTBINDING, recorded host addresses)
+    for (exclude, expected) in [(true, vec!["0.0.0.0"]), (false, vec!["0.0.0.0", "::"])] {
+        let mut settings = settings(Duration::ZERO);
+        settings.exclude_ipv6_port_bindings = exclude;
+        let mut machine = ManagedTask::new(one_container_task(), settings, None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(
+            Input::Transition {
+                container: "app".into(),
+                target: ContainerStatus::Running,
+                result: Ok(TransitionOutput {
+                    docker_id: None,
+                    info: Some(started_info.clone()),
+                }),
+            },
+            1_003,
+        );
+        let recorded: Vec<&str> = machine.task().containers[0]
+            .ports
+            .iter()
+            .map(|port| port.host_ip.as_str())
+            .collect();
+        assert_eq!(recorded, expected, "exclude={exclude}");
+    }
 }

@@ -27,6 +27,7 @@ impl ManagedTask {
     }
 
     pub(super) fn copy_metadata(&mut self, index: usize, change: &ContainerChange, now: Millis) {
+        let exclude_ipv6_twins = self.settings.exclude_ipv6_port_bindings;
         let container = &mut self.task.containers[index];
         if let Some(exit_code) = change.exit_code {
             container.exit_code = Some(exit_code);
@@ -36,7 +37,7 @@ impl ManagedTask {
             if !info.image_id.is_empty() {
                 container.image_id = Some(info.image_id.clone());
             }
-            let ports: Vec<PortBinding> = info.ports.clone();
+            let ports: Vec<PortBinding> = reported_port_bindings(&info.ports, exclude_ipv6_twins);
             if !ports.is_empty() {
                 container.ports = ports;
             }
