@@ -94,6 +94,11 @@ dpkg-deb -c "$deb" | contains -E '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/deck
     || fail "/usr/bin/deckhand must be root-owned mode 0755 in the deb"
 dpkg-deb -c "$deb" | contains -E '^-rw-r----- (root/root|0/0) .* \./etc/deckhand/deckhand\.conf$' \
     || fail "/etc/deckhand/deckhand.conf must be root-owned mode 0640 in the deb (it may hold a registry password)"
+dpkg-deb -c "$deb" | contains -E '^drwxr-xr-x (root/root|0/0) .* \./etc/deckhand/tasks\.d/$' \
+    || fail "the deb must ship /etc/deckhand/tasks.d as a root-owned 0755 directory"
+if dpkg-deb -c "$deb" | awk '{print $6}' | grep '^\./etc/deckhand/tasks\.d/.' >/dev/null; then
+    fail "the deb's /etc/deckhand/tasks.d must be empty"
+fi
 [ "$(dpkg-deb -f "$deb" Package)" = deckhand ] || fail "deb Package field"
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "deb Version field is not $version"
 [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch_deb" ] || fail "deb Architecture field"
@@ -107,6 +112,7 @@ for script in postinst prerm postrm; do
     cmp -s "$control_dir/$script" "packaging/deb/$script" || fail "deb $script differs from packaging/deb/$script"
 done
 grep -q '\[ -d /run/systemd/system \]' "$control_dir/postinst" || fail "postinst must guard systemctl calls"
+grep -qE '^[[:space:]]*(install|mkdir)[[:space:]].*tasks\.d' "$control_dir/postinst" && fail "postinst must not create tasks.d: the package ships it"
 rm -rf "$control_dir"
 
 step "rpm contents and scripts ($rpm_file)"
@@ -153,6 +159,8 @@ getent group deckhand >/dev/null || fail "the deckhand group was not created"
 expect_path /lib/systemd/system/deckhand.service "unit installed"
 [ -d /etc/deckhand/tasks.d ] || fail "/etc/deckhand/tasks.d was not created"
 [ -z "$(ls -A /etc/deckhand/tasks.d)" ] || fail "/etc/deckhand/tasks.d must be empty after install"
+[ "$(dpkg -S /etc/deckhand/tasks.d 2>/dev/null)" = "deckhand: /etc/deckhand/tasks.d" ] \
+    || fail "dpkg -S /etc/deckhand/tasks.d must name deckhand (the package owns the directory)"
 cmp -s /etc/deckhand/deckhand.conf packaging/deckhand.conf || fail "installed deckhand.conf differs from packaging/deckhand.conf"
 if grep -v '^#' /etc/deckhand/deckhand.conf | contains '='; then
     fail "every key in the installed deckhand.conf must be commented out"
@@ -204,6 +212,17 @@ if command -v deb-systemd-helper >/dev/null 2>&1; then
         || fail "remove must mask deckhand.service"
 fi
 
+step "remove and purge delete an empty tasks.d"
+dpkg -i "$deb" >/dev/null || fail "dpkg -i (reinstall) failed"
+mv /etc/deckhand/tasks.d/web.json /tmp/deckhand-pkg-web.json
+dpkg -r deckhand >/dev/null || fail "dpkg -r failed"
+expect_no_path /etc/deckhand/tasks.d "remove deletes the package's empty tasks.d"
+dpkg --purge deckhand >/dev/null || fail "dpkg --purge failed"
+expect_no_path /etc/deckhand "purge deletes /etc/deckhand once it is empty"
+dpkg -i "$deb" >/dev/null || fail "dpkg -i (reinstall) failed"
+mv /tmp/deckhand-pkg-web.json /etc/deckhand/tasks.d/web.json
+dpkg -r deckhand >/dev/null || fail "dpkg -r failed"
+
 step "purge deletes state and leaves only the group and the admin's task files"
 dpkg --purge deckhand || fail "dpkg --purge failed"
 dpkg -s deckhand >/dev/null 2>&1 && fail "dpkg still knows deckhand after purge"
@@ -220,6 +239,7 @@ step "install and erase the .rpm (Debian's rpm, scripts run on this host)"
 rpm -i --nodeps --force-debian "$rpm_file" 2>/dev/null || rpm -i --nodeps "$rpm_file" || fail "rpm -i failed"
 [ "$(/usr/bin/deckhand --version)" = "deckhand $version" ] || fail "rpm: deckhand --version"
 expect_path /usr/lib/systemd/system/deckhand.service "rpm installs the unit"
+# Made by %post, not owned by the rpm (see Cargo.toml); %postun removes it when empty.
 [ -d /etc/deckhand/tasks.d ] || fail "rpm %post must create /etc/deckhand/tasks.d"
 if command -v systemctl >/dev/null 2>&1; then
     expect_path /etc/systemd/system/multi-user.target.wants/deckhand.service "rpm %post enables the unit"

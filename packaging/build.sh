@@ -2,7 +2,7 @@
 # Builds deckhand's release binary and both packages:
 #   target/packages/deckhand_<version>_<arch>.deb      (Debian, Ubuntu)
 #   target/packages/deckhand-<version>-1.<arch>.rpm    (RHEL, Fedora, SUSE)
-# Usage: packaging/build.sh   (from anywhere; needs cargo, installs cargo-deb and
+# Usage: packaging/build.sh   (from anywhere; needs cargo and dpkg-deb, installs cargo-deb and
 # cargo-generate-rpm with `cargo install --locked` if they are missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,5 +30,18 @@ rm -f "$out"/deckhand_"$version"_*.deb "$out"/deckhand-"$version"-*.rpm
 
 cargo deb --no-build --locked --output "$out/" >/dev/null
 cargo generate-rpm --output "$out/" >/dev/null
+
+# The .deb owns the empty /etc/deckhand/tasks.d (so `dpkg -S` names deckhand and removing the
+# package removes it when empty). cargo-deb puts only files and their parents into a .deb, so the
+# .deb is unpacked, given the directory, and packed again with dpkg-deb, everything owned by root.
+# (The .rpm cannot yet: see Cargo.toml.)
+deb=$(ls "$out"/deckhand_"$version"_*.deb)
+unpacked=$(mktemp -d)
+trap 'rm -rf "$unpacked"' EXIT
+dpkg-deb -R "$deb" "$unpacked"
+# mktemp made it 0700, and dpkg-deb packs the root's mode as the package's `./`.
+chmod 0755 "$unpacked"
+install -d -m 0755 "$unpacked/etc/deckhand/tasks.d"
+dpkg-deb --root-owner-group -Zxz -b "$unpacked" "$deb" >/dev/null
 
 ls -1 "$out"/deckhand_"$version"_*.deb "$out"/deckhand-"$version"-1.*.rpm

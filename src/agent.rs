@@ -364,6 +364,7 @@ impl EngineConfig {
             remove_orphans: config.remove_orphans,
             docker_concurrency: config.docker_concurrency,
             registry_credentials: Arc::new(config.registry_credentials.clone()),
+            exclude_ipv6_port_bindings: config.exclude_ipv6_port_bindings,
             ..EngineConfig::default()
         }
     }
@@ -403,7 +404,7 @@ mod tests {
 
     #[test]
     fn engine_settings_come_from_the_agent_configuration() {
-        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\nDECKHAND_DOCKER_CONCURRENCY=3\n";
+        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\nDECKHAND_DOCKER_CONCURRENCY=3\nECS_EXCLUDE_IPV6_PORTBINDING=false\n";
         let config = Config::from_sources(
             Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
             &|_| None,
@@ -418,6 +419,7 @@ mod tests {
         assert!(engine.pull_dependent_containers_upfront);
         assert!(engine.disable_privileged);
         assert_eq!(engine.docker_concurrency, 3);
+        assert!(!engine.exclude_ipv6_port_bindings);
         assert_eq!(
             engine.steady_check_interval,
             config.steady_state_check_interval

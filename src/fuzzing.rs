@@ -187,6 +187,7 @@ fn managed_task_settings() -> ManagedTaskSettings {
         dependency_poll_interval: Duration::from_secs(5),
         sent_poll_interval: Duration::from_secs(30),
         task_metadata: None,
+        exclude_ipv6_port_bindings: true,
     }
 }
 

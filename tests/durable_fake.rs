@@ -207,6 +207,18 @@ fn a_container_that_vanished_while_the_agent_was_down_stops_the_task_with_a_reas
     let error = app.applying_error.as_ref().expect("a reason is recorded");
     assert_eq!(error.kind, ContainerErrorKind::Vanished);
     assert!(error.message.contains(&docker_id), "{}", error.message);
+    assert!(
+        error
+            .reason()
+            .starts_with("ContainerVanishedError: container app ("),
+        "{}",
+        error.reason()
+    );
+    let task_reason = stopped.stopped_reason.as_deref().unwrap_or_default();
+    assert!(
+        task_reason.starts_with("ContainerVanishedError: container \"app\": "),
+        "{task_reason}"
+    );
     assert_eq!(fake.count(Op::Create, "app"), 1, "not recreated");
     engine.shutdown();
 }

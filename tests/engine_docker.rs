@@ -41,10 +41,18 @@ struct DockerHarness {
 
 impl DockerHarness {
     fn new(test_name: &str) -> Option<DockerHarness> {
+        DockerHarness::configured(test_name, |_| {})
+    }
+
+    /// As [`DockerHarness::new`], with `configure` changing the engine's settings.
+    fn configured(
+        test_name: &str,
+        configure: impl FnOnce(&mut EngineConfig),
+    ) -> Option<DockerHarness> {
         let client = docker_client_or_skip(test_name)?;
         ensure_busybox_image(&client);
         let cluster = format!("deckhand-test-{}", unique_id());
-        let config = EngineConfig {
+        let mut config = EngineConfig {
             cluster: cluster.clone(),
             // The test image exists only locally: no registry to pull from.
             pull_behavior: PullBehavior::PreferCached,
@@ -52,6 +60,7 @@ impl DockerHarness {
             dependency_poll_interval: Duration::from_millis(250),
             ..EngineConfig::default()
         };
+        configure(&mut config);
         let engine =
             TaskEngine::start(Arc::new(client.clone()), config).expect("the engine starts");
         Some(DockerHarness {
@@ -327,4 +336,72 @@ fn a_replacement_binding_the_same_host_port_starts_after_the_old_task_stopped() 
     );
     harness.engine.stop(&new).expect("stop accepted");
     wait_event(&harness.engine, &new, None, "STOPPED", DEADLINE);
+}
+
+#[test]
+fn a_published_port_is_reported_once_unless_ipv6_bindings_are_asked_for() {
+    // Docker 20.10.6 and later publish a port on every address twice when IPv6 is on (host IP
+    // `0.0.0.0` and `::`); whether this host's Docker does is read from its own inspect, and
+    // the engine's record and every view built on it must show the `::` twin only when
+    // ECS_EXCLUDE_IPV6_PORTBINDING is false.
+    for exclude in [true, false] {
+        let Some(harness) =
+            DockerHarness::configured("a_published_port_is_reported_once", |config| {
+                config.exclude_ipv6_port_bindings = exclude;
+            })
+        else {
+            return;
+        };
+        let mut definition = serving("web");
+        // No host port: Docker picks one, the same for both families.
+        definition.port_mappings = vec![deckhand::task::PortMapping {
+            container_port: 8080,
+            host_port: None,
+            protocol: deckhand::task::Protocol::Tcp,
+            container_port_range: None,
+        }];
+        let id = harness.submit(task("ports", vec![definition]));
+        wait_event(&harness.engine, &id, None, "RUNNING", DEADLINE);
+        let docker_ports = harness.inspect(&id, "web").ports;
+        let docker_has_twins = docker_ports
+            .iter()
+            .any(|binding| deckhand::ports::is_ipv6_twin(binding, &docker_ports));
+        eprintln!(
+            "exclude={exclude}: Docker reports {docker_ports:?} (IPv6 twins: {docker_has_twins})"
+        );
+        let snapshot = harness.snapshot(&id);
+        let recorded = &snapshot.containers[0].ports;
+        assert_eq!(
+            recorded,
+            &deckhand::ports::reported_port_bindings(&docker_ports, exclude),
+            "exclude={exclude}"
+        );
+        let shown_ipv6 = |view: &serde_json::Value| view.to_string().contains("\"::\"");
+        let metadata = deckhand::api::views::task_metadata(&snapshot, &harness.cluster);
+        let introspection = deckhand::api::views::introspection_task(&snapshot);
+        if exclude {
+            assert_eq!(
+                recorded.len(),
+                1,
+                "one binding for one published port: {recorded:?}"
+            );
+            assert!(
+                recorded.iter().all(|binding| binding.host_ip != "::"),
+                "{recorded:?}"
+            );
+            assert!(
+                !shown_ipv6(&metadata),
+                "inspect shows no IPv6 twin: {metadata}"
+            );
+            assert!(
+                !shown_ipv6(&introspection),
+                "introspection shows no IPv6 twin: {introspection}"
+            );
+        } else if docker_has_twins {
+            assert_eq!(recorded.len(), 2, "both families: {recorded:?}");
+            assert!(shown_ipv6(&metadata), "inspect shows both: {metadata}");
+        }
+        harness.engine.stop(&id).expect("stop accepted");
+        wait_event(&harness.engine, &id, None, "STOPPED", DEADLINE);
+    }
 }

@@ -248,14 +248,18 @@ fn pull_failure_under_each_pull_behaviour() {
             "{label}"
         );
         if outcome == "STOPPED" {
+            // Where the create followed the failed pull (and failed for want of the image),
+            // the pull's error was the first and stays the reason.
             let app = harness.wait_event(&id, Some("app"), "STOPPED");
-            assert!(
-                app.reason.is_some(),
+            assert_eq!(
+                app.reason.as_deref(),
+                Some("CannotPullContainerError: registry unreachable"),
                 "{label}: the container's STOPPED names the error"
             );
-            assert!(
-                event.reason.is_some(),
-                "{label}: the task's STOPPED has a reason"
+            assert_eq!(
+                event.reason.as_deref(),
+                Some("CannotPullContainerError: container \"app\": registry unreachable"),
+                "{label}: the task's STOPPED has the reason"
             );
             assert_eq!(harness.fake.count(Op::Start, "app"), 0, "{label}");
         }
@@ -283,6 +287,89 @@ fn once_pulls_an_image_only_the_first_time() {
 }
 
 #[test]
+fn a_failed_pull_followed_by_a_failed_create_reports_the_pull_error() {
+    // A container keeps its first error: under `prefer-cached` and `default` a failed pull goes
+    // on to the create, and when that fails too, the pull's error is still the reason.
+    for behavior in [PullBehavior::PreferCached, PullBehavior::Default] {
+        let harness = Harness::with_config(EngineConfig {
+            pull_behavior: behavior,
+            ..fast_config()
+        });
+        let image = "test/pull-then-create-fail:1";
+        harness.fake.fail_next(
+            Op::Pull,
+            image,
+            RuntimeError::CannotPull {
+                message: "manifest unknown".to_string(),
+            },
+        );
+        harness.fake.fail_next(
+            Op::Create,
+            "app",
+            RuntimeError::Api {
+                status: 500,
+                message: "no space left on device".to_string(),
+            },
+        );
+        let id = harness.submit(task("first-error", vec![container("app", image)]));
+        let app = harness.wait_event(&id, Some("app"), "STOPPED");
+        let task_stopped = harness.wait_event(&id, None, "STOPPED");
+        assert_eq!(
+            harness.fake.count(Op::Create, "app"),
+            1,
+            "{behavior:?}: created after the pull"
+        );
+        assert_eq!(
+            app.reason.as_deref(),
+            Some("CannotPullContainerError: manifest unknown"),
+            "{behavior:?}"
+        );
+        assert_eq!(
+            task_stopped.reason.as_deref(),
+            Some("CannotPullContainerError: container \"app\": manifest unknown"),
+            "{behavior:?}"
+        );
+    }
+}
+
+#[test]
+fn a_refused_or_timed_out_start_is_reported_by_its_ecs_name() {
+    // (case, the start's error, the container's reason)
+    let table = [
+        (
+            "refused",
+            RuntimeError::Api {
+                status: 400,
+                message: "port is already allocated".to_string(),
+            },
+            "CannotStartContainerError: Docker API error 400: port is already allocated",
+        ),
+        (
+            "timed out",
+            RuntimeError::Timeout {
+                operation: "start container".to_string(),
+                after: Duration::from_secs(240),
+            },
+            "DockerTimeoutError: start container timed out after 240s",
+        ),
+    ];
+    for (case, error, reason) in table {
+        let harness = Harness::new();
+        harness.fake.fail_next(Op::Start, "app", error);
+        let id = harness.submit(one_container_task("start-fails"));
+        let app = harness.wait_event(&id, Some("app"), "STOPPED");
+        assert_eq!(app.reason.as_deref(), Some(reason), "{case}");
+        let task_stopped = harness.wait_event(&id, None, "STOPPED");
+        let task_reason = task_stopped.reason.unwrap_or_default();
+        assert!(
+            task_reason.starts_with(reason.split(": ").next().unwrap_or_default())
+                && task_reason.contains("container \"app\""),
+            "{case}: {task_reason}"
+        );
+    }
+}
+
+#[test]
 fn create_error_stops_the_task_without_a_start() {
     let harness = Harness::new();
     harness.fake.fail_next(
@@ -295,12 +382,17 @@ fn create_error_stops_the_task_without_a_start() {
     );
     let id = harness.submit(one_container_task("create-fails"));
     let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
-    assert!(stopped
-        .reason
-        .as_deref()
-        .unwrap_or("")
-        .contains("invalid mount config"));
-    harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(
+        stopped.reason.as_deref(),
+        Some("CannotCreateContainerError: Docker API error 500: invalid mount config")
+    );
+    let task_stopped = harness.wait_event(&id, None, "STOPPED");
+    assert_eq!(
+        task_stopped.reason.as_deref(),
+        Some(
+            "CannotCreateContainerError: container \"app\": Docker API error 500: invalid mount config"
+        )
+    );
     assert_eq!(harness.fake.count(Op::Start, "app"), 0);
     assert_eq!(harness.fake.count(Op::Stop, "app"), 0, "nothing to stop");
     assert!(harness
@@ -383,11 +475,10 @@ fn stop_of_a_vanished_container_counts_as_stopped() {
     );
     harness.engine.stop(&id).expect("stop accepted");
     let stopped = harness.wait_event(&id, Some("app"), "STOPPED");
-    assert!(stopped
-        .reason
-        .as_deref()
-        .unwrap_or("")
-        .contains("no such container"));
+    assert_eq!(
+        stopped.reason.as_deref(),
+        Some("CannotStopContainerError: no such container: No such container")
+    );
     harness.wait_event(&id, None, "STOPPED");
     assert_eq!(
         harness.fake.count(Op::Stop, "app"),
@@ -486,8 +577,12 @@ fn success_dependency_exiting_non_zero_stops_dependents_with_143() {
     harness.fake.exit("init", 1);
     let app = harness.wait_event(&id, Some("app"), "STOPPED");
     assert_eq!(app.exit_code, Some(143));
-    assert!(
-        app.reason.as_deref().unwrap_or("").contains("init"),
+    assert_eq!(
+        app.reason.as_deref(),
+        Some(
+            "CannotStartContainerError: dependency \"init\" exited with code 1, SUCCESS needs \
+             exit code 0"
+        ),
         "{app:?}"
     );
     harness.wait_event(&id, None, "STOPPED");
@@ -548,8 +643,10 @@ fn dependency_start_timeout_stops_the_dependent() {
     let db_running = harness.wait_event(&id, Some("db"), "RUNNING");
     let app = harness.wait_event(&id, Some("app"), "STOPPED");
     assert_eq!(app.exit_code, Some(143));
+    let reason = app.reason.as_deref().unwrap_or("");
     assert!(
-        app.reason.as_deref().unwrap_or("").contains("startTimeout"),
+        reason.starts_with("CannotStartContainerError: dependency \"db\" did not reach")
+            && reason.contains("startTimeout"),
         "{app:?}"
     );
     assert!(

@@ -95,7 +95,7 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
         object.insert("ExitCode".into(), json!(exit_code));
     }
     if let Some(error) = &container.applying_error {
-        object.insert("Reason".into(), json!(error.message));
+        object.insert("Reason".into(), json!(error.reason()));
     }
     let mut limits = Map::new();
     limits.insert("CPU".into(), json!(container.definition.cpu.unwrap_or(0)));
@@ -403,7 +403,8 @@ mod tests {
     use super::*;
     use crate::runtime::PortBinding;
     use crate::task::{
-        ContainerDefinition, ContainerStatus, HealthCheck, NetworkMode, TaskDefinition, TaskStatus,
+        ContainerDefinition, ContainerError, ContainerErrorKind, ContainerStatus, HealthCheck,
+        NetworkMode, TaskDefinition, TaskStatus,
     };
 
     fn container_definition(name: &str) -> ContainerDefinition {
@@ -472,6 +473,33 @@ mod tests {
             .remove("networks");
         let loaded: Task = serde_json::from_value(saved).expect("an older checkpoint loads");
         assert!(loaded.containers[0].networks.is_empty());
+    }
+
+    #[test]
+    fn a_containers_reason_is_shown_in_the_named_form_also_from_an_older_checkpoint() {
+        // (kind, stored message, shown Reason); the second is how an earlier version stored an
+        // out-of-memory kill.
+        let table = [
+            (
+                ContainerErrorKind::CannotPull,
+                "manifest unknown",
+                "CannotPullContainerError: manifest unknown",
+            ),
+            (
+                ContainerErrorKind::OutOfMemory,
+                "OutOfMemoryError: Container killed due to memory usage",
+                "OutOfMemoryError: Container killed due to memory usage",
+            ),
+        ];
+        for (kind, message, shown) in table {
+            let mut task = task("a1", &[("web", Some("d1"))]);
+            task.containers[0].applying_error = Some(ContainerError {
+                kind,
+                message: message.into(),
+            });
+            let view = task_metadata(&task, "edge");
+            assert_eq!(view["Containers"][0]["Reason"], shown, "{kind:?}");
+        }
     }
 
     #[test]

@@ -96,6 +96,11 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "reject tasks with privileged containers (true/false)",
     },
     ConfigKeyDoc {
+        key: "ECS_EXCLUDE_IPV6_PORTBINDING",
+        system_default: "true",
+        meaning: "leave out the IPv6 (::) twin of each IPv4 (0.0.0.0) port binding Docker reports (true/false)",
+    },
+    ConfigKeyDoc {
         key: "ECS_RESERVED_PORTS",
         system_default: "[22, 2375, 2376, 51678, 51679]",
         meaning: "TCP host ports no task may bind, as a JSON list",

@@ -189,6 +189,8 @@ pub struct Config {
     pub image_pull_behavior: ImagePullBehavior,
     pub pull_dependent_containers_upfront: bool,
     pub privileged_disabled: bool,
+    /// `ECS_EXCLUDE_IPV6_PORTBINDING`: report a published port's IPv6 twin binding or not.
+    pub exclude_ipv6_port_bindings: bool,
     pub reserved_ports: Vec<u16>,
     /// `ECS_RESERVED_PORTS_UDP`: UDP host ports no task may bind.
     pub reserved_ports_udp: Vec<u16>,
@@ -412,6 +414,7 @@ impl Config {
         let pull_dependent_containers_upfront =
             sources.boolean("ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT")?;
         let privileged_disabled = sources.boolean("ECS_DISABLE_PRIVILEGED")?;
+        let exclude_ipv6_port_bindings = sources.boolean("ECS_EXCLUDE_IPV6_PORTBINDING")?;
         let remove_orphans = sources.boolean("DECKHAND_REMOVE_ORPHANS")?;
         let docker_concurrency = match sources.value("DECKHAND_DOCKER_CONCURRENCY") {
             Some(raw) => raw.parse_with(parse_docker_concurrency)?,
@@ -457,6 +460,7 @@ impl Config {
             image_pull_behavior,
             pull_dependent_containers_upfront,
             privileged_disabled,
+            exclude_ipv6_port_bindings,
             reserved_ports,
             reserved_ports_udp,
             reserved_memory_mib,

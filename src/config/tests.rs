@@ -58,6 +58,7 @@ fn system_defaults_match_the_documented_table() {
             image_pull_behavior: ImagePullBehavior::Default,
             pull_dependent_containers_upfront: false,
             privileged_disabled: false,
+            exclude_ipv6_port_bindings: true,
             reserved_ports: vec![22, 2375, 2376, 51678, 51679],
             reserved_ports_udp: vec![],
             reserved_memory_mib: 0,
@@ -264,6 +265,9 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ),
     ("ECS_DISABLE_PRIVILEGED", "true", "true", |c| {
         c.privileged_disabled.to_string()
+    }),
+    ("ECS_EXCLUDE_IPV6_PORTBINDING", "false", "false", |c| {
+        c.exclude_ipv6_port_bindings.to_string()
     }),
     ("ECS_RESERVED_PORTS", "[80,443]", "[80, 443]", |c| {
         format!("{:?}", c.reserved_ports)

@@ -21,6 +21,7 @@
 //! running in Docker, unmanaged, with a task that `deckhand stop` no longer stops. The outcome
 //! asks the caller to reconcile it again instead (with back-off), and the record stays as it was.
 
+use crate::ports::reported_port_bindings;
 use crate::runtime::{ContainerInfo, PortBinding, RuntimeError};
 use crate::task::time::parse_docker_time;
 use crate::task::{
@@ -42,6 +43,22 @@ pub enum DockerView {
     /// container", and a list of the task's containers by label, which Docker did answer, does
     /// not show it.
     NotListed { inspect_error: RuntimeError },
+}
+
+impl DockerView {
+    /// This view with the port bindings deckhand records from an inspection
+    /// (`ports::reported_port_bindings`): without IPv6 twins when `exclude_ipv6_twins`.
+    pub fn with_reported_ports(self, exclude_ipv6_twins: bool) -> DockerView {
+        let reported = |mut info: ContainerInfo| {
+            info.ports = reported_port_bindings(&info.ports, exclude_ipv6_twins);
+            info
+        };
+        match self {
+            DockerView::FoundByName(info) => DockerView::FoundByName(reported(info)),
+            DockerView::Inspected(info) => DockerView::Inspected(reported(info)),
+            other => other,
+        }
+    }
 }
 
 /// Container fields Docker is the authority on, to copy into the record.
@@ -209,7 +226,7 @@ pub fn reconcile_container(record: &Container, docker: DockerView) -> ReconcileO
             let error = (!already_stopped).then(|| ContainerError {
                 kind: ContainerErrorKind::Vanished,
                 message: format!(
-                    "container {} ({}) vanished while deckhand was not watching: {inspect_error}",
+                    "container {} ({}) was removed while deckhand was not watching: {inspect_error}",
                     record.name(),
                     record.docker_id.as_deref().unwrap_or("no id"),
                 ),
@@ -691,6 +708,33 @@ mod tests {
             "the first error is kept"
         );
         assert_eq!(before.known_status, Stopped);
+    }
+
+    #[test]
+    fn restore_records_ports_without_ipv6_twins_unless_configured() {
+        let binding = |host_ip: &str| PortBinding {
+            container_port: 80,
+            protocol: "tcp".to_string(),
+            host_port: 8080,
+            host_ip: host_ip.to_string(),
+        };
+        let mut docker = running();
+        docker.ports = vec![binding("0.0.0.0"), binding("::")];
+        // (ECS_EXCLUDE_IPV6_PORTBINDING, recorded bindings)
+        for (exclude, expected) in [
+            (true, vec![binding("0.0.0.0")]),
+            (false, vec![binding("0.0.0.0"), binding("::")]),
+        ] {
+            for view in [
+                DockerView::Inspected(docker.clone()),
+                DockerView::FoundByName(docker.clone()),
+            ] {
+                let mut container = record(Running, Some("abc123"));
+                let outcome = reconcile_container(&container, view.with_reported_ports(exclude));
+                outcome.apply_to(&mut container, 5);
+                assert_eq!(container.ports, expected, "exclude={exclude}");
+            }
+        }
     }
 
     #[test]

@@ -96,12 +96,14 @@ pub fn reconcile_task(
     runtime: &dyn ContainerRuntime,
     task: &mut Task,
     now: Millis,
+    exclude_ipv6_port_bindings: bool,
 ) -> TaskReconciled {
     let mut result = TaskReconciled::default();
     for index in 0..task.containers.len() {
         let Some(view) = docker_view(runtime, task, index) else {
             continue;
         };
+        let view = view.with_reported_ports(exclude_ipv6_port_bindings);
         let adopted_by_name = matches!(view, DockerView::FoundByName(_));
         // Why a container that stopped while deckhand was away stopped (killed for memory, a
         // runtime error), for its STOPPED event.
@@ -127,7 +129,7 @@ pub fn reconcile_task(
         if outcome.changes(&task.containers[index]) {
             result.changed = true;
             if let Some(error) = &outcome.error {
-                log::warn!("task {}: {}", task.id, error.message);
+                log::warn!("task {}: {}", task.id, error.reason());
             }
             outcome.apply_to(&mut task.containers[index], now);
             let container = &mut task.containers[index];
@@ -283,7 +285,12 @@ impl TaskEngine {
                     inboxes,
                     ..
                 } = &mut prepared[index];
-                let outcome = reconcile_task(runtime.as_ref(), task, now_millis());
+                let outcome = reconcile_task(
+                    runtime.as_ref(),
+                    task,
+                    now_millis(),
+                    self.shared.config.exclude_ipv6_port_bindings,
+                );
                 *changed |= outcome.changed;
                 if outcome.adopted {
                     self.route_containers(task, &inboxes.route);
@@ -510,7 +517,7 @@ impl EngineShared {
 mod tests {
     use super::*;
     use crate::engine::test_support::container_definition;
-    use crate::task::TaskDefinition;
+    use crate::task::{ContainerError, TaskDefinition};
 
     fn task_with(names: &[(&str, Option<&str>, Option<&str>)]) -> Task {
         let definition = TaskDefinition {
@@ -625,9 +632,13 @@ mod tests {
             (
                 true,
                 "",
-                Some(crate::engine::transition::OUT_OF_MEMORY_REASON),
+                Some("OutOfMemoryError: Container killed due to memory usage"),
             ),
-            (false, "runtime failed", Some("runtime failed")),
+            (
+                false,
+                "runtime failed",
+                Some("DockerStateError: runtime failed"),
+            ),
             (false, "", None),
         ];
         for (oom_killed, error, expected) in table {
@@ -638,7 +649,7 @@ mod tests {
             };
             let mut task = task_with(&[("a", Some("deckhand-f-1-a-01"), Some("id-a"))]);
             task.containers[0].known_status = ContainerStatus::Running;
-            let outcome = reconcile_task(&runtime, &mut task, 5_000);
+            let outcome = reconcile_task(&runtime, &mut task, 5_000, true);
             assert!(outcome.changed, "{oom_killed} {error:?}");
             let container = &task.containers[0];
             assert_eq!(container.known_status, ContainerStatus::Stopped);
@@ -647,7 +658,8 @@ mod tests {
                 container
                     .applying_error
                     .as_ref()
-                    .map(|e| e.message.as_str()),
+                    .map(ContainerError::reason)
+                    .as_deref(),
                 expected,
                 "{oom_killed} {error:?}"
             );

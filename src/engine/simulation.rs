@@ -537,6 +537,7 @@ impl Simulation {
                 loopback: true,
                 port: 51679,
             }),
+            exclude_ipv6_port_bindings: true,
         };
         let context = Self::worker_context(&docker, pull_behavior);
         let (crash_per_mille_step, crash_per_mille_effect) = match random.below(4) {
@@ -1566,7 +1567,7 @@ impl Simulation {
                     self.act_one_ghost();
                 }
                 let (index, task, changed) = &mut prepared[position];
-                let outcome = reconcile_task(self.docker.as_ref(), task, self.now);
+                let outcome = reconcile_task(self.docker.as_ref(), task, self.now, true);
                 *changed |= outcome.changed;
                 if outcome.adopted {
                     self.stats.adopted += 1;

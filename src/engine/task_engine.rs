@@ -90,6 +90,9 @@ pub struct EngineConfig {
     /// `ECS_ENGINE_AUTH_TYPE`/`ECS_ENGINE_AUTH_DATA`: the credentials each pull sends for its
     /// image's registry (§13). Its `Debug` output shows no password.
     pub registry_credentials: Arc<RegistryCredentials>,
+    /// `ECS_EXCLUDE_IPV6_PORTBINDING`: record a container's port bindings without the IPv6 twins
+    /// of its IPv4 ones (`ports::reported_port_bindings`).
+    pub exclude_ipv6_port_bindings: bool,
 }
 
 impl Default for EngineConfig {
@@ -116,6 +119,7 @@ impl Default for EngineConfig {
             host_capacity: HostCapacity::unlimited(),
             task_metadata: None,
             registry_credentials: Arc::new(RegistryCredentials::default()),
+            exclude_ipv6_port_bindings: true,
         }
     }
 }
@@ -154,6 +158,7 @@ impl EngineShared {
             dependency_poll_interval: self.config.dependency_poll_interval,
             sent_poll_interval: self.config.sent_poll_interval,
             task_metadata: self.config.task_metadata,
+            exclude_ipv6_port_bindings: self.config.exclude_ipv6_port_bindings,
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod definition;
 pub mod labels;
 pub mod metadata_endpoint;
 pub mod model;
+pub mod reason;
 pub mod status;
 pub mod time;
 

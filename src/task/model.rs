@@ -495,39 +495,51 @@ pub enum HealthStatus {
     Unhealthy,
 }
 
-/// The error a container change carries, classified for the rules of §6.
+/// The error a container change carries, classified for the rules of §6. Reported as
+/// `Name: message` ([`ContainerError::reason`]), the name being ECS's for the kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerError {
     pub kind: ContainerErrorKind,
-    /// Human-readable; Docker's own message where there is one.
+    /// Human-readable, without the error's name; Docker's own message where there is one.
     pub message: String,
 }
 
+/// What went wrong, fine enough that each kind has one ECS error name
+/// ([`ContainerErrorKind::ecs_error_name`]) and coarse enough for §6's rules. Checkpoints keep
+/// the kind, so a variant is never renamed or removed: `Unreachable` and `Other` are no longer
+/// made (a failed call is now classified by the call it was) but still load from older files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ContainerErrorKind {
     /// The Docker call did not answer within its deadline.
     Timeout,
-    /// Docker says the container does not exist.
+    /// Docker says the container to stop does not exist.
     NoSuchContainer,
     /// The image could not be pulled.
     CannotPull,
-    /// A start error whose message ends in `EOF` (the container may be running).
+    /// Docker refused to create the container.
+    CannotCreate,
+    /// Docker refused to start the container (the container is not running).
+    CannotStart,
+    /// A start whose outcome is unknown, so the container may be running: an error whose
+    /// message ends in `EOF`, an answer that could not be read, or a call that panicked.
     StartEof,
+    /// Docker refused to stop the container.
+    CannotStop,
     /// Inspecting the container after a transition failed.
     InspectFailed,
     /// A dependency can never be satisfied (§4).
     DependencyTerminal,
     /// The container vanished from Docker while the agent was not looking (§11).
     Vanished,
-    /// Docker is not reachable.
+    /// Docker is not reachable. Only in checkpoints of earlier versions.
     Unreachable,
     /// The kernel killed the container for exceeding its memory limit (Docker's `OOMKilled`).
     OutOfMemory,
     /// The container stopped and Docker recorded an error for it (`State.Error`, e.g. a start
     /// that failed in the runtime).
     DockerState,
-    /// Any other error.
+    /// Any other error. Only in checkpoints of earlier versions.
     Other,
 }
 

@@ -17,11 +17,13 @@ use crate::engine::messages::{
     DockerCall, DockerObservation, Effect, Input, Reported, TimerKind, TransitionOutput,
 };
 use crate::engine::transition::{
-    classify_error, derive_task_known_status, docker_away, docker_retry_delay, error_outcome,
-    essential_container_stopped, exit_error_from_inspection, inspect_says_gone, is_steady,
-    next_state, restop_on_running_report, should_restart, stop_grace, unable_to_progress,
-    DockerAction, DockerCallKind, NextState, ProgressVerdict, RuleConfig,
+    classify_error, dependency_terminal_error, derive_task_known_status, docker_away,
+    docker_retry_delay, error_outcome, essential_container_stopped, essential_stop_reason,
+    exit_error_from_inspection, inspect_says_gone, is_steady, next_state, restop_on_running_report,
+    should_restart, stop_grace, unable_to_progress, DockerAction, DockerCallKind, NextState,
+    ProgressVerdict, RuleConfig, ESSENTIAL_CONTAINER_EXITED,
 };
+use crate::ports::reported_port_bindings;
 use crate::report::NewEvent;
 use crate::runtime::{ContainerInfo, PortBinding, RuntimeError};
 use crate::task::metadata_endpoint::MetadataEndpoint;
@@ -54,6 +56,8 @@ pub struct ManagedTaskSettings {
     pub sent_poll_interval: Duration,
     /// The task metadata endpoint containers are pointed at (§14); `None` when it is off.
     pub task_metadata: Option<MetadataEndpoint>,
+    /// `ECS_EXCLUDE_IPV6_PORTBINDING`: record port bindings without IPv6 twins.
+    pub exclude_ipv6_port_bindings: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -642,7 +646,7 @@ impl ManagedTask {
         if self.task.desired_status < TaskStatus::Stopped && essential_container_stopped(&self.task)
         {
             if self.task.stopped_reason.is_none() {
-                self.task.stopped_reason = Some("Essential container in task exited".to_string());
+                self.task.stopped_reason = Some(essential_stop_reason(&self.task));
             }
             self.raise_desired(TaskStatus::Stopped);
         }

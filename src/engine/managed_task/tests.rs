@@ -41,6 +41,7 @@ fn settings(cleanup_wait: Duration) -> ManagedTaskSettings {
         dependency_poll_interval: Duration::from_secs(5),
         sent_poll_interval: Duration::from_secs(30),
         task_metadata: None,
+        exclude_ipv6_port_bindings: true,
     }
 }
 
@@ -427,14 +428,66 @@ fn runtime_errors_are_classified_for_the_error_table() {
         (
             ContainerStatus::Created,
             api("read: EOF"),
-            ContainerErrorKind::Other,
+            ContainerErrorKind::CannotCreate,
         ),
         (
             ContainerStatus::Created,
             RuntimeError::Unreachable {
                 message: "gone".into(),
             },
-            ContainerErrorKind::Unreachable,
+            ContainerErrorKind::CannotCreate,
+        ),
+        (
+            ContainerStatus::Created,
+            RuntimeError::NoSuchImage {
+                message: "nothing-here:1".into(),
+            },
+            ContainerErrorKind::CannotCreate,
+        ),
+        (
+            ContainerStatus::Running,
+            api("port is already allocated"),
+            ContainerErrorKind::CannotStart,
+        ),
+        (
+            ContainerStatus::Running,
+            RuntimeError::NoSuchContainer {
+                message: "x".into(),
+            },
+            ContainerErrorKind::CannotStart,
+        ),
+        (
+            ContainerStatus::Running,
+            RuntimeError::Panicked {
+                operation: "start".into(),
+                message: "boom".into(),
+            },
+            ContainerErrorKind::StartEof,
+        ),
+        (
+            ContainerStatus::Stopped,
+            api("cannot kill"),
+            ContainerErrorKind::CannotStop,
+        ),
+        (
+            ContainerStatus::Stopped,
+            RuntimeError::Panicked {
+                operation: "stop".into(),
+                message: "boom".into(),
+            },
+            ContainerErrorKind::CannotStop,
+        ),
+        (
+            ContainerStatus::Pulled,
+            timeout.clone(),
+            ContainerErrorKind::Timeout,
+        ),
+        (
+            ContainerStatus::Pulled,
+            RuntimeError::CannotPull {
+                message: "denied".into(),
+            },
+            ContainerErrorKind::CannotPull,
         ),
         (
             ContainerStatus::Running,
@@ -872,16 +925,18 @@ fn inspections(effects: &[Effect]) -> usize {
         .count()
 }
 
+/// The task's reason when its one essential container `app` stopped with the container reason
+/// `container_reason` (`Name: message`): the name first, then the container.
 fn expected_task_reason(container_reason: Option<&str>) -> String {
-    match container_reason {
-        Some(reason) => format!("Essential container app stopped: {reason}"),
+    match container_reason.and_then(|reason| reason.split_once(": ")) {
+        Some((name, message)) => format!("{name}: container \"app\": {message}"),
         None => "Essential container in task exited".to_string(),
     }
 }
 
 #[test]
 fn an_exit_is_stopped_at_once_carrying_an_out_of_memory_kill_docker_announced_first() {
-    let oom = Some(crate::engine::transition::OUT_OF_MEMORY_REASON.to_string());
+    let oom = Some("OutOfMemoryError: Container killed due to memory usage".to_string());
     // (case, an `oom` event before the `die`, an error the container carried already,
     // expected reason on the STOPPED event).
     let timeout = ContainerError {
@@ -892,7 +947,7 @@ fn an_exit_is_stopped_at_once_carrying_an_out_of_memory_kill_docker_announced_fi
     let table = [
         ("oom then die", true, None, oom.clone()),
         ("die alone", false, None, None),
-        ("earlier error stays", true, Some(timeout.clone()), Some("stop timed out".to_string())),
+        ("earlier error stays", true, Some(timeout.clone()), Some("DockerTimeoutError: stop timed out".to_string())),
     ];
     for (case, out_of_memory, earlier_error, reason) in table {
         let mut machine = running_machine();
@@ -949,7 +1004,7 @@ type LateInspectionCase = (
 fn a_late_inspection_records_why_the_container_stopped_on_the_container() {
     let oom = ContainerError {
         kind: ContainerErrorKind::OutOfMemory,
-        message: crate::engine::transition::OUT_OF_MEMORY_REASON.to_string(),
+        message: crate::engine::transition::OUT_OF_MEMORY_MESSAGE.to_string(),
     };
     let docker_error = ContainerError {
         kind: ContainerErrorKind::DockerState,
@@ -1002,7 +1057,10 @@ fn a_late_inspection_showing_an_oom_kill_leaves_an_earlier_error_as_the_reason()
     let effects = machine.handle(die_event(137), 2_000);
     assert_eq!(
         container_stops(&effects),
-        vec![(Some(137), Some("stop timed out".to_string()))]
+        vec![(
+            Some(137),
+            Some("DockerTimeoutError: stop timed out".to_string())
+        )]
     );
     machine.handle(
         Input::Inspected {
@@ -1672,4 +1730,52 @@ fn a_reporter_failure_is_logged_once_until_recording_works_again() {
     );
     let effects = machine.handle(failed(), 5_003);
     assert_eq!(logged(&effects, log::Level::Error).len(), 1, "{effects:?}");
+}
+
+#[test]
+fn a_started_containers_ports_are_recorded_without_ipv6_twins_unless_configured() {
+    let binding = |host_ip: &str| crate::ports::PortBinding {
+        container_port: 80,
+        protocol: "tcp".into(),
+        host_port: 8080,
+        host_ip: host_ip.into(),
+    };
+    let started_info = ContainerInfo {
+        id: "id-1".into(),
+        name: "app".into(),
+        state: crate::runtime::ContainerState {
+            status: "running".into(),
+            running: true,
+            started_at: "2026-01-01T00:00:00.5Z".into(),
+            ..Default::default()
+        },
+        ports: vec![binding("0.0.0.0"), binding("::")],
+        ..Default::default()
+    };
+    // (ECS_EXCLUDE_IPV6_PORTBINDING, recorded host addresses)
+    for (exclude, expected) in [(true, vec!["0.0.0.0"]), (false, vec!["0.0.0.0", "::"])] {
+        let mut settings = settings(Duration::ZERO);
+        settings.exclude_ipv6_port_bindings = exclude;
+        let mut machine = ManagedTask::new(one_container_task(), settings, None);
+        machine.start(1_000);
+        machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
+        machine.handle(transition(ContainerStatus::Created, Some("id-1")), 1_002);
+        machine.handle(
+            Input::Transition {
+                container: "app".into(),
+                target: ContainerStatus::Running,
+                result: Ok(TransitionOutput {
+                    docker_id: None,
+                    info: Some(started_info.clone()),
+                }),
+            },
+            1_003,
+        );
+        let recorded: Vec<&str> = machine.task().containers[0]
+            .ports
+            .iter()
+            .map(|port| port.host_ip.as_str())
+            .collect();
+        assert_eq!(recorded, expected, "exclude={exclude}");
+    }
 }

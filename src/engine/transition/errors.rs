@@ -77,7 +77,10 @@ pub fn error_outcome(
             | ContainerErrorKind::Unreachable
             | ContainerErrorKind::InspectFailed
             | ContainerErrorKind::StartEof
-            | ContainerErrorKind::CannotPull => ErrorOutcome {
+            | ContainerErrorKind::CannotPull
+            | ContainerErrorKind::CannotCreate
+            | ContainerErrorKind::CannotStart
+            | ContainerErrorKind::CannotStop => ErrorOutcome {
                 reset_known: true,
                 ..ErrorOutcome::default()
             },
@@ -199,8 +202,9 @@ pub fn docker_retry_delay(attempt: u32) -> Duration {
         .min(DOCKER_RETRY_MAXIMUM)
 }
 
-/// The reason ECS gives a container the kernel killed for exceeding its memory limit.
-pub const OUT_OF_MEMORY_REASON: &str = "OutOfMemoryError: Container killed due to memory usage";
+/// The message of a container the kernel killed for exceeding its memory limit, ECS's words
+/// (reported as `OutOfMemoryError: Container killed due to memory usage`).
+pub const OUT_OF_MEMORY_MESSAGE: &str = "Container killed due to memory usage";
 
 /// Why a container stopped, from what Docker's inspection of the stopped container shows
 /// (`State.OOMKilled`, `State.Error`), for its STOPPED event. An error the container already
@@ -217,7 +221,7 @@ pub fn exit_error_from_inspection(
     if oom_killed {
         return Some(ContainerError {
             kind: ContainerErrorKind::OutOfMemory,
-            message: OUT_OF_MEMORY_REASON.to_string(),
+            message: OUT_OF_MEMORY_MESSAGE.to_string(),
         });
     }
     let docker_state_error = docker_state_error.trim();
@@ -227,31 +231,34 @@ pub fn exit_error_from_inspection(
     })
 }
 
-/// Classifies a failed Docker call for the rules of §6.
+/// Classifies a failed Docker call for the rules of §6 and for its ECS name: by the call that
+/// failed (`target` is the status it aimed at), except a timeout, which ECS names the same for
+/// every call, and a stop Docker has no container for, which §6 counts as stopped.
 pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> ContainerError {
-    let kind = match error {
-        RuntimeError::Timeout { .. } => ContainerErrorKind::Timeout,
-        // No answer was had, as after a timeout: a start may have happened (so it is stopped in
-        // the background), a stop may not have (so it is tried again).
-        RuntimeError::Panicked { .. } => ContainerErrorKind::Timeout,
-        RuntimeError::NoSuchContainer { .. } => ContainerErrorKind::NoSuchContainer,
-        RuntimeError::Unreachable { .. } => ContainerErrorKind::Unreachable,
-        _ if target == ContainerStatus::Pulled => ContainerErrorKind::CannotPull,
-        RuntimeError::CannotPull { .. } => ContainerErrorKind::CannotPull,
-        _ if target == ContainerStatus::Running
-            && error.to_string().trim_end().ends_with("EOF") =>
-        {
+    let kind = match (target, error) {
+        (_, RuntimeError::Timeout { .. }) => ContainerErrorKind::Timeout,
+        (ContainerStatus::Stopped, RuntimeError::NoSuchContainer { .. }) => {
+            ContainerErrorKind::NoSuchContainer
+        }
+        (ContainerStatus::Pulled, _) => ContainerErrorKind::CannotPull,
+        (ContainerStatus::None | ContainerStatus::Created, _) => ContainerErrorKind::CannotCreate,
+        // No answer was had: the start may have happened, so it is stopped (§6). A start whose
+        // answer was lost (the connection closed mid-answer) or that panicked inside deckhand
+        // is the same case as a start error ending in EOF.
+        (
+            ContainerStatus::Running,
+            RuntimeError::Protocol { .. } | RuntimeError::Panicked { .. },
+        ) => ContainerErrorKind::StartEof,
+        (ContainerStatus::Running, _) if error.to_string().trim_end().ends_with("EOF") => {
             ContainerErrorKind::StartEof
         }
-        // A start whose answer was lost (the connection closed mid-answer) is the same case
-        // as a start error ending in EOF: it may have happened, so it is stopped (§6).
-        RuntimeError::Protocol { .. } if target == ContainerStatus::Running => {
-            ContainerErrorKind::StartEof
-        }
-        _ => ContainerErrorKind::Other,
+        (ContainerStatus::Running, _) => ContainerErrorKind::CannotStart,
+        (ContainerStatus::Stopped, _) => ContainerErrorKind::CannotStop,
     };
-    ContainerError {
-        kind,
-        message: error.to_string(),
-    }
+    let message = match error {
+        // The name says the pull failed; the registry's or Docker's words say why.
+        RuntimeError::CannotPull { message } => message.clone(),
+        other => other.to_string(),
+    };
+    ContainerError { kind, message }
 }

@@ -209,7 +209,7 @@ fn condition_terminal(
             let deadline = started_at.saturating_add(timeout_secs.saturating_mul(1000));
             if timeout_secs > 0 && now > deadline {
                 return Some(format!(
-                    "container {name:?} did not reach {} within its startTimeout of {timeout_secs}s",
+                    "dependency {name:?} did not reach {} within its startTimeout of {timeout_secs}s",
                     condition_name(condition)
                 ));
             }
@@ -220,12 +220,12 @@ fn condition_terminal(
             Some(0) => {}
             Some(code) => {
                 return Some(format!(
-                    "container {name:?} exited with code {code}, SUCCESS needs exit code 0"
+                    "dependency {name:?} exited with code {code}, SUCCESS needs exit code 0"
                 ))
             }
             None => {
                 return Some(format!(
-                    "container {name:?} stopped without an exit code, SUCCESS needs exit code 0"
+                    "dependency {name:?} stopped without an exit code, SUCCESS needs exit code 0"
                 ))
             }
         }
@@ -233,7 +233,7 @@ fn condition_terminal(
     // A stopped container never becomes healthy again.
     if condition == DependencyCondition::Healthy && known == ContainerStatus::Stopped {
         return Some(format!(
-            "container {name:?} stopped before it was reported HEALTHY"
+            "dependency {name:?} stopped before it was reported HEALTHY"
         ));
     }
     // "Will never start": nothing will move it past where it is now.
@@ -251,7 +251,7 @@ fn condition_terminal(
     };
     if never {
         return Some(format!(
-            "container {name:?} will never start, so {} can never be met",
+            "dependency {name:?} will never start, so {} can never be met",
             condition_name(condition)
         ));
     }
@@ -377,6 +377,28 @@ pub fn essential_container_stopped(task: &Task) -> bool {
     })
 }
 
+/// The task's stopped reason when §5 stops it: the named error of the first essential container
+/// known or desired STOPPED that carries one (`Name: container "app": message`), else ECS's
+/// `Essential container in task exited`.
+pub fn essential_stop_reason(task: &Task) -> String {
+    task.containers
+        .iter()
+        .filter(|container| {
+            container.essential()
+                && (container.known_status.is_stopped() || container.desired_status.is_stopped())
+        })
+        .find_map(|container| {
+            container
+                .applying_error
+                .as_ref()
+                .map(|error| error.task_reason(container.name()))
+        })
+        .unwrap_or_else(|| ESSENTIAL_CONTAINER_EXITED.to_string())
+}
+
+/// ECS's reason for a task whose essential container exited.
+pub const ESSENTIAL_CONTAINER_EXITED: &str = "Essential container in task exited";
+
 /// §7: a change reporting RUNNING for a container known STOPPED: issue one stop (true) or ignore (false).
 ///
 /// Guarded per container by `restopped` (the caller sets it when it issues the stop), so deckhand
@@ -444,10 +466,12 @@ pub const DEPENDENCY_TERMINAL_EXIT_CODE: i64 = 143;
 
 /// The error carried by the synthetic STOPPED change of a container whose dependency can never
 /// be met (§4); via §6's STOPPED row it makes the container known and desired STOPPED.
-pub fn dependency_terminal_error(container_name: &str, reason: &str) -> ContainerError {
+/// `reason` names the dependency and why (the container's own name is in its event, and the
+/// task's reason adds it).
+pub fn dependency_terminal_error(reason: &str) -> ContainerError {
     ContainerError {
         kind: ContainerErrorKind::DependencyTerminal,
-        message: format!("cannot start container {container_name:?}: {reason}"),
+        message: reason.to_string(),
     }
 }
 
@@ -623,6 +647,7 @@ mod tests {
             Some(ContainerErrorKind::StartEof),
             Some(ContainerErrorKind::InspectFailed),
             Some(ContainerErrorKind::Other),
+            Some(ContainerErrorKind::CannotStart),
             Some(ContainerErrorKind::CannotPull),
             None,
         ];
@@ -775,7 +800,7 @@ mod tests {
             container.known_status = Stopped;
             container.desired_status = Stopped;
             container.applying_error = Some(ContainerError {
-                kind: ContainerErrorKind::Other,
+                kind: ContainerErrorKind::CannotCreate,
                 message: "create failed".into(),
             });
         })
@@ -960,6 +985,29 @@ mod tests {
             set(&mut task, "a", known, desired);
             set(&mut task, "b", Running, Running);
             assert_eq!(essential_container_stopped(&task), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn essential_stop_reason_names_the_first_error_of_a_stopped_essential_container() {
+        // (case, a's essential, a's error, b's error, expected); a is desired STOPPED, b known
+        // STOPPED and essential.
+        type Case = (&'static str, bool, Option<ContainerErrorKind>, Option<ContainerErrorKind>, &'static str);
+        let cases: [Case; 4] = [
+            ("no error",                  true,  None,                                    None,                                   "Essential container in task exited"),
+            ("a's create failed",         true,  Some(ContainerErrorKind::CannotCreate),  None,                                   "CannotCreateContainerError: container \"a\": CannotCreate"),
+            ("non-essential a's error",   false, Some(ContainerErrorKind::CannotCreate),  Some(ContainerErrorKind::OutOfMemory),  "OutOfMemoryError: container \"b\": OutOfMemory"),
+            ("the first container wins",  true,  Some(ContainerErrorKind::CannotPull),    Some(ContainerErrorKind::OutOfMemory),  "CannotPullContainerError: container \"a\": CannotPull"),
+        ];
+        for (case, a_essential, a_error, b_error, expected) in cases {
+            let mut first = definition("a");
+            first.essential = a_essential;
+            let mut task = task(vec![first, definition("b")]);
+            set(&mut task, "a", Created, Stopped);
+            set(&mut task, "b", Stopped, Stopped);
+            task.containers[0].applying_error = a_error.map(error);
+            task.containers[1].applying_error = b_error.map(error);
+            assert_eq!(essential_stop_reason(&task), expected, "{case}");
         }
     }
 
@@ -1213,8 +1261,11 @@ mod tests {
 
     #[test]
     fn dependency_terminal_error_goes_through_the_stopped_row() {
-        let error = dependency_terminal_error("app", "container \"db\" will never start");
-        assert_eq!(error.message, "cannot start container \"app\": container \"db\" will never start");
+        let error = dependency_terminal_error("dependency \"db\" will never start");
+        assert_eq!(
+            error.reason(),
+            "CannotStartContainerError: dependency \"db\" will never start"
+        );
         let outcome = error_outcome(Stopped, &error, PullBehavior::Default);
         assert!(outcome.set_known_to_target && outcome.container_desired_stopped && outcome.emit_events);
         assert_eq!(DEPENDENCY_TERMINAL_EXIT_CODE, 143);
@@ -1249,12 +1300,12 @@ mod tests {
     #[test]
     fn a_stopped_containers_reason_comes_from_docker_unless_an_error_came_first() {
         let failed_start = ContainerError {
-            kind: ContainerErrorKind::Other,
+            kind: ContainerErrorKind::CannotStart,
             message: "cannot start: port is already allocated".to_string(),
         };
         let oom = Some(ContainerError {
             kind: ContainerErrorKind::OutOfMemory,
-            message: "OutOfMemoryError: Container killed due to memory usage".to_string(),
+            message: "Container killed due to memory usage".to_string(),
         });
         let state_error = Some(ContainerError {
             kind: ContainerErrorKind::DockerState,

@@ -122,7 +122,7 @@ impl ManagedTask {
                         status: ContainerStatus::Stopped,
                         error: Some(ContainerError {
                             kind: ContainerErrorKind::Vanished,
-                            message: format!("container vanished from Docker: {message}"),
+                            message: format!("Docker no longer has the container: {message}"),
                         }),
                         ..ContainerChange::default()
                     };

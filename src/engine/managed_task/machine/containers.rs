@@ -27,6 +27,7 @@ impl ManagedTask {
     }
 
     pub(super) fn copy_metadata(&mut self, index: usize, change: &ContainerChange, now: Millis) {
+        let exclude_ipv6_twins = self.settings.exclude_ipv6_port_bindings;
         let container = &mut self.task.containers[index];
         if let Some(exit_code) = change.exit_code {
             container.exit_code = Some(exit_code);
@@ -36,7 +37,7 @@ impl ManagedTask {
             if !info.image_id.is_empty() {
                 container.image_id = Some(info.image_id.clone());
             }
-            let ports: Vec<PortBinding> = info.ports.clone();
+            let ports: Vec<PortBinding> = reported_port_bindings(&info.ports, exclude_ipv6_twins);
             if !ports.is_empty() {
                 container.ports = ports;
             }
@@ -334,7 +335,8 @@ impl ManagedTask {
             }
             if outcome.stop_task {
                 if self.task.stopped_reason.is_none() {
-                    self.task.stopped_reason = Some(error.message.clone());
+                    let name = self.task.containers[index].name().to_string();
+                    self.task.stopped_reason = Some(error.task_reason(&name));
                 }
                 self.raise_desired(TaskStatus::Stopped);
             }
@@ -351,12 +353,8 @@ impl ManagedTask {
             }
             if self.task.stopped_reason.is_none() {
                 let reason = match &container.applying_error {
-                    Some(error) => format!(
-                        "Essential container {} stopped: {}",
-                        container.name(),
-                        error.message
-                    ),
-                    None => "Essential container in task exited".to_string(),
+                    Some(error) => error.task_reason(container.name()),
+                    None => ESSENTIAL_CONTAINER_EXITED.to_string(),
                 };
                 self.task.stopped_reason = Some(reason);
             }
@@ -402,7 +400,7 @@ impl ManagedTask {
                 reason: container
                     .applying_error
                     .as_ref()
-                    .map(|error| error.message.clone()),
+                    .map(ContainerError::reason),
             },
             reported: Reported::Container {
                 name: container.name().to_string(),

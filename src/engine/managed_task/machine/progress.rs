@@ -53,15 +53,8 @@ impl ManagedTask {
                     let container = &mut self.task.containers[index];
                     container.desired_status = ContainerStatus::Stopped;
                     container.exit_code = Some(CANNOT_START_EXIT_CODE);
-                    let name = container.name().to_string();
                     self.dirty = true;
-                    self.post_synthetic_stop(
-                        index,
-                        Some(ContainerError {
-                            kind: ContainerErrorKind::DependencyTerminal,
-                            message: format!("cannot start container {name}: {reason}"),
-                        }),
-                    );
+                    self.post_synthetic_stop(index, Some(dependency_terminal_error(&reason)));
                     acted = true;
                 }
                 NextState::SyntheticStopped => {
