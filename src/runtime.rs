@@ -55,8 +55,21 @@ pub enum RuntimeError {
     /// describes. Made by the engine's workers before a create; the message names the volume
     /// and says why, in ECS's terms.
     Volume {
+        failure: VolumeFailure,
         message: String,
     },
+}
+
+/// Which step of making a container's volume ready failed ([`RuntimeError::Volume`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeFailure {
+    /// Docker refused to inspect the volume (ECS: `CannotInspectVolumeError`).
+    Inspect,
+    /// Docker refused to create the volume (ECS: `CannotCreateVolumeError`).
+    Create,
+    /// The volume is not one the task may use: a shared volume that is missing without
+    /// autoprovision, or exists with another driver, options or labels.
+    Unusable,
 }
 
 impl fmt::Display for RuntimeError {
@@ -77,7 +90,11 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Panicked { operation, message } => {
                 write!(f, "Docker {operation} call panicked: {message}")
             }
-            RuntimeError::Volume { message } => f.write_str(message),
+            RuntimeError::Volume { failure, message } => match failure {
+                VolumeFailure::Inspect => write!(f, "CannotInspectVolumeError: {message}"),
+                VolumeFailure::Create => write!(f, "CannotCreateVolumeError: {message}"),
+                VolumeFailure::Unusable => f.write_str(message),
+            },
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::engine::worker_pool::CallClass;
 use crate::registry::RegistryCredentials;
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
-    EventStream, ImageInfo, RegistryAuth, RuntimeError, VolumeInfo,
+    EventStream, ImageInfo, RegistryAuth, RuntimeError, VolumeFailure, VolumeInfo,
 };
 use crate::state::StateStore;
 use crate::task::labels::LABEL_TASK_ARN;
@@ -521,19 +521,25 @@ fn prepare_volumes(
             Err(error) if docker_away(DockerCallKind::Inspect, &error) => return Err(error),
             Err(error) => {
                 return Err(RuntimeError::Volume {
-                    message: format!("CannotInspectVolumeError: volume '{name}': {error}"),
+                    failure: VolumeFailure::Inspect,
+                    message: format!("volume '{name}': {error}"),
                 })
             }
         };
-        let step = volume_step(requirement, existing.as_ref())
-            .map_err(|message| RuntimeError::Volume { message })?;
+        let step = volume_step(requirement, existing.as_ref()).map_err(|message| {
+            RuntimeError::Volume {
+                failure: VolumeFailure::Unusable,
+                message,
+            }
+        })?;
         if step == VolumeStep::Create {
             match runtime.create_volume(&requirement.volume) {
                 Ok(()) => {}
                 Err(error) if docker_away(DockerCallKind::Create, &error) => return Err(error),
                 Err(error) => {
                     return Err(RuntimeError::Volume {
-                        message: format!("CannotCreateVolumeError: volume '{name}': {error}"),
+                        failure: VolumeFailure::Create,
+                        message: format!("volume '{name}': {error}"),
                     })
                 }
             }

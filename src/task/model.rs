@@ -519,6 +519,10 @@ pub enum ContainerErrorKind {
     CannotPull,
     /// Docker refused to create the container.
     CannotCreate,
+    /// Docker refused to inspect a volume the container mounts, before its create.
+    CannotInspectVolume,
+    /// Docker refused to create a volume the container mounts, before its create.
+    CannotCreateVolume,
     /// Docker refused to start the container (the container is not running).
     CannotStart,
     /// A start whose outcome is unknown, so the container may be running: an error whose

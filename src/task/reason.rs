@@ -17,6 +17,8 @@ impl ContainerErrorKind {
             ContainerErrorKind::Timeout => "DockerTimeoutError",
             ContainerErrorKind::CannotPull => "CannotPullContainerError",
             ContainerErrorKind::CannotCreate => "CannotCreateContainerError",
+            ContainerErrorKind::CannotInspectVolume => "CannotInspectVolumeError",
+            ContainerErrorKind::CannotCreateVolume => "CannotCreateVolumeError",
             // A refused start, a start whose outcome is unknown, and a dependency that can
             // never be met (ECS wraps the dependency's error in the start error).
             ContainerErrorKind::CannotStart
@@ -71,8 +73,10 @@ impl ContainerError {
 mod tests {
     use super::*;
 
-    const EVERY_KIND: [ContainerErrorKind; 14] = [
+    const EVERY_KIND: [ContainerErrorKind; 16] = [
         ContainerErrorKind::Timeout,
+        ContainerErrorKind::CannotInspectVolume,
+        ContainerErrorKind::CannotCreateVolume,
         ContainerErrorKind::NoSuchContainer,
         ContainerErrorKind::CannotPull,
         ContainerErrorKind::CannotCreate,
@@ -101,6 +105,14 @@ mod tests {
             (
                 ContainerErrorKind::CannotCreate,
                 "CannotCreateContainerError",
+            ),
+            (
+                ContainerErrorKind::CannotInspectVolume,
+                "CannotInspectVolumeError",
+            ),
+            (
+                ContainerErrorKind::CannotCreateVolume,
+                "CannotCreateVolumeError",
             ),
             (ContainerErrorKind::CannotStart, "CannotStartContainerError"),
             (ContainerErrorKind::StartEof, "CannotStartContainerError"),

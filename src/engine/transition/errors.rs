@@ -5,7 +5,7 @@
 //! stopped by itself stopped (`exit_error_from_inspection`).
 
 use super::DockerAction;
-use crate::runtime::RuntimeError;
+use crate::runtime::{RuntimeError, VolumeFailure};
 use crate::task::{ContainerError, ContainerErrorKind, ContainerStatus, PullBehavior};
 use std::time::Duration;
 
@@ -79,6 +79,8 @@ pub fn error_outcome(
             | ContainerErrorKind::StartEof
             | ContainerErrorKind::CannotPull
             | ContainerErrorKind::CannotCreate
+            | ContainerErrorKind::CannotInspectVolume
+            | ContainerErrorKind::CannotCreateVolume
             | ContainerErrorKind::CannotStart
             | ContainerErrorKind::CannotStop => ErrorOutcome {
                 reset_known: true,
@@ -241,6 +243,22 @@ pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> Containe
             ContainerErrorKind::NoSuchContainer
         }
         (ContainerStatus::Pulled, _) => ContainerErrorKind::CannotPull,
+        // A volume the create needs could not be made ready: named for the volume call that
+        // failed, as ECS names it; a volume the task may not use is a failed create.
+        (
+            _,
+            RuntimeError::Volume {
+                failure: VolumeFailure::Inspect,
+                ..
+            },
+        ) => ContainerErrorKind::CannotInspectVolume,
+        (
+            _,
+            RuntimeError::Volume {
+                failure: VolumeFailure::Create,
+                ..
+            },
+        ) => ContainerErrorKind::CannotCreateVolume,
         (ContainerStatus::None | ContainerStatus::Created, _) => ContainerErrorKind::CannotCreate,
         // No answer was had: the start may have happened, so it is stopped (§6). A start whose
         // answer was lost (the connection closed mid-answer) or that panicked inside deckhand
@@ -258,6 +276,8 @@ pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> Containe
     let message = match error {
         // The name says the pull failed; the registry's or Docker's words say why.
         RuntimeError::CannotPull { message } => message.clone(),
+        // The kind carries the volume call's name; the message says which volume and why.
+        RuntimeError::Volume { message, .. } => message.clone(),
         other => other.to_string(),
     };
     ContainerError { kind, message }
