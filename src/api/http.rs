@@ -1007,6 +1007,49 @@ mod tests {
     }
 
     #[test]
+    fn a_streamed_response_reads_back_as_it_arrives() {
+        let response = HttpResponse::streaming("text/plain", Box::new(NeverStream));
+        let mut wire = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
+        write_streaming_head(&mut wire, &response).expect("head");
+        write_chunk(&mut wire, b"first line\n").expect("chunk");
+        write_chunk(&mut wire, b"").expect("an empty chunk writes nothing");
+        write_chunk(&mut wire, b"second\n").expect("chunk");
+        write_last_chunk(&mut wire).expect("end");
+        for step in [1, 2, 5, 4096] {
+            let (status, headers, mut body) =
+                open_response(split(&wire, step)).expect("a response head");
+            assert_eq!(status, 200);
+            assert_eq!(header_value(&headers, "content-type"), Some("text/plain"));
+            let mut text = Vec::new();
+            body.read_to_end(&mut text).expect("the whole body");
+            assert_eq!(text, b"first line\nsecond\n", "step {step}");
+        }
+        // Cut before the last chunk: an error, not a quiet end.
+        let cut = &wire[..wire.len() - 5];
+        let (_, _, mut body) = open_response(split(cut, 7)).expect("head");
+        let mut text = Vec::new();
+        let error = body.read_to_end(&mut text).expect_err("cut");
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+        // A Content-Length body reads the same way, and stops at its length.
+        let mut plain = Vec::new();
+        write_response(&mut plain, &HttpResponse::error(404, "gone")).expect("write");
+        plain.extend_from_slice(b"trailing bytes are not the body");
+        let (status, _, mut body) = open_response(split(&plain, 3)).expect("head");
+        let mut text = Vec::new();
+        body.read_to_end(&mut text).expect("body");
+        assert_eq!(status, 404);
+        assert_eq!(text, b"{\"error\":\"gone\"}\n");
+    }
+
+    struct NeverStream;
+
+    impl ResponseStream for NeverStream {
+        fn next_event(&mut self, _wait: Duration) -> StreamEvent {
+            StreamEvent::End
+        }
+    }
+
+    #[test]
     fn request_writer_produces_what_the_reader_accepts() {
         let mut wire = Vec::new();
         write_request(&mut wire, "POST", "/v1/tasks", Some(b"{\"family\":\"x\"}")).expect("write");

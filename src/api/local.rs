@@ -681,3 +681,204 @@ impl LocalApi {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn pairs(query: &str) -> Vec<(String, String)> {
+        crate::api::http::parse_query(query)
+    }
+
+    #[test]
+    fn since_takes_a_duration_a_time_or_unix_seconds() {
+        let now: Millis = 1_700_000_000_000;
+        // (text, expected)
+        let table = [
+            ("10m", Ok("1699999400.000".to_string())),
+            ("1h30m", Ok("1699994600.000".to_string())),
+            ("500ms", Ok("1699999999.500".to_string())),
+            ("2023-11-14T22:13:20Z", Ok("1700000000.000".to_string())),
+            ("2023-11-14T22:13:20.25Z", Ok("1700000000.250".to_string())),
+            ("1700000000", Ok("1700000000".to_string())),
+            ("1700000000.5", Ok("1700000000.5".to_string())),
+            ("99999999h", Ok("0.000".to_string())),
+        ];
+        for (text, expected) in table {
+            assert_eq!(docker_since(text, now), expected, "{text}");
+        }
+        for bad in ["yesterday", "10x", ".5", "1.", "-5m", "1e9", ""] {
+            let error = docker_since(bad, now).expect_err(bad);
+            assert!(error.contains("RFC 3339"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn logs_query_parameters_are_checked() {
+        let parsed = parse_logs_query(
+            &pairs("container=web&follow=1&tail=5&since=10m&timestamps=true"),
+            10_000_000,
+        )
+        .expect("valid");
+        assert_eq!(parsed.container.as_deref(), Some("web"));
+        assert_eq!(
+            parsed.options,
+            LogOptions {
+                follow: true,
+                tail: Some(5),
+                since: Some("9400.000".into()),
+                timestamps: true,
+            }
+        );
+        let defaults = parse_logs_query(&pairs("container=&tail=all&follow=0"), 0).expect("ok");
+        assert_eq!(defaults.container, None);
+        assert_eq!(defaults.options, LogOptions::default());
+        // (query, what the message names)
+        let table = [
+            ("tail=-1", "tail must be"),
+            ("follow=yes", "follow must be"),
+            ("timestamps=2", "timestamps must be"),
+            ("since=soon", "since must be"),
+            ("lines=4", "unknown query parameter \"lines\""),
+        ];
+        for (query, expected) in table {
+            let error = parse_logs_query(&pairs(query), 0).expect_err(query);
+            assert!(error.contains(expected), "{query}: {error}");
+        }
+    }
+
+    fn frame(stream: u8, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = vec![stream, 0, 0, 0];
+        bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    /// A response over canned logs; `(name, bytes, tty)` per container.
+    fn response(containers: Vec<(&str, Vec<u8>, bool)>, prefix: bool) -> LogResponse {
+        let (sender, receiver) = bounded(LOG_QUEUE_LINES);
+        let width = containers.iter().map(|(name, _, _)| name.len()).max();
+        let readers: Vec<ContainerLogReader> = containers
+            .into_iter()
+            .enumerate()
+            .map(|(index, (name, bytes, tty))| {
+                let sender = sender.clone();
+                let log: Box<dyn Read + Send> = Box::new(Cursor::new(bytes));
+                ContainerLogReader {
+                    name: name.to_string(),
+                    close: Box::new(|| {}),
+                    thread: Some(std::thread::spawn(move || {
+                        read_container_log(index, log, tty, sender)
+                    })),
+                }
+            })
+            .collect();
+        LogResponse {
+            receiver: Some(receiver),
+            open_readers: readers.len(),
+            readers,
+            prefix_width: if prefix { width } else { None },
+            _slot: WaitingSlot(Arc::new(AtomicUsize::new(1))),
+        }
+    }
+
+    /// Everything the response sends, decoded: (stdout, stderr).
+    fn drain(mut response: LogResponse) -> (String, String) {
+        let mut body = Vec::new();
+        loop {
+            match response.next_event(Duration::from_secs(10)) {
+                StreamEvent::Data(data) => body.extend(data),
+                StreamEvent::Idle => {}
+                StreamEvent::End => break,
+            }
+        }
+        let mut decoder = FrameDecoder::new(false);
+        let mut pieces = Vec::new();
+        decoder.push(&body, &mut pieces).expect("our own framing");
+        assert_eq!(decoder.finish(), Ok(()));
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        for (stream, piece) in pieces {
+            let text = String::from_utf8_lossy(&piece).into_owned();
+            match stream {
+                OutputStream::Stdout => stdout.push_str(&text),
+                OutputStream::Stderr => stderr.push_str(&text),
+            }
+        }
+        (stdout, stderr)
+    }
+
+    #[test]
+    fn every_container_line_is_prefixed_and_kept_on_its_stream() {
+        let mut web = frame(1, b"web says hi\nand ");
+        web.extend(frame(2, b"web fails\n"));
+        web.extend(frame(1, b"more\n"));
+        let tty = b"tty line\r\n".to_vec();
+        let (stdout, stderr) = drain(response(
+            vec![("web", web, false), ("console", tty, true)],
+            true,
+        ));
+        let mut stdout_lines: Vec<&str> = stdout.lines().collect();
+        stdout_lines.sort();
+        assert_eq!(
+            stdout_lines,
+            vec![
+                "console | tty line",
+                "web     | and more",
+                "web     | web says hi"
+            ]
+        );
+        assert_eq!(stderr, "web     | web fails\n");
+    }
+
+    #[test]
+    fn one_container_by_name_is_sent_as_it_is_and_a_broken_log_is_said() {
+        let mut web = frame(1, b"exact bytes, no newline");
+        web.extend(b"\x01\x00\x00");
+        let (stdout, stderr) = drain(response(vec![("web", web, false)], false));
+        assert_eq!(stdout, "exact bytes, no newline");
+        assert!(
+            stderr.starts_with("deckhand: the log of container web ended: ")
+                && stderr.contains("ended inside a frame"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn dropping_the_response_closes_the_logs_and_ends_the_readers() {
+        // A log that never ends until it is closed: the reader blocks in read().
+        let (mut writer, reader) = std::os::unix::net::UnixStream::pair().expect("pair");
+        std::io::Write::write_all(&mut writer, &frame(1, b"first\n")).expect("write");
+        let closer = reader.try_clone().expect("clone");
+        let (sender, receiver) = bounded(LOG_QUEUE_LINES);
+        let thread =
+            std::thread::spawn(move || read_container_log(0, Box::new(reader), false, sender));
+        let counter = Arc::new(AtomicUsize::new(1));
+        let mut response = LogResponse {
+            receiver: Some(receiver),
+            readers: vec![ContainerLogReader {
+                name: "web".into(),
+                close: Box::new(move || {
+                    let _ = closer.shutdown(std::net::Shutdown::Both);
+                }),
+                thread: Some(thread),
+            }],
+            open_readers: 1,
+            prefix_width: None,
+            _slot: WaitingSlot(counter.clone()),
+        };
+        assert_eq!(
+            response.next_event(Duration::from_secs(10)),
+            StreamEvent::Data(frame(1, b"first\n"))
+        );
+        assert_eq!(
+            response.next_event(Duration::from_millis(50)),
+            StreamEvent::Idle
+        );
+        // The drop joins the reader: this returns only if closing woke it.
+        drop(response);
+        assert_eq!(counter.load(Ordering::SeqCst), 0, "the slot is released");
+        drop(writer);
+    }
+}

@@ -632,6 +632,34 @@ pub fn ps(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logs_targets_carry_only_what_was_asked() {
+        // (request, target)
+        let table = [
+            (
+                LogsRequest {
+                    task: "abc",
+                    ..LogsRequest::default()
+                },
+                "/v1/tasks/abc/logs",
+            ),
+            (
+                LogsRequest {
+                    task: "arn:aws:ecs:local:0:task/c/abc",
+                    container: Some("web app"),
+                    follow: true,
+                    tail: Some(0),
+                    since: Some("2024-05-01T12:00:00+02:00"),
+                    timestamps: true,
+                },
+                "/v1/tasks/arn%3Aaws%3Aecs%3Alocal%3A0%3Atask%2Fc%2Fabc/logs?container=web%20app&follow=1&tail=0&since=2024-05-01T12%3A00%3A00%2B02%3A00&timestamps=1",
+            ),
+        ];
+        for (request, expected) in table {
+            assert_eq!(logs_target(&request), expected);
+        }
+    }
     use serde_json::json;
 
     #[test]
