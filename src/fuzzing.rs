@@ -422,7 +422,8 @@ pub fn log_frames(data: &[u8]) {
     for stream in [OutputStream::Stdout, OutputStream::Stderr] {
         assert_eq!(joined(&again, stream), joined(&lines, stream));
     }
-    if let Ok((_, _, mut body)) = crate::api::http::open_response(SplitReader { data, step }) {
+    if let Ok(opened) = crate::api::http::open_response(SplitReader { data, step }) {
+        let mut body = opened.body;
         let mut sink = Vec::new();
         let _ = body.read_to_end(&mut sink);
     }

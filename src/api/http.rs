@@ -661,11 +661,17 @@ impl<R: Read> Read for BodyStream<R> {
     }
 }
 
+/// A response whose head was read; the body is read as it arrives.
+pub struct OpenedResponse<R: Read> {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: BodyStream<R>,
+}
+
 /// Reads a response's head (skipping interim `1xx` responses) and returns its status and
 /// headers, with the body left to be read as it arrives.
-pub fn open_response<R: Read>(
-    mut stream: R,
-) -> Result<(u16, Vec<(String, String)>, BodyStream<R>), ReadError> {
+pub fn open_response<R: Read>(mut stream: R) -> Result<OpenedResponse<R>, ReadError> {
     let mut pending: Vec<u8> = Vec::new();
     loop {
         let (head, rest) = {
@@ -708,7 +714,11 @@ pub fn open_response<R: Read>(
             remaining,
             finished: false,
         };
-        return Ok((status, headers, body));
+        return Ok(OpenedResponse {
+            status,
+            headers,
+            body,
+        });
     }
 }
 
@@ -1016,17 +1026,20 @@ mod tests {
         write_chunk(&mut wire, b"second\n").expect("chunk");
         write_last_chunk(&mut wire).expect("end");
         for step in [1, 2, 5, 4096] {
-            let (status, headers, mut body) =
-                open_response(split(&wire, step)).expect("a response head");
-            assert_eq!(status, 200);
-            assert_eq!(header_value(&headers, "content-type"), Some("text/plain"));
+            let opened = open_response(split(&wire, step)).expect("a response head");
+            assert_eq!(opened.status, 200);
+            assert_eq!(
+                header_value(&opened.headers, "content-type"),
+                Some("text/plain")
+            );
+            let mut body = opened.body;
             let mut text = Vec::new();
             body.read_to_end(&mut text).expect("the whole body");
             assert_eq!(text, b"first line\nsecond\n", "step {step}");
         }
         // Cut before the last chunk: an error, not a quiet end.
         let cut = &wire[..wire.len() - 5];
-        let (_, _, mut body) = open_response(split(cut, 7)).expect("head");
+        let mut body = open_response(split(cut, 7)).expect("head").body;
         let mut text = Vec::new();
         let error = body.read_to_end(&mut text).expect_err("cut");
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
@@ -1034,10 +1047,11 @@ mod tests {
         let mut plain = Vec::new();
         write_response(&mut plain, &HttpResponse::error(404, "gone")).expect("write");
         plain.extend_from_slice(b"trailing bytes are not the body");
-        let (status, _, mut body) = open_response(split(&plain, 3)).expect("head");
+        let opened = open_response(split(&plain, 3)).expect("head");
+        let mut body = opened.body;
         let mut text = Vec::new();
         body.read_to_end(&mut text).expect("body");
-        assert_eq!(status, 404);
+        assert_eq!(opened.status, 404);
         assert_eq!(text, b"{\"error\":\"gone\"}\n");
     }
 

@@ -157,7 +157,7 @@ impl ApiClient {
             .map_err(|error| protocol(error.to_string()))?;
         write_request(&mut stream, "GET", target, None)
             .map_err(|error| protocol(format!("sending the request failed: {error}")))?;
-        let (status, _headers, body) = open_response(stream).map_err(|error| {
+        let opened = open_response(stream).map_err(|error| {
             protocol(match error {
                 ReadError::Io(io_error) if io_error.kind() == io::ErrorKind::WouldBlock => {
                     format!("no answer within {}s", head_timeout.as_secs())
@@ -165,6 +165,7 @@ impl ApiClient {
                 other => other.to_string(),
             })
         })?;
+        let (status, body) = (opened.status, opened.body);
         if status == 200 {
             body.get_ref()
                 .set_read_timeout(body_timeout)
