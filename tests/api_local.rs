@@ -662,3 +662,35 @@ fn a_follower_that_goes_away_closes_the_log_and_frees_its_worker() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("Transfer-Encoding: chunked"), "{answer}");
 }
+
+#[test]
+fn shutdown_ends_open_log_streams_promptly() {
+    let mut api = TestApi::start(false);
+    let id = task_with_logs(&api, true);
+    let mut follower = UnixStream::connect(&api.socket).expect("connect");
+    follower
+        .write_all(
+            format!("GET /v1/tasks/{id}/logs?follow=1 HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        )
+        .expect("request");
+    let mut first = [0u8; 12];
+    follower.read_exact(&mut first).expect("the answer starts");
+    assert_eq!(&first, b"HTTP/1.1 200");
+    // Keep the stream busy while the server stops.
+    let engine = api.engine.clone();
+    let chatter = thread::spawn(move || {
+        for _ in 0..200 {
+            engine.write_log("web-id", &log_frame(1, b"chatty\n"));
+            thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let started = Instant::now();
+    api.servers.shutdown();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waited {:?} for a log stream",
+        started.elapsed()
+    );
+    assert!(api.engine.closed_logs() >= 2, "the logs were not closed");
+    chatter.join().expect("chatter");
+}

@@ -513,6 +513,11 @@ fn write_stream(
         return;
     }
     loop {
+        // Checked before every step, not only when idle: a chatty log must not keep a stopping
+        // server waiting.
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
         // A stream must not panic; if one does, the body ends here (the client sees it cut)
         // and the worker lives on.
         let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -529,7 +534,7 @@ fn write_stream(
                 }
             }
             StreamEvent::Idle => {
-                if stopping.load(Ordering::SeqCst) || connection.client_gone() {
+                if connection.client_gone() {
                     return;
                 }
             }
