@@ -170,8 +170,8 @@ printing new events until interrupted."
             "\
 Usage: deckhand logs TASK [CONTAINER] [--follow] [--tail N] [--since DURATION|TIME] [--timestamps]
 
-Prints what TASK's containers wrote (id, unique id prefix or ARN), read from Docker by the
-agent, so a member of group deckhand needs no access to Docker. Without CONTAINER, every
+Prints what the containers of TASK (id, unique id prefix or ARN) wrote, read from Docker by
+the agent, so a member of group deckhand needs no access to Docker. Without CONTAINER, every
 container's lines, each after `NAME | ` (as docker compose does); with it, that container's
 lines as they are. Lines a container wrote to stderr go to stderr. A stopped task's logs can be
 read until the agent cleans the task up (3 h after it stopped by default). A TTY container
