@@ -132,6 +132,7 @@ impl EventLog {
             self.hold(&mut state, EventLog::numbered(sequence, new_event));
             drop(state);
             self.recorded.notify_all();
+            crate::metrics::global().event_recorded();
             return Ok(sequence);
         };
         let ticket = state.next_ticket;
@@ -139,6 +140,9 @@ impl EventLog {
         state.pending.push((ticket, new_event));
         loop {
             if let Some(outcome) = state.outcomes.remove(&ticket) {
+                if outcome.is_ok() {
+                    crate::metrics::global().event_recorded();
+                }
                 // The writer's error is shared by every event of its batch, so it travels as text.
                 return outcome.map_err(|message| StateError::Io {
                     path: durable.path().to_path_buf(),
