@@ -1000,6 +1000,8 @@ fn restarting(name: &str, image: &str) -> deckhand::task::ContainerDefinition {
 
 #[test]
 fn a_restart_policy_restarts_an_exited_container_in_place() {
+    let metrics = deckhand::metrics::global();
+    let restarts_before = metrics.container_restarts_total();
     let harness = Harness::new();
     let id = harness.submit(task("restarts", vec![restarting("app", APP_IMAGE)]));
     harness.wait_event(&id, None, "RUNNING");
@@ -1009,6 +1011,8 @@ fn a_restart_policy_restarts_an_exited_container_in_place() {
         task.and_then(|t| t.container("app"))
             .is_some_and(|c| c.restart_count == 1)
     });
+    // The metric counts the restart (other tests of this binary may add theirs).
+    assert!(metrics.container_restarts_total() > restarts_before);
     // The second start call is recorded before the fake applies it: wait for the container.
     harness
         .fake
