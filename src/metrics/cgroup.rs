@@ -11,8 +11,9 @@
 //! | v1, cgroupfs driver | `memory/docker/<id>/memory.usage_in_bytes` | `cpuacct/docker/<id>/cpuacct.usage` (ns) |
 //! | v1, systemd driver | `memory/system.slice/docker-<id>.scope/…` | `cpuacct/system.slice/docker-<id>.scope/…` |
 //!
-//! (v1's `cpuacct` is also mounted as `cpu,cpuacct`; both names are tried.) The layout that
-//! last worked is tried first, so a scrape costs two or three file reads per container. A
+//! (v1's `cpuacct` is also mounted as `cpu,cpuacct`; both names are tried.) A scrape first
+//! looks which layouts' parent directories exist, then tries only those, the one that last
+//! worked first, so it costs two or three file reads per container. A
 //! container whose files are not there (an agent in a private cgroup namespace, a container
 //! that just stopped) has no series. The Docker id is checked to be hex before it goes into a
 //! path. The parsers are pure, never panic, and have a fuzz target.
@@ -52,6 +53,23 @@ impl CgroupLayout {
                 format!("system.slice/docker-{docker_id}.scope")
             }
             CgroupLayout::V2Cgroupfs | CgroupLayout::V1Cgroupfs => format!("docker/{docker_id}"),
+        }
+    }
+
+    /// The directories whose presence says Docker may put containers in this layout here: the
+    /// parent of a container's directory (under a v1 controller: any of them).
+    fn parent_directories(self, root: &Path) -> Vec<PathBuf> {
+        let parent = match self {
+            CgroupLayout::V2Systemd | CgroupLayout::V1Systemd => "system.slice",
+            CgroupLayout::V2Cgroupfs | CgroupLayout::V1Cgroupfs => "docker",
+        };
+        if self.is_v2() {
+            vec![root.join(parent)]
+        } else {
+            ["memory", "cpuacct", "cpu,cpuacct"]
+                .iter()
+                .map(|controller| root.join(controller).join(parent))
+                .collect()
         }
     }
 
@@ -133,18 +151,45 @@ impl CgroupRoot {
         }
     }
 
-    /// Memory and CPU of the container with `docker_id`, from the first layout (the last one
-    /// that worked first) whose memory or CPU file can be read.
+    /// The layouts this host can have containers in (their parent directories exist), looked
+    /// up once per scrape so that a host where deckhand sees no container cgroups (a private
+    /// cgroup namespace) costs a few `stat` calls, not four tries per container.
+    pub fn present_layouts(&self) -> Vec<CgroupLayout> {
+        CgroupLayout::ALL
+            .into_iter()
+            .filter(|layout| {
+                layout
+                    .parent_directories(&self.root)
+                    .iter()
+                    .any(|directory| directory.is_dir())
+            })
+            .collect()
+    }
+
+    /// Memory and CPU of the container with `docker_id` ([`CgroupRoot::container_usage_in`]
+    /// over the layouts present now).
     pub fn container_usage(&self, docker_id: &str) -> ContainerUsage {
-        if !is_docker_id(docker_id) {
+        self.container_usage_in(&self.present_layouts(), docker_id)
+    }
+
+    /// Memory and CPU of the container with `docker_id`, from the first of `layouts` (the
+    /// last one that worked first) whose memory or CPU file can be read.
+    pub fn container_usage_in(&self, layouts: &[CgroupLayout], docker_id: &str) -> ContainerUsage {
+        if !is_docker_id(docker_id) || layouts.is_empty() {
             return ContainerUsage::default();
         }
-        let first = self.last_layout.load(Ordering::Relaxed) % CgroupLayout::ALL.len();
-        for offset in 0..CgroupLayout::ALL.len() {
-            let index = (first + offset) % CgroupLayout::ALL.len();
-            let usage = self.usage_in_layout(CgroupLayout::ALL[index], docker_id);
+        let last =
+            CgroupLayout::ALL[self.last_layout.load(Ordering::Relaxed) % CgroupLayout::ALL.len()];
+        let remembered = layouts.iter().copied().filter(|layout| *layout == last);
+        let others = layouts.iter().copied().filter(|layout| *layout != last);
+        for layout in remembered.chain(others) {
+            let usage = self.usage_in_layout(layout, docker_id);
             if usage != ContainerUsage::default() {
-                if index != first {
+                if layout != last {
+                    let index = CgroupLayout::ALL
+                        .iter()
+                        .position(|candidate| *candidate == layout)
+                        .unwrap_or(0);
                     self.last_layout.store(index, Ordering::Relaxed);
                 }
                 return usage;
@@ -208,6 +253,17 @@ mod tests {
     }
 
     #[test]
+    fn a_root_without_docker_directories_has_no_layout_and_reads_nothing() {
+        let root =
+            std::env::temp_dir().join(format!("deckhand-cgroup-none-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("memory")).unwrap();
+        let cgroups = CgroupRoot::new(&root);
+        assert!(cgroups.present_layouts().is_empty());
+        assert_eq!(cgroups.container_usage(ID), ContainerUsage::default());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
     fn every_layout_is_found_and_a_missing_file_omits_only_its_value() {
         for layout in CgroupLayout::ALL {
             let root = std::env::temp_dir()
@@ -226,6 +282,7 @@ mod tests {
             std::fs::write(&cpu, cpu_text).unwrap();
 
             let cgroups = CgroupRoot::new(&root);
+            assert_eq!(cgroups.present_layouts(), [layout]);
             assert_eq!(
                 cgroups.container_usage(ID),
                 ContainerUsage {

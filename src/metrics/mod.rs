@@ -478,6 +478,7 @@ fn write_status_counts(page: &mut Exposition, tasks: &[Task]) {
 fn write_container_usage(page: &mut Exposition, tasks: &[Task], cgroups: &cgroup::CgroupRoot) {
     let mut memory: Vec<(&Task, &str, u64)> = Vec::new();
     let mut cpu: Vec<(&Task, &str, f64)> = Vec::new();
+    let layouts = cgroups.present_layouts();
     for task in tasks {
         for container in &task.containers {
             if !container.known_status.is_running() {
@@ -486,7 +487,7 @@ fn write_container_usage(page: &mut Exposition, tasks: &[Task], cgroups: &cgroup
             let Some(docker_id) = container.docker_id.as_deref() else {
                 continue;
             };
-            let usage = cgroups.container_usage(docker_id);
+            let usage = cgroups.container_usage_in(&layouts, docker_id);
             if let Some(bytes) = usage.memory_bytes {
                 memory.push((task, container.name(), bytes));
             }
