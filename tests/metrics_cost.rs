@@ -6,7 +6,8 @@
 //!   cgroup files are found (a made-up cgroup tree, as on a host where deckhand sees its
 //!   containers' cgroups) and when none is (the fake runtime's ids under the real
 //!   `/sys/fs/cgroup`: every layout is tried for every container, the worst case);
-//! - the engine's snapshot (`EngineHandle::tasks`) on its own;
+//! - the engine's snapshot (`EngineHandle::tasks`) on its own, and a page with no task (the
+//!   fixed part: counters, histograms, `/proc/self`);
 //! - a whole request over TCP to the introspection server (connect, request, page, close).
 //!
 //! Allocations are counted on the measuring thread only (a counting global allocator with a
@@ -157,6 +158,10 @@ fn metrics_cost() {
     measure("snapshot only (EngineHandle::tasks)", || {
         engine.tasks().len()
     });
+    measure(
+        "page without tasks (counters and process files only)",
+        || metrics::scrape(metrics::global(), &[], &found).len(),
+    );
     measure("page, every container's cgroup files found", || {
         metrics::scrape(metrics::global(), &engine.tasks(), &found).len()
     });
