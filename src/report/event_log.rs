@@ -130,9 +130,9 @@ impl EventLog {
         let Some(durable) = &self.durable else {
             let sequence = state.last_sequence + 1;
             self.hold(&mut state, EventLog::numbered(sequence, new_event));
+            crate::metrics::global().event_recorded();
             drop(state);
             self.recorded.notify_all();
-            crate::metrics::global().event_recorded();
             return Ok(sequence);
         };
         let ticket = state.next_ticket;
@@ -140,9 +140,6 @@ impl EventLog {
         state.pending.push((ticket, new_event));
         loop {
             if let Some(outcome) = state.outcomes.remove(&ticket) {
-                if outcome.is_ok() {
-                    crate::metrics::global().event_recorded();
-                }
                 // The writer's error is shared by every event of its batch, so it travels as text.
                 return outcome.map_err(|message| StateError::Io {
                     path: durable.path().to_path_buf(),
@@ -171,6 +168,8 @@ impl EventLog {
                         for ((queued_ticket, _), event) in batch.iter().zip(events) {
                             state.outcomes.insert(*queued_ticket, Ok(event.seq));
                             self.hold(&mut state, event);
+                            // Counted before any reader can see the event.
+                            crate::metrics::global().event_recorded();
                         }
                     }
                     Err(error) => {
