@@ -2,9 +2,10 @@
 //!
 //! A newcomer's `cargo test` on a fresh machine with only Docker must pass: a test that needs a
 //! program (the static busybox its image is made of, a local `docker-registry`, `htpasswd`,
-//! `promtool` and `prometheus`)
-//! installs the package itself when it runs as root on a machine with `apt-get`, as
-//! `examples/make-image.sh` does. Anywhere else it fails with the one command that fixes it.
+//! `promtool` and the `prometheus` server) installs the package itself when it runs as root on a
+//! machine with `apt-get`, as `examples/make-image.sh` does. Anywhere else it fails with the one
+//! command that fixes it. (Debian's `prometheus` enables its own service where systemd runs; the
+//! tests start their own server on a free port and never use it.)
 //! Parallel test processes take turns through a lock file, so only one runs `apt-get` at a time
 //! and the others find the program installed.
 #![allow(dead_code)]
