@@ -429,6 +429,47 @@ pub fn log_frames(data: &[u8]) {
     }
 }
 
+/// The files the `/metrics` page reads (`/proc/self/stat`, `/proc/self/status`, `/proc/stat`,
+/// a container's cgroup `memory.current`, `cpu.stat`, `cpuacct.usage`) and label values from
+/// task definitions: the parsers never panic, and any text written as a label value on a
+/// sample line reads back as that text, on one line.
+pub fn metrics_files(data: &[u8]) {
+    use crate::metrics::exposition::{read_sample_line, Exposition};
+    use crate::metrics::{cgroup, process};
+    let text = String::from_utf8_lossy(data);
+    let _ = process::parse_stat(&text);
+    let _ = process::parse_resident_bytes(&text);
+    let _ = process::parse_boot_time(&text);
+    let _ = cgroup::parse_single_number(&text);
+    let _ = cgroup::parse_cpu_stat_usage_usec(&text);
+    let _ = cgroup::is_docker_id(&text);
+
+    let mut page = Exposition::new();
+    page.sample_integer(
+        "deckhand_container_memory_usage_bytes",
+        &[("task", "t"), ("family", &text), ("container", &text)],
+        1,
+    );
+    let written = page.into_string();
+    let line = written
+        .strip_suffix('\n')
+        .expect("a sample line ends with a line feed");
+    assert!(
+        !line.contains('\n'),
+        "a label value broke the line: {line:?}"
+    );
+    let (name, labels, value) =
+        read_sample_line(line).unwrap_or_else(|| panic!("the line does not read back: {line:?}"));
+    assert_eq!(name, "deckhand_container_memory_usage_bytes");
+    assert_eq!(value, "1");
+    let expected: Vec<(String, String)> =
+        [("task", "t"), ("family", &*text), ("container", &*text)]
+            .iter()
+            .map(|(label, value)| (label.to_string(), value.to_string()))
+            .collect();
+    assert_eq!(labels, expected, "labels changed on the way: {line:?}");
+}
+
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -443,6 +484,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("rfc3339", rfc3339),
     ("meminfo", meminfo),
     ("log_frames", log_frames),
+    ("metrics_files", metrics_files),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

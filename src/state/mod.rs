@@ -38,6 +38,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 /// The schema version this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -571,13 +572,20 @@ impl StateStore {
         Arc::clone(locks.entry(task_id.to_string()).or_default())
     }
 
-    /// Checkpoint one task, atomically and durably; costs only this task's size.
+    /// Checkpoint one task, atomically and durably; costs only this task's size. How long it
+    /// took (encoding and the write, not the wait for another save of the same task) goes to
+    /// `deckhand_checkpoint_duration_seconds`, failed writes included.
     pub fn save_task(&self, task: &Task) -> Result<(), StateError> {
         let path = self.task_path(&task.id)?;
+        let encoding = Instant::now();
         let bytes = encode_task_file(task)?;
+        let encoded_in = encoding.elapsed();
         let lock = self.task_lock(&task.id);
         let _held = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        fsio::write_atomic(&self.faults, &path, &bytes)?;
+        let writing = Instant::now();
+        let written = fsio::write_atomic(&self.faults, &path, &bytes);
+        crate::metrics::global().observe_checkpoint(encoded_in + writing.elapsed());
+        written?;
         Ok(())
     }
 
