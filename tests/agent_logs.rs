@@ -25,13 +25,15 @@ fn text(bytes: &[u8]) -> String {
 /// Four containers: two that write to both streams, a TTY one, and one that ticks every half
 /// second (for `--follow`). Each of the first three ends its output with a line marking that it
 /// is done, then sleeps.
+// `app` waits between its stderr line and its last stdout line: Docker reads the two pipes
+// separately, so only time orders lines across them, and `--tail 1` must find `app-last` last.
 fn definition(family: &str) -> String {
     format!(
         r#"{{
   "family": "{family}",
   "containerDefinitions": [
     {{"name": "app", "image": "{TEST_IMAGE}", "essential": true, "stopTimeout": 2,
-      "command": ["sh", "-c", "echo app-out; echo app-err >&2; echo app-last; exec sleep 3600"]}},
+      "command": ["sh", "-c", "echo app-out; echo app-err >&2; sleep 1; echo app-last; exec sleep 3600"]}},
     {{"name": "side", "image": "{TEST_IMAGE}", "essential": true, "stopTimeout": 2,
       "command": ["sh", "-c", "echo side-out; echo side-err >&2; echo side-last; exec sleep 3600"]}},
     {{"name": "console", "image": "{TEST_IMAGE}", "essential": true, "stopTimeout": 2,
