@@ -96,6 +96,10 @@ impl TaskShared {
         let mut commands = self.commands();
         commands.tasks.remove(task_id);
         if cleaned_up {
+            // Its containers are gone: the images they ran are free for image cleanup (§15).
+            if let Some(images) = &self.worker_context.images {
+                images.release_task(task_id, crate::clock::now_millis());
+            }
             if let Some(store) = &self.store {
                 if let Err(error) = store.delete_task(task_id) {
                     // The next start restores it, finds its containers gone, and cleans up again.

@@ -13,6 +13,7 @@
 //! is caught by the pool and answered by [`input_for_panicked_call`], so the task always hears
 //! back and its container never stays "in flight".
 
+use crate::engine::image_cleanup::ImageTracker;
 use crate::engine::messages::{
     DockerCall, Input, OwnedVolume, TransitionOutput, VolumeRequirement,
 };
@@ -61,6 +62,9 @@ pub struct WorkerContext {
     pub store: Option<Arc<StateStore>>,
     /// What each pull sends for its image's registry (§13).
     pub registry_credentials: Arc<RegistryCredentials>,
+    /// The images tasks use, for image cleanup (§15); `None` where nothing tracks them (the
+    /// simulator).
+    pub images: Option<Arc<ImageTracker>>,
 }
 
 impl WorkerContext {
@@ -309,6 +313,33 @@ impl ContainerRuntime for PanicGuard {
     fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>, RuntimeError> {
         guarded("volume inspect", || self.0.inspect_volume(name))
     }
+}
+
+/// Runs one call of task `task_id` with image tracking (§15): a pull waits while image cleanup
+/// removes an image, and a pull step that succeeded records that the task uses the image
+/// (its id from an inspection; an image Docker does not have is not recorded: the create that
+/// follows fails anyway).
+pub fn run_task_docker_call(
+    context: &WorkerContext,
+    task_id: &str,
+    call: DockerCall,
+) -> Option<Input> {
+    let (Some(images), DockerCall::Pull { image, .. }) = (&context.images, &call) else {
+        return run_docker_call(context, call);
+    };
+    let (images, image) = (Arc::clone(images), image.clone());
+    images.before_pull();
+    let answer = run_docker_call(context, call);
+    if let Some(Input::Transition { result: Ok(_), .. }) = &answer {
+        match guarded("image inspect", || context.runtime.inspect_image(&image)) {
+            Ok(info) if !info.id.is_empty() => {
+                images.record_use(task_id, &image, &info.id, crate::clock::now_millis())
+            }
+            Ok(_) => {}
+            Err(error) => log::debug!("task {task_id}: image {image} not recorded: {error}"),
+        }
+    }
+    answer
 }
 
 /// Runs one call and returns the input to post to the task (`None`: nothing to post).
@@ -1003,6 +1034,7 @@ mod tests {
             stop_retry: StopRetry::default(),
             store: None,
             registry_credentials: Arc::new(credentials),
+            images: None,
         };
         let table = [
             (
