@@ -1302,4 +1302,25 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn image_lists_and_docker_info_read_what_image_cleanup_needs() {
+        let images = parse_image_list(
+            br#"[{"Id":"sha256:aa","RepoTags":["busybox:latest","<none>:<none>"],
+                  "RepoDigests":["busybox@sha256:bb"],"Size":4261550,"Created":1700000000},
+                 {"Id":"sha256:cc","RepoTags":null,"RepoDigests":["<none>@<none>"]}]"#,
+        )
+        .expect("parses");
+        assert_eq!(images.len(), 2);
+        assert_eq!(images[0].repo_tags, ["busybox:latest"]);
+        assert_eq!(images[0].repo_digests, ["busybox@sha256:bb"]);
+        assert_eq!((images[0].size, images[0].created), (4261550, 1700000000));
+        assert!(images[1].repo_tags.is_empty() && images[1].repo_digests.is_empty());
+        assert!(parse_image_list(b"{}").is_err());
+        assert_eq!(
+            parse_docker_root_dir(br#"{"DockerRootDir":"/var/lib/docker"}"#).expect("parses"),
+            Some("/var/lib/docker".to_string())
+        );
+        assert_eq!(parse_docker_root_dir(b"{}").expect("parses"), None);
+    }
 }

@@ -146,4 +146,39 @@ mod tests {
         assert!(record.forget("sha256:a"));
         assert!(record.images.is_empty());
     }
+
+    #[test]
+    fn the_record_survives_a_reopen_and_a_damaged_file_is_quarantined() {
+        use crate::state::scratch::ScratchDir;
+        use crate::state::StateStore;
+        let dir = ScratchDir::new("deckhand-images-json");
+        let (store, loaded) = StateStore::open(&dir.path).expect("opens");
+        assert!(loaded.images.images.is_empty());
+        let mut record = ImagesRecord::default();
+        record.record_use("sha256:a", "app:v1", "t1", 100);
+        store.save_images(&record).expect("written");
+        assert_eq!(store.images(), record);
+        drop(store);
+        let (_store, loaded) = StateStore::open(&dir.path).expect("reopens");
+        assert_eq!(loaded.images, record);
+
+        std::fs::write(
+            dir.path.join("images.json"),
+            b"{\"schema\": 1, \"images\": 7}",
+        )
+        .expect("damage");
+        let (store, loaded) = StateStore::open(&dir.path).expect("opens past the damage");
+        assert!(loaded.images.images.is_empty());
+        assert!(store.images().images.is_empty());
+        assert_eq!(loaded.quarantined.len(), 1, "{:?}", loaded.quarantined);
+        assert!(loaded.quarantined[0].original.ends_with("images.json"));
+
+        std::fs::write(
+            dir.path.join("images.json"),
+            b"{\"schema\": 9, \"images\": {}}",
+        )
+        .expect("future");
+        let refused = StateStore::open(&dir.path).expect_err("a newer schema stops start-up");
+        assert!(refused.is_future_schema(), "{refused}");
+    }
 }

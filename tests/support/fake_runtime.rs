@@ -18,8 +18,7 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use deckhand::runtime::{
     ContainerInfo, ContainerRuntime, ContainerState, ContainerSummary, CreateContainer,
     CreateVolume, EventFilter, EventStream, HealthState, ImageInfo, ImageSummary, RegistryAuth,
-    RuntimeError,
-    RuntimeEvent, StreamCanceller, VolumeInfo,
+    RuntimeError, RuntimeEvent, StreamCanceller, VolumeInfo,
 };
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -301,7 +300,9 @@ impl FakeRuntime {
 
     /// Sets when `image` was built (Unix seconds), for untracked cleanup's age.
     pub fn set_image_created(&self, image: &str, created: i64) {
-        self.state().image_created.insert(image.to_string(), created);
+        self.state()
+            .image_created
+            .insert(image.to_string(), created);
     }
 
     /// Sets what `docker_root_dir` answers (a directory whose file system image cleanup
