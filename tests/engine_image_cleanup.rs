@@ -9,6 +9,8 @@ mod definitions;
 mod engine_events;
 #[path = "support/fake_runtime.rs"]
 mod fake_runtime;
+#[path = "support/scratch.rs"]
+mod scratch;
 
 use deckhand::engine::image_cleanup::{CycleKind, ImageCleanupSettings, ProtectedImages};
 use deckhand::engine::{EngineConfig, EngineHandle, TaskEngine};
@@ -288,4 +290,86 @@ fn the_cleanup_thread_removes_on_its_interval_and_is_joined_at_shutdown() {
         .is_ok());
     engine.shutdown();
     assert!(fake.has_image(APP_IMAGE));
+}
+
+#[test]
+fn a_removed_image_is_pulled_again_under_pull_behaviour_once() {
+    let fake = FakeRuntime::new();
+    let engine = TaskEngine::start(
+        fake.clone(),
+        EngineConfig {
+            pull_behavior: deckhand::task::PullBehavior::Once,
+            ..config()
+        },
+    )
+    .expect("the engine starts");
+    let first = run_task(&engine, APP_IMAGE);
+    stop_and_forget(&engine, &first);
+    let second = run_task(&engine, APP_IMAGE);
+    stop_and_forget(&engine, &second);
+    assert_eq!(
+        fake.count(Op::Pull, APP_IMAGE),
+        1,
+        "once: pulled a single time"
+    );
+
+    let cleaner = engine
+        .image_cleaner(settings(), declared(&[]))
+        .expect("a cleaner");
+    assert_eq!(
+        cleaner
+            .run_cycle(CycleKind::Interval, &never_stop)
+            .removed
+            .len(),
+        1
+    );
+    assert!(!fake.has_image(APP_IMAGE));
+    let third = run_task(&engine, APP_IMAGE);
+    assert_eq!(
+        fake.count(Op::Pull, APP_IMAGE),
+        2,
+        "pulled again after the removal"
+    );
+    stop_and_forget(&engine, &third);
+    engine.shutdown();
+}
+
+#[test]
+fn the_record_is_durable_and_a_restart_drops_holders_of_tasks_that_are_gone() {
+    let directory = scratch::TempDir::new("deckhand-imgclean-durable");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    {
+        let (store, loaded) =
+            deckhand::state::StateStore::open(&directory.path).expect("the store opens");
+        let engine =
+            TaskEngine::start_durable(fake.clone(), config(), Arc::new(store), loaded.tasks)
+                .expect("the engine starts");
+        let id = run_task(&engine, APP_IMAGE);
+        stop_and_forget(&engine, &id);
+        let _running = run_task(&engine, APP_IMAGE);
+        engine.shutdown();
+    }
+    let (store, loaded) = deckhand::state::StateStore::open(&directory.path).expect("reopens");
+    let entry = loaded
+        .images
+        .get(&format!("sha256:{APP_IMAGE}"))
+        .expect("recorded");
+    assert_eq!(
+        entry.holders.len(),
+        1,
+        "the running task holds it: {entry:?}"
+    );
+    // A holder whose task is gone (its release lost in a crash) is dropped at start.
+    let mut images = loaded.images.clone();
+    images.images[0]
+        .holders
+        .insert("task-that-is-gone".to_string());
+    store.save_images(&images).expect("written");
+    let engine = TaskEngine::start_durable(fake.clone(), config(), Arc::new(store), loaded.tasks)
+        .expect("the engine restarts");
+    let record = engine.image_tracker().expect("tracked").record();
+    assert_eq!(record.images[0].holders.len(), 1, "{record:?}");
+    assert!(!record.images[0].holders.contains("task-that-is-gone"));
+    engine.shutdown();
 }

@@ -26,7 +26,8 @@ use crate::engine::docker_events::{
 };
 use crate::engine::host_resources::{HostCapacity, HostResourceQueue, HostResources};
 use crate::engine::image_cleanup::{
-    ImageCleaner, ImageCleanupCounters, ImageCleanupSettings, ImageTracker, ProtectedImages,
+    forget_pulled_images, ImageCleaner, ImageCleanupCounters, ImageCleanupSettings, ImageTracker,
+    ProtectedImages,
 };
 use crate::engine::managed_task::{
     run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
@@ -383,7 +384,10 @@ impl TaskEngine {
             settings,
             declared,
             self.live_images(),
-            self.shared.store.clone(),
+            forget_pulled_images(
+                Arc::clone(&self.shared.worker_context.pulled_images),
+                self.shared.store.clone(),
+            ),
         ))
     }
 

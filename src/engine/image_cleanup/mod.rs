@@ -26,6 +26,34 @@ pub use select::{normalize_image_name, select_removable, Removal, Selection, Sel
 use crate::clock::now_millis;
 use crate::runtime::{ContainerRuntime, RuntimeError};
 use crate::state::{ImagesRecord, StateStore};
+
+/// The [`ForgetPulled`] of an engine: names matched in Docker's spelling, taken out of this
+/// run's set of pulled images and out of the durable record in `agent.json`.
+pub fn forget_pulled_images(
+    pulled_this_run: Arc<Mutex<std::collections::HashSet<String>>>,
+    store: Option<Arc<StateStore>>,
+) -> ForgetPulled {
+    Arc::new(move |removed: &[String]| {
+        let removed: Vec<String> = removed.iter().map(|n| normalize_image_name(n)).collect();
+        let matches = |name: &String| removed.contains(&normalize_image_name(name));
+        pulled_this_run
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .retain(|name| !matches(name));
+        if let Some(store) = &store {
+            let names: Vec<String> = store
+                .agent()
+                .images_pulled
+                .keys()
+                .filter(|name| matches(name))
+                .cloned()
+                .collect();
+            if let Err(error) = store.forget_images_pulled(&names) {
+                log::warn!("image cleanup: cannot forget that {names:?} were pulled: {error}");
+            }
+        }
+    })
+}
 use crate::task::Millis;
 use crossbeam_channel::{select, tick, Receiver};
 use std::collections::BTreeSet;
@@ -156,6 +184,10 @@ impl Default for ImageCleanupSettings {
 /// (the `tasks.d` directory unreadable) skips the cycle: what it protects is unknown.
 pub type ProtectedImages = Arc<dyn Fn() -> Result<Vec<String>, String> + Send + Sync>;
 
+/// Forgets that images of these names (as Docker lists them) were pulled, so pull behaviour
+/// `once` pulls them again after a removal.
+pub type ForgetPulled = Arc<dyn Fn(&[String]) + Send + Sync>;
+
 /// What image cleanup counts, for metrics: lock-free, read from any thread.
 #[derive(Debug, Default)]
 pub struct ImageCleanupCounters {
@@ -220,7 +252,7 @@ pub struct ImageCleaner {
     declared: ProtectedImages,
     /// The images of every task the engine has (not cleaned up yet).
     live: ProtectedImages,
-    store: Option<Arc<StateStore>>,
+    forget_pulled: ForgetPulled,
     counters: Arc<ImageCleanupCounters>,
     /// Docker's root directory, once read.
     docker_root: Mutex<Option<PathBuf>>,
@@ -235,7 +267,7 @@ impl ImageCleaner {
         settings: ImageCleanupSettings,
         declared: ProtectedImages,
         live: ProtectedImages,
-        store: Option<Arc<StateStore>>,
+        forget_pulled: ForgetPulled,
     ) -> ImageCleaner {
         ImageCleaner {
             runtime,
@@ -243,7 +275,7 @@ impl ImageCleaner {
             settings,
             declared,
             live,
-            store,
+            forget_pulled,
             counters: Arc::new(ImageCleanupCounters::default()),
             docker_root: Mutex::new(None),
             disk_full_reported: Mutex::new(false),
@@ -436,20 +468,8 @@ impl ImageCleaner {
         if removed_names.is_empty() {
             return None;
         }
-        if let Some(store) = &self.store {
-            // Pull behaviour `once` must pull a removed image again.
-            let mut forgotten = removed_names.clone();
-            forgotten.extend(
-                self.tracker
-                    .record()
-                    .get(&candidate.image_id)
-                    .map(|entry| entry.names.iter().cloned().collect::<Vec<_>>())
-                    .unwrap_or_default(),
-            );
-            if let Err(error) = store.forget_images_pulled(&forgotten) {
-                log::warn!("image cleanup: cannot forget that {forgotten:?} were pulled: {error}");
-            }
-        }
+        // Pull behaviour `once` must pull a removed image again.
+        (self.forget_pulled)(&removed_names);
         self.counters.images_removed.fetch_add(1, Ordering::Relaxed);
         log::info!(
             "image cleanup: removed image {} ({}, {} bytes){}: {}",
