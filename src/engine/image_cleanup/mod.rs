@@ -426,16 +426,17 @@ impl ImageCleaner {
             return None;
         }
         let normalized: Vec<String> = protected.iter().map(|n| normalize_image_name(n)).collect();
-        if candidate
-            .names
-            .iter()
-            .chain(
-                record
-                    .get(&candidate.image_id)
-                    .into_iter()
-                    .flat_map(|e| &e.names),
-            )
-            .any(|name| normalized.contains(&normalize_image_name(name)))
+        if normalized.contains(&candidate.image_id)
+            || candidate
+                .names
+                .iter()
+                .chain(
+                    record
+                        .get(&candidate.image_id)
+                        .into_iter()
+                        .flat_map(|e| &e.names),
+                )
+                .any(|name| normalized.contains(&normalize_image_name(name)))
         {
             return None;
         }
