@@ -380,6 +380,73 @@ pub fn meminfo(data: &[u8]) {
     }
 }
 
+/// Container log streams (`deckhand logs`): Docker's multiplexed framing decoded at any split
+/// gives the same bytes per stream as decoded whole; lines never pass the cap and join back to
+/// those bytes; what the agent frames again decodes back; and the CLI's reading of a streamed
+/// response never panics.
+pub fn log_frames(data: &[u8]) {
+    use crate::api::log_stream::{
+        encode_frames, FrameDecoder, LineSplitter, OutputStream, MAX_LINE_BYTES,
+    };
+    // Some inputs are read as a TTY container's raw output, most as framed.
+    let tty = data.len() % 7 == 3;
+    let joined = |pieces: &[(OutputStream, Vec<u8>)], wanted: OutputStream| -> Vec<u8> {
+        pieces
+            .iter()
+            .filter(|(stream, _)| *stream == wanted)
+            .flat_map(|(_, bytes)| bytes.iter().copied())
+            .collect()
+    };
+    let mut whole_decoder = FrameDecoder::new(tty);
+    let mut whole = Vec::new();
+    let whole_result = whole_decoder.push(data, &mut whole);
+    let step = 1 + data.len() % 13;
+    let mut split_decoder = FrameDecoder::new(tty);
+    let mut split = Vec::new();
+    let mut split_result = Ok(());
+    for chunk in data.chunks(step) {
+        split_result = split_decoder.push(chunk, &mut split);
+        if split_result.is_err() {
+            break;
+        }
+    }
+    assert_eq!(whole_result.is_ok(), split_result.is_ok());
+    if whole_result.is_ok() {
+        assert_eq!(whole_decoder.finish(), split_decoder.finish());
+    }
+    for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+        assert_eq!(joined(&whole, stream), joined(&split, stream));
+    }
+    let mut splitter = LineSplitter::new();
+    let mut lines = Vec::new();
+    for (stream, piece) in &split {
+        splitter.push(*stream, piece, &mut lines);
+    }
+    splitter.finish(&mut lines);
+    let mut reframed = Vec::new();
+    for (stream, line) in &lines {
+        assert!(line.len() <= MAX_LINE_BYTES);
+        reframed.extend(encode_frames(*stream, line));
+    }
+    for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+        assert_eq!(joined(&lines, stream), joined(&split, stream));
+    }
+    let mut again = Vec::new();
+    let mut decoder = FrameDecoder::new(false);
+    decoder
+        .push(&reframed, &mut again)
+        .expect("the agent's own framing decodes");
+    assert_eq!(decoder.finish(), Ok(()));
+    for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+        assert_eq!(joined(&again, stream), joined(&lines, stream));
+    }
+    if let Ok(opened) = crate::api::http::open_response(SplitReader { data, step }) {
+        let mut body = opened.body;
+        let mut sink = Vec::new();
+        let _ = body.read_to_end(&mut sink);
+    }
+}
+
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -393,6 +460,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tasks_d", tasks_d),
     ("rfc3339", rfc3339),
     ("meminfo", meminfo),
+    ("log_frames", log_frames),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

@@ -412,6 +412,35 @@ impl Default for Timeouts {
     }
 }
 
+/// What part of a container's log to read (Docker's `GET /containers/{id}/logs` parameters;
+/// stdout and stderr are always both asked for).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Keep the stream open and send new output as it is written, until the container stops.
+    pub follow: bool,
+    /// Only the last this many lines (`None`: all of them).
+    pub tail: Option<u64>,
+    /// Only output written at or after this time, as Docker takes it: Unix seconds, with an
+    /// optional fraction (`1700000000.5`).
+    pub since: Option<String>,
+    /// Docker puts the RFC 3339 time each line was written before it.
+    pub timestamps: bool,
+}
+
+/// An open container log: the bytes as Docker sends them (its multiplexed framing, or raw
+/// output for a TTY container), and a way to end a read blocked on them from another thread.
+pub struct LogStream {
+    pub reader: Box<dyn std::io::Read + Send>,
+    /// Ends the stream: a read blocked on `reader` returns (end of stream or an error).
+    pub close: Box<dyn Fn() + Send + Sync>,
+}
+
+impl fmt::Debug for LogStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LogStream")
+    }
+}
+
 /// The container runtime the engine drives. Every method blocks until Docker answered or the
 /// call's deadline passed. Implementations are shared between threads.
 pub trait ContainerRuntime: Send + Sync + 'static {
@@ -468,6 +497,14 @@ pub trait ContainerRuntime: Send + Sync + 'static {
         Err(RuntimeError::Api {
             status: 501,
             message: format!("this runtime cannot read the stats of container {id}"),
+        })
+    }
+    /// A container's log (stdout and stderr) as a stream, by id or name. The default says the
+    /// runtime cannot.
+    fn container_logs(&self, id: &str, _options: &LogOptions) -> Result<LogStream, RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot read the logs of container {id}"),
         })
     }
     /// The gateway address of the default bridge network (Docker's `GET /networks/bridge`,

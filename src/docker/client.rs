@@ -29,8 +29,8 @@ use super::wire::{self, EngineVersion};
 use crate::encoding::{percent_encode, query_string};
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
-    EventStream, ImageInfo, ImageSummary, RegistryAuth, RuntimeError, RuntimeEvent,
-    StreamCanceller, Timeouts, VolumeInfo,
+    EventStream, ImageInfo, ImageSummary, LogOptions, LogStream, RegistryAuth, RuntimeError,
+    RuntimeEvent, StreamCanceller, Timeouts, VolumeInfo,
 };
 
 /// Error bodies are short; more than this is not read.
@@ -735,6 +735,51 @@ impl ContainerRuntime for DockerClient {
             Err(error) => return Err(response.read_error(error)),
         };
         wire::parse_stats(&body)
+    }
+
+    /// `GET /containers/{id}/logs?stdout=1&stderr=1&…`: the body as Docker sends it (framed,
+    /// or raw for a TTY container). Only the head has a deadline: a followed log is silent
+    /// until the container writes, and a whole log may take long to send. Closing shuts the
+    /// socket down, which ends a read blocked on it.
+    fn container_logs(&self, id: &str, options: &LogOptions) -> Result<LogStream, RuntimeError> {
+        let mut call = Call::new(
+            format!("read the logs of container {id}"),
+            "GET",
+            format!("/containers/{}/logs", percent_encode(id, false)),
+            self.timeouts.inspect,
+        );
+        call.query.push(("stdout", "1".into()));
+        call.query.push(("stderr", "1".into()));
+        call.query
+            .push(("follow", if options.follow { "1" } else { "0" }.into()));
+        call.query.push((
+            "tail",
+            options
+                .tail
+                .map_or_else(|| "all".to_string(), |lines| lines.to_string()),
+        ));
+        if let Some(since) = &options.since {
+            call.query.push(("since", since.clone()));
+        }
+        if options.timestamps {
+            call.query.push(("timestamps", "1".into()));
+        }
+        let mut response = self.open(call)?.accept(&[200], MissingMeans::Container)?;
+        let socket =
+            response
+                .stream()
+                .socket()
+                .try_clone()
+                .map_err(|error| RuntimeError::Protocol {
+                    message: format!("cannot keep a handle on the log stream socket: {error}"),
+                })?;
+        response.body.get_mut().get_mut().set_limits(None, None);
+        Ok(LogStream {
+            reader: Box::new(response.body),
+            close: Box::new(move || {
+                let _ = socket.shutdown(Shutdown::Both);
+            }),
+        })
     }
 
     /// `GET /networks/bridge`: the default bridge's IPv4 gateway. A daemon without that network

@@ -720,6 +720,30 @@ impl ContainerRuntime for FakeRuntime {
         }))
     }
 
+    /// A short canned log in Docker's framing: one stdout and one stderr line naming the
+    /// container (not scripted: no engine decision depends on it; options are ignored).
+    fn container_logs(
+        &self,
+        id: &str,
+        _options: &deckhand::runtime::LogOptions,
+    ) -> Result<deckhand::runtime::LogStream, RuntimeError> {
+        let state = self.state();
+        let Some(key) = state.find(id) else {
+            return Err(no_such_container(id));
+        };
+        let name = state.containers[&key].name.clone();
+        let mut bytes = Vec::new();
+        for (stream, text) in [(1u8, format!("{name} out\n")), (2, format!("{name} err\n"))] {
+            bytes.extend_from_slice(&[stream, 0, 0, 0]);
+            bytes.extend_from_slice(&(text.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(text.as_bytes());
+        }
+        Ok(deckhand::runtime::LogStream {
+            reader: Box::new(std::io::Cursor::new(bytes)),
+            close: Box::new(|| {}),
+        })
+    }
+
     /// The address Docker's default bridge gateway usually has.
     fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
         Ok(Some(std::net::Ipv4Addr::new(172, 17, 0, 1)))
