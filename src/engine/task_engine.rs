@@ -175,6 +175,8 @@ pub struct TaskEngine {
     events_thread: Mutex<Option<JoinHandle<()>>>,
     /// Image cleanup's thread and its stop signal, once started (§15).
     image_cleanup: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
+    /// Image cleanup's counters, once started (for metrics).
+    image_cleanup_counters: Mutex<Option<Arc<ImageCleanupCounters>>>,
 }
 
 impl TaskEngine {
@@ -296,6 +298,7 @@ impl TaskEngine {
             events_stop: Mutex::new(Some(events_stop)),
             events_thread: Mutex::new(Some(events_thread)),
             image_cleanup: Mutex::new(None),
+            image_cleanup_counters: Mutex::new(None),
         })
     }
 
@@ -414,7 +417,19 @@ impl TaskEngine {
             drop(stop);
             let _ = thread.join();
         }
+        *self
+            .image_cleanup_counters
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(Arc::clone(&counters));
         Ok(counters)
+    }
+
+    /// Image cleanup's counters (images removed, the last disk usage), once it started.
+    pub fn image_cleanup_counters(&self) -> Option<Arc<ImageCleanupCounters>> {
+        self.image_cleanup_counters
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
     }
 
     /// The Docker worker pool's counters, for diagnostics, tests and the benchmark.
