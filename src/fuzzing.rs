@@ -81,6 +81,22 @@ pub fn docker_json(data: &[u8]) {
     let _ = wire::parse_volume_created(data);
     let _ = wire::parse_volume_info(data);
     let _ = wire::parse_image_info(data);
+    if let Ok(images) = wire::parse_image_list(data) {
+        let tracked = crate::state::ImagesRecord::default();
+        let _ = crate::engine::image_cleanup::select_removable(
+            &crate::engine::image_cleanup::SelectionInput {
+                now: 1_800_000_000_000,
+                images: &images,
+                tracked: &tracked,
+                protected_names: &["busybox".to_string()],
+                excluded_names: &[],
+                minimum_age: Duration::from_secs(3600),
+                untracked_cleanup: true,
+                untracked_minimum_age: Duration::ZERO,
+            },
+        );
+    }
+    let _ = wire::parse_docker_root_dir(data);
     let _ = wire::parse_created(data);
     let _ = wire::parse_network_gateway(data);
     let _ = wire::parse_stats(data);
@@ -165,6 +181,7 @@ pub fn state_files(data: &[u8]) {
         }
     }
     let _ = crate::state::parse_versioned::<crate::state::AgentRecord>(path, data, "agent");
+    let _ = crate::state::parse_versioned::<crate::state::ImagesRecord>(path, data, "images");
     let parsed = crate::state::event_log::parse_log(data);
     for floor in [0, 1, u64::MAX] {
         let (first, last, next) = parsed.numbering(floor);
@@ -288,6 +305,7 @@ pub fn tasks_d(data: &[u8]) {
         if name.starts_with('.') || !name.ends_with(".json") {
             continue;
         }
+        let _ = crate::control::tasks_d::images_named_in(content);
         let hash = content_hash(content);
         let valid = content.len() <= MAX_REQUEST_BODY_BYTES
             && crate::task::parse_task_definition(content).is_ok();

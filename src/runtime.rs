@@ -309,6 +309,21 @@ pub struct ImageInfo {
     pub repo_tags: Vec<String>,
 }
 
+/// One row of `GET /images/json`: an image as image cleanup sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ImageSummary {
+    /// `sha256:…`.
+    pub id: String,
+    /// `repository:tag` names; empty for an untagged image.
+    pub repo_tags: Vec<String>,
+    /// `repository@sha256:…` names.
+    pub repo_digests: Vec<String>,
+    /// Bytes.
+    pub size: i64,
+    /// When the image was built, Unix seconds.
+    pub created: i64,
+}
+
 /// A container event from Docker's event stream.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RuntimeEvent {
@@ -496,6 +511,29 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// `IPAM.Config[].Gateway`, the first IPv4 one): where a bridge-mode container reaches the
     /// host. `Ok(None)` when the runtime has no such network or address.
     fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
+        Ok(None)
+    }
+    /// Every image (Docker's `GET /images/json`), for image cleanup. The default says the
+    /// runtime cannot, so image cleanup skips its cycle.
+    fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: "this runtime cannot list images".to_string(),
+        })
+    }
+    /// Removes one image name (`DELETE /images/{name}`, never forced): a tag is untagged, and
+    /// the image with its unused parent layers goes once no name holds it. An image a container
+    /// uses, or one named by id that holds several names, is a `Conflict`; one that is not
+    /// there, `NoSuchImage`. The default says the runtime cannot.
+    fn remove_image(&self, name: &str) -> Result<(), RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot remove image {name}"),
+        })
+    }
+    /// Docker's root directory (`DockerRootDir` of `GET /info`), whose file system image
+    /// cleanup watches. `Ok(None)` when the runtime has none.
+    fn docker_root_dir(&self) -> Result<Option<String>, RuntimeError> {
         Ok(None)
     }
 }

@@ -107,7 +107,9 @@ fn a_scrape_shows_a_running_task_and_passes_promtool() {
     }
     assert!(required(&page, "deckhand_checkpoint_duration_seconds_count") >= 1.0);
     assert_eq!(required(&page, "deckhand_images_removed_total"), 0.0);
-    assert_eq!(required(&page, "deckhand_image_disk_used_ratio"), 0.0);
+    // Image cleanup samples Docker's file system at start; a share, whenever it is read.
+    let disk = required(&page, "deckhand_image_disk_used_ratio");
+    assert!((0.0..=1.0).contains(&disk), "{disk}");
     let labels = format!("{{task=\"{task}\",family=\"{family}\",container=\"sleeper\"}}");
     let memory = required(
         &page,

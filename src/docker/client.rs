@@ -29,8 +29,8 @@ use super::wire::{self, EngineVersion};
 use crate::encoding::{percent_encode, query_string};
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
-    EventStream, ImageInfo, LogOptions, LogStream, RegistryAuth, RuntimeError, RuntimeEvent,
-    StreamCanceller, Timeouts, VolumeInfo,
+    EventStream, ImageInfo, ImageSummary, LogOptions, LogStream, RegistryAuth, RuntimeError,
+    RuntimeEvent, StreamCanceller, Timeouts, VolumeInfo,
 };
 
 /// Error bodies are short; more than this is not read.
@@ -796,6 +796,40 @@ impl ContainerRuntime for DockerClient {
             Err(RuntimeError::Api { status: 404, .. }) => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        let call = Call::new(
+            "list images".into(),
+            "GET",
+            "/images/json".into(),
+            self.timeouts.list,
+        );
+        let body = self.call_for_body(call, &[200], MissingMeans::Nothing)?;
+        wire::parse_image_list(&body)
+    }
+
+    /// `DELETE /images/{name}`, never forced; 404 is `NoSuchImage`, 409 `Conflict`.
+    fn remove_image(&self, name: &str) -> Result<(), RuntimeError> {
+        let call = Call::new(
+            format!("remove image {name}"),
+            "DELETE",
+            format!("/images/{}", percent_encode(name, true)),
+            self.timeouts.remove,
+        );
+        self.call_for_body(call, &[200], MissingMeans::Image)?;
+        Ok(())
+    }
+
+    fn docker_root_dir(&self) -> Result<Option<String>, RuntimeError> {
+        let call = Call::new(
+            "read Docker's info".into(),
+            "GET",
+            "/info".into(),
+            self.timeouts.inspect,
+        );
+        let body = self.call_for_body(call, &[200], MissingMeans::Nothing)?;
+        wire::parse_docker_root_dir(&body)
     }
 
     fn ping(&self) -> Result<(), RuntimeError> {

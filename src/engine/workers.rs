@@ -17,6 +17,7 @@
 //! (`deckhand_docker_requests_total`, `deckhand_docker_request_duration_seconds`): all of a
 //! task's Docker calls pass here, so this is the one place they are measured.
 
+use crate::engine::image_cleanup::ImageTracker;
 use crate::engine::messages::{
     DockerCall, Input, OwnedVolume, TransitionOutput, VolumeRequirement,
 };
@@ -66,6 +67,9 @@ pub struct WorkerContext {
     pub store: Option<Arc<StateStore>>,
     /// What each pull sends for its image's registry (§13).
     pub registry_credentials: Arc<RegistryCredentials>,
+    /// The images tasks use, for image cleanup (§15); `None` where nothing tracks them (the
+    /// simulator).
+    pub images: Option<Arc<ImageTracker>>,
 }
 
 impl WorkerContext {
@@ -343,6 +347,35 @@ impl ContainerRuntime for PanicGuard {
             self.0.inspect_volume(name)
         })
     }
+}
+
+/// Runs one call of task `task_id` with image tracking (§15): a pull waits while image cleanup
+/// removes an image, and a pull step that succeeded records that the task uses the image
+/// (its id from an inspection; an image Docker does not have is not recorded: the create that
+/// follows fails anyway).
+pub fn run_task_docker_call(
+    context: &WorkerContext,
+    task_id: &str,
+    call: DockerCall,
+) -> Option<Input> {
+    let (Some(images), DockerCall::Pull { image, .. }) = (&context.images, &call) else {
+        return run_docker_call(context, call);
+    };
+    let (images, image) = (Arc::clone(images), image.clone());
+    images.before_pull();
+    let answer = run_docker_call(context, call);
+    if let Some(Input::Transition { result: Ok(_), .. }) = &answer {
+        match guarded(DockerOperation::ImageInspect, || {
+            context.runtime.inspect_image(&image)
+        }) {
+            Ok(info) if !info.id.is_empty() => {
+                images.record_use(task_id, &image, &info.id, crate::clock::now_millis())
+            }
+            Ok(_) => {}
+            Err(error) => log::debug!("task {task_id}: image {image} not recorded: {error}"),
+        }
+    }
+    answer
 }
 
 /// Runs one call and returns the input to post to the task (`None`: nothing to post).
@@ -1043,6 +1076,7 @@ mod tests {
             stop_retry: StopRetry::default(),
             store: None,
             registry_credentials: Arc::new(credentials),
+            images: None,
         };
         let table = [
             (

@@ -40,7 +40,10 @@ pub use plan::{
     diff, restart_delay, stopped_by_itself, task_run_time, tracked_from_engine, Action,
     RestartBackoff, ScannedFile, TrackedFile,
 };
-pub use scan::{content_hash, parse_source_mark, read_directory, source_mark, FileContent};
+pub use scan::{
+    content_hash, declared_images, images_named_in, parse_source_mark, read_directory, source_mark,
+    FileContent,
+};
 pub use watcher::{RescanTrigger, ScanSummary, TasksDirWatcher};
 
 use std::time::Duration;
