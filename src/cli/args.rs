@@ -34,6 +34,10 @@ pub enum Command {
     Validate {
         file: String,
     },
+    /// Print the ECS task definition a Compose file becomes (`-` = stdin).
+    Convert {
+        file: String,
+    },
     Version,
     /// General help, or one verb's.
     Help {
@@ -60,8 +64,8 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-pub const VERBS: [&str; 8] = [
-    "run", "submit", "stop", "ps", "inspect", "events", "validate", "help",
+pub const VERBS: [&str; 9] = [
+    "run", "submit", "stop", "ps", "inspect", "events", "validate", "convert", "help",
 ];
 
 pub const USAGE: &str = "\
@@ -78,6 +82,7 @@ Commands:
   events [--follow] [--since N]
                              print state changes, one JSON object per line
   validate FILE              check a task definition offline (- = stdin)
+  convert FILE               print the ECS task definition a Compose file becomes
   help [COMMAND]             show help for a command
 
 TASK is a task id, a unique prefix of it, or its ARN.
@@ -113,7 +118,8 @@ Usage: deckhand submit FILE
 
 Validates the ECS task definition in FILE (- reads stdin), submits it to the agent and prints
 the new task's id. An invalid definition prints every error on stderr, creates nothing and
-exits 2."
+exits 2. FILE may be a Compose file (named *.yaml or *.yml, or not starting with {): it is
+converted first, as `deckhand convert` does."
         }
         "stop" => {
             "\
@@ -156,7 +162,17 @@ printing new events until interrupted."
 Usage: deckhand validate FILE
 
 Checks the ECS task definition in FILE (- reads stdin) without an agent: exit 0 with a
-summary, or exit 2 with every error and its JSON path."
+summary, or exit 2 with every error and its JSON path. FILE may be a Compose file (named
+*.yaml or *.yml, or not starting with {): it is converted first, and errors name its YAML path
+and line."
+        }
+        "convert" => {
+            "\
+Usage: deckhand convert FILE
+
+Converts the Compose file FILE (- reads stdin) into the ECS task definition deckhand runs for
+it and prints that JSON on stdout (warnings on stderr). Variables come from the environment and
+the .env beside FILE. Exit 2 with every error, each with its YAML path and line."
         }
         "help" => {
             "\
@@ -294,6 +310,9 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
             file: exactly_one("a FILE (- for stdin)")?,
         },
         "validate" => Command::Validate {
+            file: exactly_one("a FILE (- for stdin)")?,
+        },
+        "convert" => Command::Convert {
             file: exactly_one("a FILE (- for stdin)")?,
         },
         "stop" => Command::Stop {

@@ -25,6 +25,10 @@ use super::definition::{parse_task_definition, ParsedDefinition, ValidationError
 use node::{Node, Value};
 use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Reads a file (the caller's I/O: this module does none).
+pub type ReadFile<'a> = &'a dyn Fn(&Path) -> std::io::Result<String>;
 
 /// What a Compose file needs from outside itself.
 pub struct ComposeContext<'a> {
@@ -34,11 +38,41 @@ pub struct ComposeContext<'a> {
     pub dot_env: Option<String>,
     /// The name of the directory holding the Compose file: the family when there is no `name:`.
     pub directory_name: Option<String>,
-    /// The absolute directory holding the Compose file: relative bind mounts are resolved
-    /// against it. `None` refuses relative bind mounts.
-    pub directory: Option<String>,
-    /// Reads an `env_file` (a path as written, relative to the Compose file's directory).
-    pub read_file: &'a dyn Fn(&str) -> Result<String, String>,
+    /// The absolute directory holding the Compose file: relative bind mounts and `env_file`s
+    /// are resolved against it. `None` refuses relative bind mounts.
+    pub directory: Option<PathBuf>,
+    /// Reads an `env_file` (given its path joined to `directory`).
+    pub read_file: ReadFile<'a>,
+}
+
+impl<'a> ComposeContext<'a> {
+    /// The context of a Compose file in `directory` (absolute): its `.env`, read with `read_file`
+    /// (a missing one is no `.env`), and the directory's name.
+    pub fn in_directory(
+        directory: &Path,
+        environment: BTreeMap<String, String>,
+        read_file: ReadFile<'a>,
+    ) -> Result<Self, String> {
+        let dot_env = match read_file(&directory.join(".env")) {
+            Ok(text) => Some(text),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+            Err(error) => {
+                return Err(format!(
+                    "cannot read {}: {error}",
+                    directory.join(".env").display()
+                ))
+            }
+        };
+        Ok(ComposeContext {
+            environment,
+            dot_env,
+            directory_name: directory
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned()),
+            directory: Some(directory.to_path_buf()),
+            read_file,
+        })
+    }
 }
 
 /// A Compose file converted: the ECS task-definition JSON, the parsed definition, and the
@@ -169,7 +203,11 @@ impl<'a> Mapper<'a> {
         self.load_variables();
         self.interpolate_tree(&mut document, "");
         let Value::Mapping(entries) = &document.value else {
-            self.error("$", document.line, "a Compose file is a mapping with services:");
+            self.error(
+                "$",
+                document.line,
+                "a Compose file is a mapping with services:",
+            );
             return None;
         };
         for (key, line, value) in entries {
@@ -194,7 +232,10 @@ impl<'a> Mapper<'a> {
                 _ => self.error(
                     key,
                     *line,
-                    format!("unknown top-level key (expected one of {})", TOP_LEVEL_KEYS.join(", ")),
+                    format!(
+                        "unknown top-level key (expected one of {})",
+                        TOP_LEVEL_KEYS.join(", ")
+                    ),
                 ),
             }
         }
@@ -205,7 +246,11 @@ impl<'a> Mapper<'a> {
                 ..
             }) if !services.is_empty() => services.clone(),
             Some(other) => {
-                self.error("services", other.line, "must be a mapping of at least one service");
+                self.error(
+                    "services",
+                    other.line,
+                    "must be a mapping of at least one service",
+                );
                 return None;
             }
             None => {
@@ -347,18 +392,30 @@ impl<'a> Mapper<'a> {
         }
     }
 
+    /// An `env_file`, relative to the Compose file's directory.
     fn read_env_file(&mut self, file: &str, path: &str, line: u64) -> Option<String> {
-        match (self.context.read_file)(file) {
+        let full = match &self.context.directory {
+            Some(directory) => directory.join(file),
+            None => PathBuf::from(file),
+        };
+        match (self.context.read_file)(&full) {
             Ok(text) => Some(text),
             Err(error) => {
-                self.error(path, line, format!("cannot read env_file {file:?}: {error}"));
+                self.error(
+                    path,
+                    line,
+                    format!("cannot read env_file {file:?}: {error}"),
+                );
                 None
             }
         }
     }
 
-    fn directory(&self) -> Option<&str> {
-        self.context.directory.as_deref()
+    fn directory(&self) -> Option<String> {
+        self.context
+            .directory
+            .as_ref()
+            .map(|directory| directory.to_string_lossy().into_owned())
     }
 
     fn variable(&self, name: &str) -> Option<&str> {

@@ -139,7 +139,12 @@ impl<'de> Visitor<'de> for ValueVisitor {
         while let Some(key) = map.next_key::<Node>()? {
             let name = match key.value {
                 Value::Null => "null".to_string(),
-                ref other => match (Node { line: 0, value: other.clone() }).scalar_text() {
+                ref other => match (Node {
+                    line: 0,
+                    value: other.clone(),
+                })
+                .scalar_text()
+                {
                     Some(text) => text,
                     None => return Err(de::Error::custom("a mapping key must be a scalar")),
                 },

@@ -27,8 +27,14 @@ const MAX_EXPANDED_PORTS: u32 = 100;
 /// Service keys that change nothing on this host: ignored with a warning.
 const IGNORED_SERVICE_KEYS: &[(&str, &str)] = &[
     ("container_name", "deckhand names containers after the task"),
-    ("expose", "services on the task's bridge reach every port of each other"),
-    ("pull_policy", "deckhand pulls as its ECS_IMAGE_PULL_BEHAVIOR says"),
+    (
+        "expose",
+        "services on the task's bridge reach every port of each other",
+    ),
+    (
+        "pull_policy",
+        "deckhand pulls as its ECS_IMAGE_PULL_BEHAVIOR says",
+    ),
     ("platform", "the host's platform is used"),
     ("domainname", "not set by ECS task definitions"),
 ];
@@ -56,11 +62,44 @@ const REFUSED_SERVICE_KEYS: &[(&str, &str)] = &[
 
 /// The service keys this file maps.
 const MAPPED_SERVICE_KEYS: &[&str] = &[
-    "image", "command", "entrypoint", "environment", "env_file", "ports", "volumes", "depends_on",
-    "healthcheck", "restart", "mem_limit", "mem_reservation", "cpus", "cpu_shares", "deploy",
-    "working_dir", "user", "labels", "logging", "stop_grace_period", "stop_signal", "privileged",
-    "read_only", "init", "tmpfs", "ulimits", "hostname", "dns", "dns_search", "extra_hosts",
-    "cap_add", "cap_drop", "network_mode", "links", "profiles", "scale", "stdin_open", "tty",
+    "image",
+    "command",
+    "entrypoint",
+    "environment",
+    "env_file",
+    "ports",
+    "volumes",
+    "depends_on",
+    "healthcheck",
+    "restart",
+    "mem_limit",
+    "mem_reservation",
+    "cpus",
+    "cpu_shares",
+    "deploy",
+    "working_dir",
+    "user",
+    "labels",
+    "logging",
+    "stop_grace_period",
+    "stop_signal",
+    "privileged",
+    "read_only",
+    "init",
+    "tmpfs",
+    "ulimits",
+    "hostname",
+    "dns",
+    "dns_search",
+    "extra_hosts",
+    "cap_add",
+    "cap_drop",
+    "network_mode",
+    "links",
+    "profiles",
+    "scale",
+    "stdin_open",
+    "tty",
     "x-deckhand-essential",
 ];
 
@@ -133,7 +172,9 @@ impl TaskBuilder {
             if let Some(profiles) = service.get("profiles") {
                 let listed = string_list(mapper, profiles, &join(&path, "profiles"));
                 if !listed.is_empty()
-                    && !listed.iter().any(|profile| selected_profiles.contains(profile))
+                    && !listed
+                        .iter()
+                        .any(|profile| selected_profiles.contains(profile))
                 {
                     mapper.error(
                         &join(&path, "profiles"),
@@ -152,8 +193,14 @@ impl TaskBuilder {
                 continue;
             };
             let essential_default = !one_shot.contains(name);
-            let container =
-                self.map_service(mapper, (name, *line), service, &path, &container_names, essential_default);
+            let container = self.map_service(
+                mapper,
+                (name, *line),
+                service,
+                &path,
+                &container_names,
+                essential_default,
+            );
             self.containers.push(container);
         }
     }
@@ -181,7 +228,10 @@ impl TaskBuilder {
             if let Some((_, why)) = IGNORED_SERVICE_KEYS.iter().find(|(k, _)| k == key) {
                 mapper.warn(&key_path, *line, format!("ignored: {why}"));
             } else if let Some((_, why)) = REFUSED_SERVICE_KEYS.iter().find(|(k, _)| k == key) {
-                let value = service.get(key).cloned().unwrap_or(Node { line: 0, value: Value::Null });
+                let value = service.get(key).cloned().unwrap_or(Node {
+                    line: 0,
+                    value: Value::Null,
+                });
                 // `networks: [default]` asks for nothing more than deckhand gives.
                 if key == "networks" && only_default_network(&value) {
                     continue;
@@ -210,9 +260,16 @@ impl TaskBuilder {
         }
 
         let essential = match service.get("x-deckhand-essential") {
-            Some(Node { value: Value::Bool(flag), .. }) => *flag,
+            Some(Node {
+                value: Value::Bool(flag),
+                ..
+            }) => *flag,
             Some(other) => {
-                mapper.error(&join(path, "x-deckhand-essential"), other.line, "must be true or false");
+                mapper.error(
+                    &join(path, "x-deckhand-essential"),
+                    other.line,
+                    "must be true or false",
+                );
                 essential_default
             }
             None => essential_default,
@@ -265,7 +322,9 @@ impl TaskBuilder {
             for dependency in dependencies(mapper, depends, &join(path, "depends_on")) {
                 match container_names.get(&dependency.service) {
                     Some(target) => {
-                        edges.push(json!({"containerName": target, "condition": dependency.condition}));
+                        edges.push(
+                            json!({"containerName": target, "condition": dependency.condition}),
+                        );
                         links.push(link(target, &dependency.service));
                     }
                     None => mapper.error(
@@ -280,7 +339,10 @@ impl TaskBuilder {
             }
         }
         if let Some(explicit) = service.get("links") {
-            for (index, entry) in string_list(mapper, explicit, &join(path, "links")).into_iter().enumerate() {
+            for (index, entry) in string_list(mapper, explicit, &join(path, "links"))
+                .into_iter()
+                .enumerate()
+            {
                 let (service_name, alias) = entry.split_once(':').unwrap_or((&entry, &entry));
                 match container_names.get(service_name) {
                     Some(target) => links.push(link(target, alias)),
@@ -296,7 +358,10 @@ impl TaskBuilder {
         // network modes share the host's (or no) network, where names do not apply.
         links.sort();
         links.dedup();
-        if !links.is_empty() && self.network_mode == "bridge" && service.get("network_mode").is_none() {
+        if !links.is_empty()
+            && self.network_mode == "bridge"
+            && service.get("network_mode").is_none()
+        {
             container.insert("links".into(), json!(links));
         }
 
@@ -314,7 +379,11 @@ impl TaskBuilder {
 
         self.resources(mapper, service, path, &mut container);
 
-        for (key, ecs_key) in [("working_dir", "workingDirectory"), ("user", "user"), ("hostname", "hostname")] {
+        for (key, ecs_key) in [
+            ("working_dir", "workingDirectory"),
+            ("user", "user"),
+            ("hostname", "hostname"),
+        ] {
             if let Some(node) = service.get(key) {
                 match node.scalar_text() {
                     Some(text) => {
@@ -326,7 +395,11 @@ impl TaskBuilder {
         }
         if let Some(node) = service.get("hostname") {
             if self.network_mode == "host" {
-                mapper.error(&join(path, "hostname"), node.line, "cannot be set with network_mode: host");
+                mapper.error(
+                    &join(path, "hostname"),
+                    node.line,
+                    "cannot be set with network_mode: host",
+                );
             }
         }
         for (key, ecs_key) in [
@@ -356,7 +429,10 @@ impl TaskBuilder {
         if let Some(labels) = service.get("labels") {
             let map = key_values(mapper, labels, &join(path, "labels"), true);
             if !map.is_empty() {
-                let object: Map<String, Json> = map.into_iter().map(|(k, v)| (k, json!(v.unwrap_or_default()))).collect();
+                let object: Map<String, Json> = map
+                    .into_iter()
+                    .map(|(k, v)| (k, json!(v.unwrap_or_default())))
+                    .collect();
                 container.insert("dockerLabels".into(), Json::Object(object));
             }
         }
@@ -371,7 +447,10 @@ impl TaskBuilder {
             }
             if let Some(options) = logging.get("options") {
                 let map = key_values(mapper, options, &join(&logging_path, "options"), false);
-                let object: Map<String, Json> = map.into_iter().map(|(k, v)| (k, json!(v.unwrap_or_default()))).collect();
+                let object: Map<String, Json> = map
+                    .into_iter()
+                    .map(|(k, v)| (k, json!(v.unwrap_or_default())))
+                    .collect();
                 if !object.is_empty() {
                     config.insert("options".into(), Json::Object(object));
                 }
@@ -404,9 +483,18 @@ impl TaskBuilder {
 
         if let Some(node) = service.get("tmpfs") {
             let tmpfs_path = join(path, "tmpfs");
-            let mut list: Vec<Json> = linux.get("tmpfs").and_then(Json::as_array).cloned().unwrap_or_default();
-            for (index, entry) in string_list(mapper, node, &tmpfs_path).into_iter().enumerate() {
-                if let Some(mount) = tmpfs_mount(mapper, &entry, &format!("{tmpfs_path}[{index}]"), node.line) {
+            let mut list: Vec<Json> = linux
+                .get("tmpfs")
+                .and_then(Json::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for (index, entry) in string_list(mapper, node, &tmpfs_path)
+                .into_iter()
+                .enumerate()
+            {
+                if let Some(mount) =
+                    tmpfs_mount(mapper, &entry, &format!("{tmpfs_path}[{index}]"), node.line)
+                {
                     list.push(mount);
                 }
             }
@@ -466,7 +554,10 @@ impl TaskBuilder {
                     .into_iter()
                     .map(|name| {
                         let upper = name.to_ascii_uppercase();
-                        upper.strip_prefix("CAP_").map(str::to_string).unwrap_or(upper)
+                        upper
+                            .strip_prefix("CAP_")
+                            .map(str::to_string)
+                            .unwrap_or(upper)
                     })
                     .collect();
                 if !names.is_empty() {
@@ -483,14 +574,23 @@ impl TaskBuilder {
 
         if let Some(node) = service.get("scale") {
             if !matches!(node.value, Value::Integer(0 | 1)) {
-                mapper.error(&join(path, "scale"), line_of("scale"), "a task runs each service once: scale must be 1");
+                mapper.error(
+                    &join(path, "scale"),
+                    line_of("scale"),
+                    "a task runs each service once: scale must be 1",
+                );
             }
         }
         Json::Object(container)
     }
 
     /// `environment` (list or map) over `env_file` (later files win), as Compose orders them.
-    fn environment(&mut self, mapper: &mut Mapper, service: &Node, path: &str) -> BTreeMap<String, String> {
+    fn environment(
+        &mut self,
+        mapper: &mut Mapper,
+        service: &Node,
+        path: &str,
+    ) -> BTreeMap<String, String> {
         let mut environment = BTreeMap::new();
         if let Some(files) = service.get("env_file") {
             let files_path = join(path, "env_file");
@@ -502,7 +602,10 @@ impl TaskBuilder {
                         Value::String(file) => Some((file.clone(), true)),
                         Value::Mapping(_) => {
                             let file = item.get("path").and_then(Node::scalar_text)?;
-                            let required = !matches!(item.get("required").map(|n| &n.value), Some(Value::Bool(false)));
+                            let required = !matches!(
+                                item.get("required").map(|n| &n.value),
+                                Some(Value::Bool(false))
+                            );
                             Some((file, required))
                         }
                         _ => None,
@@ -517,7 +620,12 @@ impl TaskBuilder {
                 let text = if required {
                     mapper.read_env_file(&file, &files_path, files.line)
                 } else {
-                    (mapper.context.read_file)(&file).ok()
+                    let full = mapper
+                        .context
+                        .directory
+                        .as_ref()
+                        .map_or_else(|| file.clone().into(), |directory| directory.join(&file));
+                    (mapper.context.read_file)(&full).ok()
                 };
                 let Some(text) = text else { continue };
                 match values::parse_env_file(&text) {
@@ -678,15 +786,27 @@ impl TaskBuilder {
             let item_path = format!("{path}[{index}]");
             let (kind, source, target, read_only) = match &item.value {
                 Value::Mapping(_) => {
-                    let kind = item.get("type").and_then(Node::scalar_text).unwrap_or_else(|| "volume".into());
-                    let source = item.get("source").and_then(Node::scalar_text).filter(|s| !s.is_empty());
+                    let kind = item
+                        .get("type")
+                        .and_then(Node::scalar_text)
+                        .unwrap_or_else(|| "volume".into());
+                    let source = item
+                        .get("source")
+                        .and_then(Node::scalar_text)
+                        .filter(|s| !s.is_empty());
                     let Some(target) = item.get("target").and_then(Node::scalar_text) else {
                         mapper.error(&join(&item_path, "target"), item.line, "required");
                         continue;
                     };
-                    let read_only = matches!(item.get("read_only").map(|n| &n.value), Some(Value::Bool(true)));
+                    let read_only = matches!(
+                        item.get("read_only").map(|n| &n.value),
+                        Some(Value::Bool(true))
+                    );
                     if kind == "tmpfs" {
-                        let size = item.get("tmpfs").and_then(|t| t.get("size")).and_then(Node::scalar_text);
+                        let size = item
+                            .get("tmpfs")
+                            .and_then(|t| t.get("size"))
+                            .and_then(Node::scalar_text);
                         let spec = match size {
                             Some(size) => format!("{target}:size={size}"),
                             None => target.clone(),
@@ -697,21 +817,31 @@ impl TaskBuilder {
                         continue;
                     }
                     if kind != "volume" && kind != "bind" {
-                        mapper.error(&join(&item_path, "type"), item.line, format!("{kind:?} is not supported: volume, bind or tmpfs"));
+                        mapper.error(
+                            &join(&item_path, "type"),
+                            item.line,
+                            format!("{kind:?} is not supported: volume, bind or tmpfs"),
+                        );
                         continue;
                     }
                     (kind, source, target, read_only)
                 }
                 _ => {
                     let Some(text) = item.scalar_text() else {
-                        mapper.error(&item_path, item.line, "must be SOURCE:TARGET[:MODE] or a mapping");
+                        mapper.error(
+                            &item_path,
+                            item.line,
+                            "must be SOURCE:TARGET[:MODE] or a mapping",
+                        );
                         continue;
                     };
                     let parts: Vec<&str> = text.split(':').collect();
                     let (source, target, mode) = match parts.as_slice() {
                         [target] => (None, target.to_string(), ""),
                         [source, target] => (Some(source.to_string()), target.to_string(), ""),
-                        [source, target, mode] => (Some(source.to_string()), target.to_string(), *mode),
+                        [source, target, mode] => {
+                            (Some(source.to_string()), target.to_string(), *mode)
+                        }
                         _ => {
                             mapper.error(&item_path, item.line, "must be SOURCE:TARGET[:MODE]");
                             continue;
@@ -722,12 +852,19 @@ impl TaskBuilder {
                         match option {
                             "ro" => read_only = true,
                             "rw" => {}
-                            "z" | "Z" | "nocopy" | "cached" | "delegated" | "consistent" => mapper.warn(
+                            "z" | "Z" | "nocopy" | "cached" | "delegated" | "consistent" => mapper
+                                .warn(
+                                    &item_path,
+                                    item.line,
+                                    format!(
+                                    "ignored: mode {option} (ECS mount points have no such option)"
+                                ),
+                                ),
+                            other => mapper.error(
                                 &item_path,
                                 item.line,
-                                format!("ignored: mode {option} (ECS mount points have no such option)"),
+                                format!("unknown volume mode {other:?}"),
                             ),
-                            other => mapper.error(&item_path, item.line, format!("unknown volume mode {other:?}")),
                         }
                     }
                     let kind = match &source {
@@ -747,7 +884,9 @@ impl TaskBuilder {
                 (_, None) => Some(self.anonymous_volume()),
             };
             if let Some(volume) = volume {
-                mounts.push(json!({"sourceVolume": volume, "containerPath": target, "readOnly": read_only}));
+                mounts.push(
+                    json!({"sourceVolume": volume, "containerPath": target, "readOnly": read_only}),
+                );
             }
         }
         mounts
@@ -759,7 +898,13 @@ impl TaskBuilder {
         }
     }
 
-    fn bind_volume(&mut self, mapper: &mut Mapper, source: &str, path: &str, line: u64) -> Option<String> {
+    fn bind_volume(
+        &mut self,
+        mapper: &mut Mapper,
+        source: &str,
+        path: &str,
+        line: u64,
+    ) -> Option<String> {
         let absolute = if let Some(rest) = source.strip_prefix('~') {
             match mapper.variable("HOME") {
                 Some(home) => format!("{}{rest}", home.trim_end_matches('/')),
@@ -775,7 +920,9 @@ impl TaskBuilder {
                 Some(directory) => {
                     let relative = source.trim_start_matches("./");
                     let relative = if relative == "." { "" } else { relative };
-                    format!("{}/{relative}", directory.trim_end_matches('/')).trim_end_matches('/').to_string()
+                    format!("{}/{relative}", directory.trim_end_matches('/'))
+                        .trim_end_matches('/')
+                        .to_string()
                 }
                 None => {
                     mapper.error(path, line, "a relative bind mount needs the Compose file's directory (give an absolute path)");
@@ -788,7 +935,10 @@ impl TaskBuilder {
         }
         let name = format!("bind-{}", self.bind_volumes.len() + 1);
         self.bind_volumes.insert(absolute.clone(), name.clone());
-        self.add_volume(&name, json!({"name": name, "host": {"sourcePath": absolute}}));
+        self.add_volume(
+            &name,
+            json!({"name": name, "host": {"sourcePath": absolute}}),
+        );
         Some(name)
     }
 
@@ -803,20 +953,36 @@ impl TaskBuilder {
         name
     }
 
-    fn named_volume(&mut self, mapper: &mut Mapper, source: &str, path: &str, line: u64) -> Option<String> {
+    fn named_volume(
+        &mut self,
+        mapper: &mut Mapper,
+        source: &str,
+        path: &str,
+        line: u64,
+    ) -> Option<String> {
         let declared = match &self.top_volumes {
-            Some(Node { value: Value::Mapping(entries), .. }) => entries
+            Some(Node {
+                value: Value::Mapping(entries),
+                ..
+            }) => entries
                 .iter()
                 .find(|(name, _, _)| name == source)
                 .map(|(_, line, node)| (*line, node.clone())),
             _ => None,
         };
         let Some((declared_line, declaration)) = declared else {
-            mapper.error(path, line, format!("volume {source:?} is not declared under the top-level volumes:"));
+            mapper.error(
+                path,
+                line,
+                format!("volume {source:?} is not declared under the top-level volumes:"),
+            );
             return None;
         };
         let declaration_path = join("volumes", source);
-        let external = matches!(declaration.get("external").map(|n| &n.value), Some(Value::Bool(true)));
+        let external = matches!(
+            declaration.get("external").map(|n| &n.value),
+            Some(Value::Bool(true))
+        );
         let docker_name = match declaration.get("name").and_then(Node::scalar_text) {
             Some(name) => name,
             None if external => source.to_string(),
@@ -824,7 +990,13 @@ impl TaskBuilder {
         };
         let task_name: String = docker_name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '-'
+                }
+            })
             .collect();
         if task_name != docker_name {
             mapper.error(&declaration_path, declared_line, format!("volume name {docker_name:?} may hold only letters, digits, - and _ in a task definition"));
@@ -848,8 +1020,15 @@ impl TaskBuilder {
                     }
                     "driver_opts" | "labels" => {
                         let map = key_values(mapper, value, &key_path, key == "labels");
-                        let object: Map<String, Json> = map.into_iter().map(|(k, v)| (k, json!(v.unwrap_or_default()))).collect();
-                        let ecs_key = if key == "labels" { "labels" } else { "driverOpts" };
+                        let object: Map<String, Json> = map
+                            .into_iter()
+                            .map(|(k, v)| (k, json!(v.unwrap_or_default())))
+                            .collect();
+                        let ecs_key = if key == "labels" {
+                            "labels"
+                        } else {
+                            "driverOpts"
+                        };
                         configuration.insert(ecs_key.into(), Json::Object(object));
                     }
                     other if other.starts_with("x-") => {}
@@ -857,11 +1036,20 @@ impl TaskBuilder {
                 }
             }
         }
-        self.add_volume(&task_name, json!({"name": task_name, "dockerVolumeConfiguration": configuration}));
+        self.add_volume(
+            &task_name,
+            json!({"name": task_name, "dockerVolumeConfiguration": configuration}),
+        );
         Some(task_name)
     }
 
-    fn resources(&mut self, mapper: &mut Mapper, service: &Node, path: &str, container: &mut Map<String, Json>) {
+    fn resources(
+        &mut self,
+        mapper: &mut Mapper,
+        service: &Node,
+        path: &str,
+        container: &mut Map<String, Json>,
+    ) {
         let mut memory = None;
         let mut reservation = None;
         let mut cpu = None;
@@ -876,8 +1064,14 @@ impl TaskBuilder {
         }
         if let Some(node) = service.get("cpu_shares") {
             match node.value {
-                Value::Integer(shares) if (0..=262_144).contains(&shares) => cpu = Some(shares as u64),
-                _ => mapper.error(&join(path, "cpu_shares"), node.line, "must be an integer from 0 to 262144"),
+                Value::Integer(shares) if (0..=262_144).contains(&shares) => {
+                    cpu = Some(shares as u64)
+                }
+                _ => mapper.error(
+                    &join(path, "cpu_shares"),
+                    node.line,
+                    "must be an integer from 0 to 262144",
+                ),
             }
         }
         if let Some(deploy) = service.get("deploy") {
@@ -888,7 +1082,11 @@ impl TaskBuilder {
                     match key.as_str() {
                         "replicas" => {
                             if !matches!(value.value, Value::Integer(0 | 1)) {
-                                mapper.error(&key_path, *line, "a task runs each service once: replicas must be 1");
+                                mapper.error(
+                                    &key_path,
+                                    *line,
+                                    "a task runs each service once: replicas must be 1",
+                                );
                             }
                         }
                         "resources" => {
@@ -899,14 +1097,28 @@ impl TaskBuilder {
                             if let Some(node) = limits.and_then(|l| l.get("cpus")) {
                                 cpu = cpu_units(mapper, node, &join(&key_path, "limits.cpus"));
                             }
-                            if let Some(node) = value.get("reservations").and_then(|r| r.get("memory")) {
-                                reservation = mebibytes(mapper, node, &join(&key_path, "reservations.memory"));
+                            if let Some(node) =
+                                value.get("reservations").and_then(|r| r.get("memory"))
+                            {
+                                reservation = mebibytes(
+                                    mapper,
+                                    node,
+                                    &join(&key_path, "reservations.memory"),
+                                );
                             }
-                            if let Some(devices) = value.get("reservations").and_then(|r| r.get("devices")) {
-                                mapper.refuse_if_set(&join(&key_path, "reservations.devices"), devices.line, devices, "device reservations (GPUs) are not supported");
+                            if let Some(devices) =
+                                value.get("reservations").and_then(|r| r.get("devices"))
+                            {
+                                mapper.refuse_if_set(
+                                    &join(&key_path, "reservations.devices"),
+                                    devices.line,
+                                    devices,
+                                    "device reservations (GPUs) are not supported",
+                                );
                             }
                         }
-                        "restart_policy" | "labels" | "update_config" | "rollback_config" | "placement" | "mode" | "endpoint_mode" => {
+                        "restart_policy" | "labels" | "update_config" | "rollback_config"
+                        | "placement" | "mode" | "endpoint_mode" => {
                             mapper.warn(&key_path, *line, "ignored: a swarm setting");
                         }
                         _ => mapper.error(&key_path, *line, "unknown deploy key"),
@@ -934,8 +1146,12 @@ impl TaskBuilder {
 
 fn only_default_network(node: &Node) -> bool {
     match &node.value {
-        Value::Sequence(items) => items.iter().all(|item| item.scalar_text().as_deref() == Some("default")),
-        Value::Mapping(entries) => entries.iter().all(|(name, _, value)| name == "default" && value.value == Value::Null),
+        Value::Sequence(items) => items
+            .iter()
+            .all(|item| item.scalar_text().as_deref() == Some("default")),
+        Value::Mapping(entries) => entries
+            .iter()
+            .all(|(name, _, value)| name == "default" && value.value == Value::Null),
         Value::Null => true,
         _ => false,
     }
@@ -967,7 +1183,10 @@ fn dependencies(mapper: &mut Mapper, node: &Node, path: &str) -> Vec<Dependency>
     match &node.value {
         Value::Sequence(_) => {
             for service in string_list(mapper, node, path) {
-                edges.push(Dependency { service, condition: "START" });
+                edges.push(Dependency {
+                    service,
+                    condition: "START",
+                });
             }
         }
         Value::Mapping(entries) => {
@@ -987,13 +1206,30 @@ fn dependencies(mapper: &mut Mapper, node: &Node, path: &str) -> Vec<Dependency>
                         continue;
                     }
                 };
-                if matches!(options.get("required").map(|n| &n.value), Some(Value::Bool(false))) {
-                    mapper.warn(&join(&edge_path, "required"), *line, "ignored: deckhand always starts every service of the task");
+                if matches!(
+                    options.get("required").map(|n| &n.value),
+                    Some(Value::Bool(false))
+                ) {
+                    mapper.warn(
+                        &join(&edge_path, "required"),
+                        *line,
+                        "ignored: deckhand always starts every service of the task",
+                    );
                 }
-                if matches!(options.get("restart").map(|n| &n.value), Some(Value::Bool(true))) {
-                    mapper.warn(&join(&edge_path, "restart"), *line, "ignored: deckhand does not restart a service when its dependency restarts");
+                if matches!(
+                    options.get("restart").map(|n| &n.value),
+                    Some(Value::Bool(true))
+                ) {
+                    mapper.warn(
+                        &join(&edge_path, "restart"),
+                        *line,
+                        "ignored: deckhand does not restart a service when its dependency restarts",
+                    );
                 }
-                edges.push(Dependency { service: service.clone(), condition });
+                edges.push(Dependency {
+                    service: service.clone(),
+                    condition,
+                });
             }
         }
         _ => mapper.error(path, node.line, "must be a list or a mapping"),
@@ -1027,7 +1263,12 @@ fn string_list(mapper: &mut Mapper, node: &Node, path: &str) -> Vec<String> {
 }
 
 /// A `KEY=VALUE` list or a mapping. `None` values: `- KEY` or `KEY:` with nothing after it.
-fn key_values(mapper: &mut Mapper, node: &Node, path: &str, split_list: bool) -> Vec<(String, Option<String>)> {
+fn key_values(
+    mapper: &mut Mapper,
+    node: &Node,
+    path: &str,
+    split_list: bool,
+) -> Vec<(String, Option<String>)> {
     let mut pairs = Vec::new();
     match &node.value {
         Value::Null => {}
@@ -1037,7 +1278,11 @@ fn key_values(mapper: &mut Mapper, node: &Node, path: &str, split_list: bool) ->
                     Value::Null => pairs.push((key.clone(), None)),
                     _ => match value.scalar_text() {
                         Some(text) => pairs.push((key.clone(), Some(text))),
-                        None => mapper.error(&join(path, key), *line, "must be a string, number or boolean"),
+                        None => mapper.error(
+                            &join(path, key),
+                            *line,
+                            "must be a string, number or boolean",
+                        ),
                     },
                 }
             }
@@ -1104,7 +1349,9 @@ fn cpu_units(mapper: &mut Mapper, node: &Node, path: &str) -> Option<u64> {
         _ => None,
     };
     match cpus {
-        Some(cpus) if cpus.is_finite() && (0.0..=1024.0).contains(&cpus) => Some((cpus * 1024.0).round() as u64),
+        Some(cpus) if cpus.is_finite() && (0.0..=1024.0).contains(&cpus) => {
+            Some((cpus * 1024.0).round() as u64)
+        }
         _ => {
             mapper.error(path, node.line, "must be a number of CPUs, like 0.5");
             None
@@ -1115,7 +1362,11 @@ fn cpu_units(mapper: &mut Mapper, node: &Node, path: &str) -> Option<u64> {
 fn long_port(mapper: &mut Mapper, item: &Node, path: &str) -> Option<values::ShortPort> {
     let target = item.get("target").and_then(Node::scalar_text);
     let Some(container) = target.as_deref().and_then(values::parse_port_range) else {
-        mapper.error(&join(path, "target"), item.line, "required: a container port");
+        mapper.error(
+            &join(path, "target"),
+            item.line,
+            "required: a container port",
+        );
         return None;
     };
     let host = match item.get("published").and_then(Node::scalar_text) {
@@ -1124,12 +1375,20 @@ fn long_port(mapper: &mut Mapper, item: &Node, path: &str) -> Option<values::Sho
         Some(text) => match values::parse_port_range(&text) {
             Some(range) => Some(range),
             None => {
-                mapper.error(&join(path, "published"), item.line, format!("{text:?} is not a port"));
+                mapper.error(
+                    &join(path, "published"),
+                    item.line,
+                    format!("{text:?} is not a port"),
+                );
                 return None;
             }
         },
     };
-    let protocol = item.get("protocol").and_then(Node::scalar_text).unwrap_or_else(|| "tcp".into()).to_ascii_lowercase();
+    let protocol = item
+        .get("protocol")
+        .and_then(Node::scalar_text)
+        .unwrap_or_else(|| "tcp".into())
+        .to_ascii_lowercase();
     if protocol != "tcp" && protocol != "udp" {
         mapper.error(&join(path, "protocol"), item.line, "must be tcp or udp");
         return None;
@@ -1145,16 +1404,33 @@ fn long_port(mapper: &mut Mapper, item: &Node, path: &str) -> Option<values::Sho
 /// `healthcheck`: `test` as a list (`CMD`, `CMD-SHELL`, `NONE`) or a string (`CMD-SHELL`);
 /// durations raised to ECS's minimums (or lowered to its maximums) with a warning.
 fn health_check(mapper: &mut Mapper, node: &Node, path: &str) -> Option<Json> {
-    if matches!(node.get("disable").map(|n| &n.value), Some(Value::Bool(true))) {
+    if matches!(
+        node.get("disable").map(|n| &n.value),
+        Some(Value::Bool(true))
+    ) {
         return Some(json!({"command": ["NONE"]}));
     }
     if let Value::Mapping(entries) = &node.value {
         for (key, line, _) in entries {
-            if !["test", "interval", "timeout", "retries", "start_period", "start_interval", "disable"].contains(&key.as_str()) {
+            if ![
+                "test",
+                "interval",
+                "timeout",
+                "retries",
+                "start_period",
+                "start_interval",
+                "disable",
+            ]
+            .contains(&key.as_str())
+            {
                 mapper.error(&join(path, key), *line, "unknown healthcheck key");
             }
             if key == "start_interval" {
-                mapper.warn(&join(path, key), *line, "ignored: ECS health checks have no start interval");
+                mapper.warn(
+                    &join(path, key),
+                    *line,
+                    "ignored: ECS health checks have no start interval",
+                );
             }
         }
     }
@@ -1179,23 +1455,43 @@ fn health_check(mapper: &mut Mapper, node: &Node, path: &str) -> Option<Json> {
         Some("NONE") => return Some(json!({"command": ["NONE"]})),
         Some("CMD" | "CMD-SHELL") if command.len() > 1 => {}
         _ => {
-            mapper.error(&join(path, "test"), node.line, "must start with CMD, CMD-SHELL or NONE and give a command");
+            mapper.error(
+                &join(path, "test"),
+                node.line,
+                "must start with CMD, CMD-SHELL or NONE and give a command",
+            );
             return None;
         }
     }
     let mut seconds = |key: &str, default: u64, (low, high): (u64, u64)| -> u64 {
-        let Some(value) = node.get(key) else { return default };
+        let Some(value) = node.get(key) else {
+            return default;
+        };
         let key_path = join(path, key);
-        let Some(ms) = duration_ms(mapper, value, &key_path) else { return default };
+        let Some(ms) = duration_ms(mapper, value, &key_path) else {
+            return default;
+        };
         let wanted = ms.div_ceil(1000);
         let clamped = wanted.clamp(low, high);
         if clamped != wanted {
-            mapper.warn(&key_path, value.line, format!("{wanted} s is outside ECS's {low}–{high} s; using {clamped} s"));
+            mapper.warn(
+                &key_path,
+                value.line,
+                format!("{wanted} s is outside ECS's {low}–{high} s; using {clamped} s"),
+            );
         }
         clamped
     };
-    let interval = seconds("interval", COMPOSE_HEALTH_INTERVAL_SECONDS, HEALTH_INTERVAL_RANGE);
-    let timeout = seconds("timeout", COMPOSE_HEALTH_TIMEOUT_SECONDS.min(HEALTH_TIMEOUT_RANGE.1), HEALTH_TIMEOUT_RANGE);
+    let interval = seconds(
+        "interval",
+        COMPOSE_HEALTH_INTERVAL_SECONDS,
+        HEALTH_INTERVAL_RANGE,
+    );
+    let timeout = seconds(
+        "timeout",
+        COMPOSE_HEALTH_TIMEOUT_SECONDS.min(HEALTH_TIMEOUT_RANGE.1),
+        HEALTH_TIMEOUT_RANGE,
+    );
     let start_period = seconds("start_period", 0, HEALTH_START_PERIOD_RANGE);
     let retries = match node.get("retries") {
         None => COMPOSE_HEALTH_RETRIES,
@@ -1205,7 +1501,11 @@ fn health_check(mapper: &mut Mapper, node: &Node, path: &str) -> Option<Json> {
                 let (low, high) = HEALTH_RETRIES_RANGE;
                 let clamped = wanted.clamp(low, high);
                 if clamped != wanted {
-                    mapper.warn(&join(path, "retries"), value.line, format!("{wanted} is outside ECS's {low}–{high}; using {clamped}"));
+                    mapper.warn(
+                        &join(path, "retries"),
+                        value.line,
+                        format!("{wanted} is outside ECS's {low}–{high}; using {clamped}"),
+                    );
                 }
                 clamped
             }
@@ -1219,7 +1519,11 @@ fn health_check(mapper: &mut Mapper, node: &Node, path: &str) -> Option<Json> {
     let timeout = if timeout >= interval {
         let lowered = interval.saturating_sub(1).max(HEALTH_TIMEOUT_RANGE.0);
         if node.get("timeout").is_some() {
-            mapper.warn(&join(path, "timeout"), node.line, format!("{timeout} s is not below the interval ({interval} s); using {lowered} s"));
+            mapper.warn(
+                &join(path, "timeout"),
+                node.line,
+                format!("{timeout} s is not below the interval ({interval} s); using {lowered} s"),
+            );
         }
         lowered
     } else {
@@ -1256,7 +1560,11 @@ fn restart_policy(mapper: &mut Mapper, node: &Node, path: &str) -> Option<Json> 
             Some(json!({"enabled": true, "ignoredExitCodes": [0], "restartAttemptPeriod": period}))
         }
         _ => {
-            mapper.error(path, node.line, format!("{text:?}: expected no, always, on-failure[:N] or unless-stopped"));
+            mapper.error(
+                path,
+                node.line,
+                format!("{text:?}: expected no, always, on-failure[:N] or unless-stopped"),
+            );
             None
         }
     }
@@ -1281,7 +1589,13 @@ fn tmpfs_mount(mapper: &mut Mapper, spec: &str, path: &str, line: u64) -> Option
         }
     }
     let size = size_mib.unwrap_or_else(|| {
-        mapper.warn(path, line, format!("tmpfs {target} has no size; using {TMPFS_DEFAULT_SIZE_MIB} MiB (ECS needs one)"));
+        mapper.warn(
+            path,
+            line,
+            format!(
+                "tmpfs {target} has no size; using {TMPFS_DEFAULT_SIZE_MIB} MiB (ECS needs one)"
+            ),
+        );
         TMPFS_DEFAULT_SIZE_MIB
     });
     let mut mount = json!({"containerPath": target, "size": size});
@@ -1309,7 +1623,9 @@ fn ulimits(mapper: &mut Mapper, node: &Node, path: &str) -> Vec<Json> {
             _ => (None, None),
         };
         match (soft, hard) {
-            (Some(soft), Some(hard)) => limits.push(json!({"name": name, "softLimit": soft, "hardLimit": hard})),
+            (Some(soft), Some(hard)) => {
+                limits.push(json!({"name": name, "softLimit": soft, "hardLimit": hard}))
+            }
             _ => mapper.error(&join(path, name), *line, "must be a number or {soft, hard}"),
         }
     }

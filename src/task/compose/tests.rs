@@ -5,7 +5,7 @@ use super::values::*;
 use super::*;
 use serde_json::json;
 
-fn context_with<'a>(read: &'a dyn Fn(&str) -> Result<String, String>, dot_env: Option<&str>) -> ComposeContext<'a> {
+fn context_with<'a>(read: ReadFile<'a>, dot_env: Option<&str>) -> ComposeContext<'a> {
     let mut environment = BTreeMap::new();
     environment.insert("TAG".to_string(), "1.25".to_string());
     environment.insert("EMPTY".to_string(), String::new());
@@ -14,16 +14,15 @@ fn context_with<'a>(read: &'a dyn Fn(&str) -> Result<String, String>, dot_env: O
         environment,
         dot_env: dot_env.map(str::to_string),
         directory_name: Some("My_App.v2".to_string()),
-        directory: Some("/srv/my_app".to_string()),
+        directory: Some(PathBuf::from("/srv/my_app")),
         read_file: read,
     }
 }
 
-fn read_files(name: &str) -> Result<String, String> {
-    match name {
-        "web.env" => Ok("# settings\nMODE=production\nexport GREETING=\"hello world\"\nTAG\n".to_string()),
-        "missing.env" => Err("No such file or directory".to_string()),
-        _ => Err(format!("no file {name}")),
+fn read_files(name: &Path) -> std::io::Result<String> {
+    match name.to_str().unwrap_or_default() {
+        "/srv/my_app/web.env" => Ok("# settings\nMODE=production\nexport GREETING=\"hello world\"\nTAG\n".to_string()),
+        _ => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory")),
     }
 }
 
@@ -446,7 +445,8 @@ fn interpolation() {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let cases: &[(&str, Result<(&str, &[&str]), &str>)] = &[
+    type Expected<'a> = Result<(&'a str, &'a [&'a str]), &'a str>;
+    let cases: &[(&str, Expected)] = &[
         ("plain", Ok(("plain", &[]))),
         ("$A and ${A}", Ok(("alpha and alpha", &[]))),
         ("${B_2}x$B_2", Ok(("twoxtwo", &[]))),

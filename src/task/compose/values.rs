@@ -189,7 +189,9 @@ pub(super) fn parse_env_file(text: &str) -> Result<Vec<(String, Option<String>)>
         }
         let value = match value {
             None => None,
-            Some(value) => Some(env_value(value).map_err(|error| format!("line {}: {error}", number + 1))?),
+            Some(value) => {
+                Some(env_value(value).map_err(|error| format!("line {}: {error}", number + 1))?)
+            }
         };
         entries.push((key.to_string(), value));
     }
@@ -381,7 +383,9 @@ pub(super) fn parse_port(text: &str) -> Result<ShortPort, String> {
     // An IPv6 host address is in brackets: `[::1]:8080:80`.
     let (host_ip, rest) = if let Some(after) = rest.strip_prefix('[') {
         let (address, after) = after.split_once(']').ok_or_else(|| bad("unclosed ["))?;
-        let after = after.strip_prefix(':').ok_or_else(|| bad("expected : after ]"))?;
+        let after = after
+            .strip_prefix(':')
+            .ok_or_else(|| bad("expected : after ]"))?;
         (Some(address.to_string()), after)
     } else {
         (None, rest)
@@ -433,7 +437,5 @@ pub(super) fn normalise_project_name(name: &str) -> String {
         .chars()
         .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == '-')
         .collect();
-    lowered
-        .trim_start_matches(|c: char| c == '_' || c == '-')
-        .to_string()
+    lowered.trim_start_matches(['_', '-']).to_string()
 }
