@@ -325,7 +325,11 @@ impl TaskBuilder {
                         edges.push(
                             json!({"containerName": target, "condition": dependency.condition}),
                         );
-                        links.push(link(target, &dependency.service));
+                        // Docker cannot link to a stopped container, and a service waited on
+                        // to complete has stopped by then: no link to it.
+                        if dependency.condition != "SUCCESS" {
+                            links.push(link(target, &dependency.service));
+                        }
                     }
                     None => mapper.error(
                         &join(path, "depends_on"),

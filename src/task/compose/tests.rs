@@ -118,7 +118,6 @@ volumes:
                      "command": ["gunicorn", "app:wsgi"],
                      "entryPoint": ["/bin/sh", "-c", "exec \"$@\"", "--"],
                      "dependsOn": [{"containerName": "migrate", "condition": "SUCCESS"}],
-                     "links": ["migrate"],
                      "restartPolicy": {"enabled": true, "restartAttemptPeriod": 60}}
                 ]
             }),
