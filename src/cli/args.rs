@@ -105,8 +105,8 @@ Usage: deckhand run [--config PATH]
 Runs the agent in the foreground (logs on stderr). It reads /etc/deckhand/deckhand.conf (or
 PATH), then the environment, serves the local API on its socket and the ECS introspection
 endpoint (127.0.0.1:51678), and keeps the tasks of DECKHAND_TASKS_DIR (/etc/deckhand/tasks.d)
-running: one task per *.json file, started again (after a pause of 10 s doubling to 5 min) when
-it stops by itself. Run by a user other than root, it uses per-user places:
+running: one task per *.json file (and per Compose file: *.yaml, *.yml, or a directory holding
+compose.yaml), started again (after a pause of 10 s doubling to 5 min) when it stops by itself. Run by a user other than root, it uses per-user places:
 $XDG_CONFIG_HOME/deckhand/deckhand.conf and tasks.d, $XDG_STATE_HOME/deckhand for its state,
 $XDG_RUNTIME_DIR/deckhand/api.sock. SIGTERM or SIGINT ends it within seconds and leaves the
 containers running (the next start adopts them); SIGHUP rescans tasks.d.
