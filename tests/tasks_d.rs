@@ -522,8 +522,15 @@ fn compose_files_and_compose_directories_are_tasks() {
     families.sort();
     assert_eq!(families, ["cache", "shop"]);
 
-    // Editing the directory's .env changes the task: it is replaced.
+    // Editing a .env changes the tasks that read it: they are replaced.
     std::fs::write(project.join(".env"), "TAG=1.36\n").expect(".env");
     let summary = rescan(&watcher);
     assert_eq!(summary.replaced, vec!["shop/".to_string()], "{summary:?}");
+    setup.write(".env", "IMAGE=busybox:1.36\n");
+    let summary = rescan(&watcher);
+    assert_eq!(
+        summary.replaced,
+        vec!["cache.yaml".to_string()],
+        "{summary:?}"
+    );
 }

@@ -3,7 +3,7 @@
 //! in the task started from it.
 //!
 //! Compose files are tasks too: a `*.yaml`/`*.yml` file (its project name defaults to the file's
-//! name without the extension, and its `.env` is the directory's), and a subdirectory holding
+//! name without the extension, and its `.env` is the directory's, hashed with it), and a subdirectory holding
 //! `compose.yaml`, `compose.yml`, `docker-compose.yaml` or `docker-compose.yml` with its own
 //! `.env` (its project name defaults to the subdirectory's name). A subdirectory's hash covers
 //! the Compose file and its `.env`, so editing either replaces the task.
@@ -164,13 +164,24 @@ fn read_file(path: &Path) -> FileContent {
         file.take(MAX_TASK_DEFINITION_BYTES as u64 + 1)
             .read_to_end(&mut bytes)
     });
-    let hash = content_hash(&bytes);
+    let is_compose = path.extension().is_none_or(|extension| extension != "json");
+    let hash = if is_compose {
+        // The directory's `.env` is part of what a Compose file's task is: hash it too.
+        let mut hashed = bytes.clone();
+        if let Ok(dot_env) = read_limited(&path.with_file_name(".env")) {
+            hashed.push(0);
+            hashed.extend_from_slice(&dot_env);
+        }
+        content_hash(&hashed)
+    } else {
+        content_hash(&bytes)
+    };
     let definition = match read {
         Err(error) => Err(vec![format!("cannot read the file: {error}")]),
         Ok(_) if bytes.len() > MAX_TASK_DEFINITION_BYTES => Err(vec![format!(
             "larger than the {MAX_TASK_DEFINITION_BYTES} bytes a task definition may have"
         )]),
-        Ok(_) if path.extension().is_none_or(|extension| extension != "json") => {
+        Ok(_) if is_compose => {
             // A Compose file: its project name defaults to the file's name.
             let directory = path.parent().unwrap_or(Path::new("/"));
             let project = path
