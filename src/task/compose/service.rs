@@ -443,6 +443,7 @@ impl TaskBuilder {
 
         if let Some(logging) = service.get("logging") {
             let logging_path = join(path, "logging");
+            check_keys(mapper, logging, &logging_path, &["driver", "options"]);
             let mut config = Map::new();
             if let Some(driver) = logging.get("driver").and_then(Node::scalar_text) {
                 config.insert("logDriver".into(), json!(driver));
@@ -790,6 +791,35 @@ impl TaskBuilder {
             let item_path = format!("{path}[{index}]");
             let (kind, source, target, read_only) = match &item.value {
                 Value::Mapping(_) => {
+                    check_keys(
+                        mapper,
+                        item,
+                        &item_path,
+                        &[
+                            "type",
+                            "source",
+                            "target",
+                            "read_only",
+                            "bind",
+                            "volume",
+                            "tmpfs",
+                            "consistency",
+                        ],
+                    );
+                    if let Some(bind) = item.get("bind") {
+                        check_keys(
+                            mapper,
+                            bind,
+                            &join(&item_path, "bind"),
+                            &["create_host_path", "selinux"],
+                        );
+                    }
+                    if let Some(volume) = item.get("volume") {
+                        check_keys(mapper, volume, &join(&item_path, "volume"), &["nocopy"]);
+                    }
+                    if let Some(tmpfs) = item.get("tmpfs") {
+                        check_keys(mapper, tmpfs, &join(&item_path, "tmpfs"), &["size"]);
+                    }
                     let kind = item
                         .get("type")
                         .and_then(Node::scalar_text)
@@ -1094,6 +1124,23 @@ impl TaskBuilder {
                             }
                         }
                         "resources" => {
+                            check_keys(mapper, value, &key_path, &["limits", "reservations"]);
+                            if let Some(limits) = value.get("limits") {
+                                check_keys(
+                                    mapper,
+                                    limits,
+                                    &join(&key_path, "limits"),
+                                    &["cpus", "memory"],
+                                );
+                            }
+                            if let Some(reservations) = value.get("reservations") {
+                                check_keys(
+                                    mapper,
+                                    reservations,
+                                    &join(&key_path, "reservations"),
+                                    &["memory", "devices"],
+                                );
+                            }
                             let limits = value.get("limits");
                             if let Some(node) = limits.and_then(|l| l.get("memory")) {
                                 memory = mebibytes(mapper, node, &join(&key_path, "limits.memory"));
@@ -1148,6 +1195,25 @@ impl TaskBuilder {
     }
 }
 
+/// Refuses the keys of a mapping that are not in `known` (`x-` keys aside): a key deckhand does
+/// not read would otherwise be dropped without a word.
+fn check_keys(mapper: &mut Mapper, node: &Node, path: &str, known: &[&str]) {
+    if let Value::Mapping(entries) = &node.value {
+        for (key, line, _) in entries {
+            if !key.starts_with("x-") && !known.contains(&key.as_str()) {
+                mapper.error(
+                    &join(path, key),
+                    *line,
+                    format!(
+                        "unknown or unsupported key (known here: {})",
+                        known.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+}
+
 fn only_default_network(node: &Node) -> bool {
     match &node.value {
         Value::Sequence(items) => items
@@ -1196,6 +1262,12 @@ fn dependencies(mapper: &mut Mapper, node: &Node, path: &str) -> Vec<Dependency>
         Value::Mapping(entries) => {
             for (service, line, options) in entries {
                 let edge_path = join(path, service);
+                check_keys(
+                    mapper,
+                    options,
+                    &edge_path,
+                    &["condition", "required", "restart"],
+                );
                 let condition = options.get("condition").and_then(Node::scalar_text);
                 let condition = match condition.as_deref() {
                     None | Some("service_started") => "START",
@@ -1364,6 +1436,20 @@ fn cpu_units(mapper: &mut Mapper, node: &Node, path: &str) -> Option<u64> {
 }
 
 fn long_port(mapper: &mut Mapper, item: &Node, path: &str) -> Option<values::ShortPort> {
+    check_keys(
+        mapper,
+        item,
+        path,
+        &[
+            "target",
+            "published",
+            "host_ip",
+            "protocol",
+            "mode",
+            "name",
+            "app_protocol",
+        ],
+    );
     let target = item.get("target").and_then(Node::scalar_text);
     let Some(container) = target.as_deref().and_then(values::parse_port_range) else {
         mapper.error(
@@ -1623,7 +1709,10 @@ fn ulimits(mapper: &mut Mapper, node: &Node, path: &str) -> Vec<Json> {
     for (name, line, value) in entries {
         let (soft, hard) = match &value.value {
             Value::Integer(_) => (number(Some(value)), number(Some(value))),
-            Value::Mapping(_) => (number(value.get("soft")), number(value.get("hard"))),
+            Value::Mapping(_) => {
+                check_keys(mapper, value, &join(path, name), &["soft", "hard"]);
+                (number(value.get("soft")), number(value.get("hard")))
+            }
             _ => (None, None),
         };
         match (soft, hard) {

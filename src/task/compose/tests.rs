@@ -372,6 +372,9 @@ fn one_line_errors() {
         ("services:\n  web:\n    image: a\n    depends_on:\n      web2:\n        condition: service_done\n  web2:\n    image: b\n", "services.web.depends_on.web2.condition (line 5): unknown condition \"service_done\""),
         ("services:\n  a:\n    image: a\n    network_mode: host\n  b:\n    image: b\n    network_mode: none\n", "services.b.network_mode (line 7): every service of a task shares one network mode (a has host)"),
         ("services:\n  web:\n    image: a\n    env_file: missing.env\n", "services.web.env_file (line 4): cannot read env_file \"missing.env\": No such file or directory"),
+        ("services:\n  web:\n    image: a\n    volumes:\n      - type: volume\n        source: v\n        target: /v\n        volume: {subpath: x}\nvolumes: {v: {}}\n", "services.web.volumes[0].volume.subpath (line 8): unknown or unsupported key (known here: nocopy)"),
+        ("services:\n  web:\n    image: a\n    deploy:\n      resources:\n        limits: {pids: 10}\n", "services.web.deploy.resources.limits.pids (line 6): unknown or unsupported key (known here: cpus, memory)"),
+        ("services:\n  web:\n    image: a\n    ports:\n      - target: 80\n        publish: 8080\n", "services.web.ports[0].publish (line 6): unknown or unsupported key"),
         ("services:\n  web:\n    image: a\n    x-deckhand-essential: false\n", "converted task definition containerDefinitions: at least one container must be essential"),
     ];
     for (yaml, wanted) in cases {
