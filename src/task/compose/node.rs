@@ -55,6 +55,10 @@ impl Node {
 pub(super) fn parse_document(text: &str) -> Result<Node, (String, u64)> {
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
+    // YAML 1.2's core schema, as Compose reads it: `restart: no` and `DEBUG: yes` are strings.
+    options.strict_booleans = true;
+    // `MODE: 0755` and `ZIP: 01234` keep their leading zero.
+    options.leading_zero_numbers_as_strings = true;
     match serde_saphyr::from_str_with_options::<Node>(text, options) {
         Ok(node) => Ok(node),
         Err(error) => {

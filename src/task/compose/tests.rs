@@ -426,6 +426,18 @@ fn values_ecs_would_refuse_are_made_valid_with_a_warning() {
 }
 
 #[test]
+fn scalars_read_as_compose_reads_them() {
+    let yaml = "services:\n  a:\n    image: a\n    restart: no\n    ports: [22:22]\n    environment:\n      DEBUG: yes\n      MODE: 0755\n      ON: on\n      T: true\n      N: 10\n";
+    let container = json_of(yaml)["containerDefinitions"][0].clone();
+    assert_eq!(container.get("restartPolicy"), None);
+    assert_eq!(container["portMappings"], json!([{"containerPort": 22, "hostPort": 22, "protocol": "tcp"}]));
+    assert_eq!(container["environment"], json!([
+        {"name": "DEBUG", "value": "yes"}, {"name": "MODE", "value": "0755"}, {"name": "N", "value": "10"},
+        {"name": "ON", "value": "on"}, {"name": "T", "value": "true"}
+    ]));
+}
+
+#[test]
 fn healthcheck_forms() {
     let check = |body: &str| json_of(&format!("services:\n  web:\n    image: a\n    healthcheck:\n{body}"))["containerDefinitions"][0]["healthCheck"].clone();
     assert_eq!(check("      disable: true\n"), json!({"command": ["NONE"]}));
