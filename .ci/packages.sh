@@ -116,13 +116,24 @@ grep -qE '^[[:space:]]*(install|mkdir)[[:space:]].*tasks\.d' "$control_dir/posti
 rm -rf "$control_dir"
 
 step "rpm contents and scripts ($rpm_file)"
+# Files and the package's own directories (rpm lists both; /etc and /usr/share/doc are the
+# system's).
 expect_lines "rpm file list" "$(rpm -qpl "$rpm_file")" "/usr/bin/deckhand
 /usr/lib/systemd/system/deckhand.service
+/etc/deckhand
 /etc/deckhand/deckhand.conf
+/etc/deckhand/tasks.d
+/usr/share/doc/deckhand
 /usr/share/doc/deckhand/README.md
 /usr/share/doc/deckhand/CHANGELOG.md
+/usr/share/doc/deckhand/examples
 /usr/share/doc/deckhand/examples/web.json
 /usr/share/doc/deckhand/examples/make-image.sh"
+rpm -qlvp "$rpm_file" | contains -E '^drwxr-xr-x +[0-9]+ +root +root +.* /etc/deckhand/tasks\.d$' \
+    || fail "the rpm must ship /etc/deckhand/tasks.d as a root-owned 0755 directory"
+if rpm -qpl "$rpm_file" | grep '^/etc/deckhand/tasks\.d/' >/dev/null; then
+    fail "the rpm's /etc/deckhand/tasks.d must be empty"
+fi
 expect_lines "rpm config files" "$(rpm -qpc "$rpm_file")" "/etc/deckhand/deckhand.conf"
 rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm_file" | contains '^cn /etc/deckhand/deckhand.conf$' \
     || fail "rpm deckhand.conf must be %config(noreplace)"
@@ -136,6 +147,16 @@ for scriptlet in preinstall postinstall preuninstall postuninstall; do
     printf '%s\n' "$rpm_scripts" | contains "^$scriptlet scriptlet" || fail "rpm lacks a $scriptlet scriptlet"
 done
 printf '%s\n' "$rpm_scripts" | contains 'groupadd -r deckhand' || fail "rpm %pre must create the deckhand group"
+for tag_and_script in PREIN:pre-install POSTIN:post-install PREUN:pre-uninstall POSTUN:post-uninstall; do
+    tag=${tag_and_script%%:*}
+    script=packaging/rpm/${tag_and_script#*:}.sh
+    [ "$(rpm -qp --qf "%{$tag}" "$rpm_file")" = "$(cat "$script")" ] \
+        || fail "the rpm's $tag scriptlet differs from $script"
+    if grep -qE '^[[:space:]]*(install|mkdir|rmdir|rm)[[:space:]].*tasks\.d' "$script"; then
+        fail "$script must not make or remove tasks.d: the package owns it"
+    fi
+done
+rpm -qp --requires "$rpm_file" | contains '^libc\.so\.6' || fail "rpm Requires lacks libc.so.6"
 for script in packaging/rpm/*.sh; do
     sh -n "$script" || fail "$script has a shell syntax error"
 done
@@ -239,16 +260,26 @@ step "install and erase the .rpm (Debian's rpm, scripts run on this host)"
 rpm -i --nodeps --force-debian "$rpm_file" 2>/dev/null || rpm -i --nodeps "$rpm_file" || fail "rpm -i failed"
 [ "$(/usr/bin/deckhand --version)" = "deckhand $version" ] || fail "rpm: deckhand --version"
 expect_path /usr/lib/systemd/system/deckhand.service "rpm installs the unit"
-# Made by %post, not owned by the rpm (see Cargo.toml); %postun removes it when empty.
-[ -d /etc/deckhand/tasks.d ] || fail "rpm %post must create /etc/deckhand/tasks.d"
+[ -d /etc/deckhand/tasks.d ] || fail "rpm -i must create /etc/deckhand/tasks.d"
+[ -z "$(ls -A /etc/deckhand/tasks.d)" ] || fail "/etc/deckhand/tasks.d must be empty after rpm -i"
+[ "$(rpm -qf --qf '%{NAME}\n' /etc/deckhand/tasks.d 2>/dev/null)" = deckhand ] \
+    || fail "rpm -qf /etc/deckhand/tasks.d must name deckhand (the package owns the directory)"
 if command -v systemctl >/dev/null 2>&1; then
     expect_path /etc/systemd/system/multi-user.target.wants/deckhand.service "rpm %post enables the unit"
 fi
 rpm -e --nodeps deckhand || fail "rpm -e failed"
 expect_no_path /usr/bin/deckhand "rpm -e deletes the binary"
 expect_no_path /etc/systemd/system/multi-user.target.wants/deckhand.service "rpm %preun disables the unit"
-expect_no_path /etc/deckhand "rpm %postun removes the empty configuration directory"
-expect_no_path /usr/share/doc/deckhand "rpm %postun removes the empty doc directory"
+expect_no_path /etc/deckhand "rpm -e deletes the package's empty configuration directories"
+expect_no_path /usr/share/doc/deckhand "rpm -e deletes the package's doc directories"
+
+step "rpm -e keeps a tasks.d that holds task files"
+rpm -i --nodeps --force-debian "$rpm_file" 2>/dev/null || rpm -i --nodeps "$rpm_file" || fail "rpm -i (reinstall) failed"
+cp packaging/examples/web.json /etc/deckhand/tasks.d/web.json
+rpm -e --nodeps deckhand || fail "rpm -e failed"
+expect_path /etc/deckhand/tasks.d/web.json "rpm -e keeps the admin's task files and their directory"
+expect_no_path /etc/deckhand/deckhand.conf "rpm -e deletes the unmodified deckhand.conf"
+rm -rf /etc/deckhand
 
 deb_bytes=$(stat -c %s "$deb")
 rpm_bytes=$(stat -c %s "$rpm_file")

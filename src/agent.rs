@@ -18,6 +18,9 @@ use crate::config::{Config, ImagePullBehavior, EXIT_CONFIG};
 use crate::control::tasks_d::{TasksDirWatcher, DEFAULT_RESCAN_INTERVAL};
 use crate::docker::{DockerClient, DockerHost};
 use crate::engine::host_resources::HostCapacity;
+use crate::engine::image_cleanup::{
+    ImageCleanupCounters, ImageCleanupSettings, DISK_SAMPLE_INTERVAL,
+};
 use crate::engine::{EngineConfig, EngineHandle, TaskEngine};
 use crate::runtime::{ContainerRuntime, RuntimeError, Timeouts};
 use crate::state::StateStore;
@@ -162,6 +165,63 @@ fn start_task_metadata(
     TaskMetadataServers::start(gateway, config.task_metadata_port)
 }
 
+/// Image cleanup's settings from the configuration (§15).
+pub fn image_cleanup_settings(config: &Config) -> ImageCleanupSettings {
+    let keys = &config.image_cleanup;
+    ImageCleanupSettings {
+        interval: keys.interval,
+        minimum_age: keys.minimum_age,
+        images_per_cycle: keys.images_per_cycle,
+        untracked_cleanup: keys.untracked_cleanup,
+        untracked_minimum_age: keys.untracked_minimum_age,
+        excluded_images: keys.excluded_images.clone(),
+        disk_high_percent: keys.disk_high_percent,
+        disk_low_percent: keys.disk_low_percent,
+        disk_sample_interval: DISK_SAMPLE_INTERVAL,
+    }
+}
+
+/// Starts image cleanup (§15) unless it is off, with `tasks.d`'s images protected: the
+/// directory is read afresh before each cycle and each removal. As in ECS, pull behaviour
+/// `prefer-cached` turns it off (that behaviour counts on the images staying).
+fn start_image_cleanup(engine: &TaskEngine, config: &Config) -> Option<Arc<ImageCleanupCounters>> {
+    if config.image_cleanup.disabled {
+        log::info!("image cleanup off (ECS_DISABLE_IMAGE_CLEANUP=true)");
+        return None;
+    }
+    if config.image_pull_behavior == ImagePullBehavior::PreferCached {
+        log::info!("image cleanup off: pull behavior prefer-cached keeps the images it uses");
+        return None;
+    }
+    for image in &config.image_cleanup.excluded_images {
+        log::info!("image cleanup: image {image} is excluded (ECS_EXCLUDE_UNTRACKED_IMAGE)");
+    }
+    let tasks_dir = config.tasks_dir.clone();
+    let declared: crate::engine::image_cleanup::ProtectedImages =
+        Arc::new(move || crate::control::tasks_d::declared_images(&tasks_dir));
+    match engine.start_image_cleanup(image_cleanup_settings(config), declared) {
+        Ok(counters) => {
+            log::info!(
+                "image cleanup every {}s, images unused for {}s, disk marks {}%/{}%{}",
+                config.image_cleanup.interval.as_secs_f64(),
+                config.image_cleanup.minimum_age.as_secs_f64(),
+                config.image_cleanup.disk_high_percent,
+                config.image_cleanup.disk_low_percent,
+                if config.image_cleanup.untracked_cleanup {
+                    ", untracked images too"
+                } else {
+                    ""
+                }
+            );
+            Some(counters)
+        }
+        Err(error) => {
+            log::error!("cannot start image cleanup: {error}");
+            None
+        }
+    }
+}
+
 /// Runs the agent until SIGTERM/SIGINT; returns the process exit code.
 pub fn run(config_path: Option<&Path>) -> ExitCode {
     let config = match Config::from_process_env(config_path) {
@@ -257,6 +317,9 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     if let Some(servers) = &task_metadata {
         servers.api.attach(handle.clone());
     }
+
+    // Its counters are for the metrics endpoint.
+    let _image_cleanup_counters = start_image_cleanup(&engine, &config);
 
     let mut api = match ApiServers::start(
         handle.clone(),

@@ -81,6 +81,22 @@ pub fn docker_json(data: &[u8]) {
     let _ = wire::parse_volume_created(data);
     let _ = wire::parse_volume_info(data);
     let _ = wire::parse_image_info(data);
+    if let Ok(images) = wire::parse_image_list(data) {
+        let tracked = crate::state::ImagesRecord::default();
+        let _ = crate::engine::image_cleanup::select_removable(
+            &crate::engine::image_cleanup::SelectionInput {
+                now: 1_800_000_000_000,
+                images: &images,
+                tracked: &tracked,
+                protected_names: &["busybox".to_string()],
+                excluded_names: &[],
+                minimum_age: Duration::from_secs(3600),
+                untracked_cleanup: true,
+                untracked_minimum_age: Duration::ZERO,
+            },
+        );
+    }
+    let _ = wire::parse_docker_root_dir(data);
     let _ = wire::parse_created(data);
     let _ = wire::parse_network_gateway(data);
     let _ = wire::parse_stats(data);
@@ -165,6 +181,7 @@ pub fn state_files(data: &[u8]) {
         }
     }
     let _ = crate::state::parse_versioned::<crate::state::AgentRecord>(path, data, "agent");
+    let _ = crate::state::parse_versioned::<crate::state::ImagesRecord>(path, data, "images");
     let parsed = crate::state::event_log::parse_log(data);
     for floor in [0, 1, u64::MAX] {
         let (first, last, next) = parsed.numbering(floor);
@@ -288,6 +305,7 @@ pub fn tasks_d(data: &[u8]) {
         if name.starts_with('.') || !name.ends_with(".json") {
             continue;
         }
+        let _ = crate::control::tasks_d::images_named_in(content);
         let hash = content_hash(content);
         let valid = content.len() <= MAX_REQUEST_BODY_BYTES
             && crate::task::parse_task_definition(content).is_ok();
@@ -402,6 +420,114 @@ pub fn compose(data: &[u8]) {
     }
 }
 
+/// Container log streams (`deckhand logs`): Docker's multiplexed framing decoded at any split
+/// gives the same bytes per stream as decoded whole; lines never pass the cap and join back to
+/// those bytes; what the agent frames again decodes back; and the CLI's reading of a streamed
+/// response never panics.
+pub fn log_frames(data: &[u8]) {
+    use crate::api::log_stream::{
+        encode_frames, FrameDecoder, LineSplitter, OutputStream, MAX_LINE_BYTES,
+    };
+    // Some inputs are read as a TTY container's raw output, most as framed.
+    let tty = data.len() % 7 == 3;
+    let joined = |pieces: &[(OutputStream, Vec<u8>)], wanted: OutputStream| -> Vec<u8> {
+        pieces
+            .iter()
+            .filter(|(stream, _)| *stream == wanted)
+            .flat_map(|(_, bytes)| bytes.iter().copied())
+            .collect()
+    };
+    let mut whole_decoder = FrameDecoder::new(tty);
+    let mut whole = Vec::new();
+    let whole_result = whole_decoder.push(data, &mut whole);
+    let step = 1 + data.len() % 13;
+    let mut split_decoder = FrameDecoder::new(tty);
+    let mut split = Vec::new();
+    let mut split_result = Ok(());
+    for chunk in data.chunks(step) {
+        split_result = split_decoder.push(chunk, &mut split);
+        if split_result.is_err() {
+            break;
+        }
+    }
+    assert_eq!(whole_result.is_ok(), split_result.is_ok());
+    if whole_result.is_ok() {
+        assert_eq!(whole_decoder.finish(), split_decoder.finish());
+    }
+    for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+        assert_eq!(joined(&whole, stream), joined(&split, stream));
+    }
+    let mut splitter = LineSplitter::new();
+    let mut lines = Vec::new();
+    for (stream, piece) in &split {
+        splitter.push(*stream, piece, &mut lines);
+    }
+    splitter.finish(&mut lines);
+    let mut reframed = Vec::new();
+    for (stream, line) in &lines {
+        assert!(line.len() <= MAX_LINE_BYTES);
+        reframed.extend(encode_frames(*stream, line));
+    }
+    for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+        assert_eq!(joined(&lines, stream), joined(&split, stream));
+    }
+    let mut again = Vec::new();
+    let mut decoder = FrameDecoder::new(false);
+    decoder
+        .push(&reframed, &mut again)
+        .expect("the agent's own framing decodes");
+    assert_eq!(decoder.finish(), Ok(()));
+    for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+        assert_eq!(joined(&again, stream), joined(&lines, stream));
+    }
+    if let Ok(opened) = crate::api::http::open_response(SplitReader { data, step }) {
+        let mut body = opened.body;
+        let mut sink = Vec::new();
+        let _ = body.read_to_end(&mut sink);
+    }
+}
+
+/// The files the `/metrics` page reads (`/proc/self/stat`, `/proc/self/status`, `/proc/stat`,
+/// a container's cgroup `memory.current`, `cpu.stat`, `cpuacct.usage`) and label values from
+/// task definitions: the parsers never panic, and any text written as a label value on a
+/// sample line reads back as that text, on one line.
+pub fn metrics_files(data: &[u8]) {
+    use crate::metrics::exposition::{read_sample_line, Exposition};
+    use crate::metrics::{cgroup, process};
+    let text = String::from_utf8_lossy(data);
+    let _ = process::parse_stat(&text);
+    let _ = process::parse_resident_bytes(&text);
+    let _ = process::parse_boot_time(&text);
+    let _ = cgroup::parse_single_number(&text);
+    let _ = cgroup::parse_cpu_stat_usage_usec(&text);
+    let _ = cgroup::is_docker_id(&text);
+
+    let mut page = Exposition::new();
+    page.sample_integer(
+        "deckhand_container_memory_usage_bytes",
+        &[("task", "t"), ("family", &text), ("container", &text)],
+        1,
+    );
+    let written = page.into_string();
+    let line = written
+        .strip_suffix('\n')
+        .expect("a sample line ends with a line feed");
+    assert!(
+        !line.contains('\n'),
+        "a label value broke the line: {line:?}"
+    );
+    let (name, labels, value) =
+        read_sample_line(line).unwrap_or_else(|| panic!("the line does not read back: {line:?}"));
+    assert_eq!(name, "deckhand_container_memory_usage_bytes");
+    assert_eq!(value, "1");
+    let expected: Vec<(String, String)> =
+        [("task", "t"), ("family", &*text), ("container", &*text)]
+            .iter()
+            .map(|(label, value)| (label.to_string(), value.to_string()))
+            .collect();
+    assert_eq!(labels, expected, "labels changed on the way: {line:?}");
+}
+
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -416,6 +542,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("rfc3339", rfc3339),
     ("meminfo", meminfo),
     ("compose", compose),
+    ("log_frames", log_frames),
+    ("metrics_files", metrics_files),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

@@ -15,6 +15,7 @@ pub mod event;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod host;
+pub mod metrics;
 pub mod ports;
 pub mod registry;
 pub mod report;

@@ -64,6 +64,24 @@ fn main() -> ExitCode {
         Command::Events { follow, since } => {
             client().and_then(|client| commands::events(&client, *follow, *since, &mut stdout))
         }
+        Command::Logs {
+            task,
+            container,
+            follow,
+            tail,
+            since,
+            timestamps,
+        } => client().and_then(|client| {
+            let request = commands::LogsRequest {
+                task,
+                container: container.as_deref(),
+                follow: *follow,
+                tail: *tail,
+                since: since.as_deref(),
+                timestamps: *timestamps,
+            };
+            commands::logs(&client, &request, &mut stdout, &mut std::io::stderr())
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -309,6 +309,21 @@ pub struct ImageInfo {
     pub repo_tags: Vec<String>,
 }
 
+/// One row of `GET /images/json`: an image as image cleanup sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ImageSummary {
+    /// `sha256:…`.
+    pub id: String,
+    /// `repository:tag` names; empty for an untagged image.
+    pub repo_tags: Vec<String>,
+    /// `repository@sha256:…` names.
+    pub repo_digests: Vec<String>,
+    /// Bytes.
+    pub size: i64,
+    /// When the image was built, Unix seconds.
+    pub created: i64,
+}
+
 /// A container event from Docker's event stream.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RuntimeEvent {
@@ -397,6 +412,35 @@ impl Default for Timeouts {
     }
 }
 
+/// What part of a container's log to read (Docker's `GET /containers/{id}/logs` parameters;
+/// stdout and stderr are always both asked for).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Keep the stream open and send new output as it is written, until the container stops.
+    pub follow: bool,
+    /// Only the last this many lines (`None`: all of them).
+    pub tail: Option<u64>,
+    /// Only output written at or after this time, as Docker takes it: Unix seconds, with an
+    /// optional fraction (`1700000000.5`).
+    pub since: Option<String>,
+    /// Docker puts the RFC 3339 time each line was written before it.
+    pub timestamps: bool,
+}
+
+/// An open container log: the bytes as Docker sends them (its multiplexed framing, or raw
+/// output for a TTY container), and a way to end a read blocked on them from another thread.
+pub struct LogStream {
+    pub reader: Box<dyn std::io::Read + Send>,
+    /// Ends the stream: a read blocked on `reader` returns (end of stream or an error).
+    pub close: Box<dyn Fn() + Send + Sync>,
+}
+
+impl fmt::Debug for LogStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LogStream")
+    }
+}
+
 /// The container runtime the engine drives. Every method blocks until Docker answered or the
 /// call's deadline passed. Implementations are shared between threads.
 pub trait ContainerRuntime: Send + Sync + 'static {
@@ -455,10 +499,41 @@ pub trait ContainerRuntime: Send + Sync + 'static {
             message: format!("this runtime cannot read the stats of container {id}"),
         })
     }
+    /// A container's log (stdout and stderr) as a stream, by id or name. The default says the
+    /// runtime cannot.
+    fn container_logs(&self, id: &str, _options: &LogOptions) -> Result<LogStream, RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot read the logs of container {id}"),
+        })
+    }
     /// The gateway address of the default bridge network (Docker's `GET /networks/bridge`,
     /// `IPAM.Config[].Gateway`, the first IPv4 one): where a bridge-mode container reaches the
     /// host. `Ok(None)` when the runtime has no such network or address.
     fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
+        Ok(None)
+    }
+    /// Every image (Docker's `GET /images/json`), for image cleanup. The default says the
+    /// runtime cannot, so image cleanup skips its cycle.
+    fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: "this runtime cannot list images".to_string(),
+        })
+    }
+    /// Removes one image name (`DELETE /images/{name}`, never forced): a tag is untagged, and
+    /// the image with its unused parent layers goes once no name holds it. An image a container
+    /// uses, or one named by id that holds several names, is a `Conflict`; one that is not
+    /// there, `NoSuchImage`. The default says the runtime cannot.
+    fn remove_image(&self, name: &str) -> Result<(), RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot remove image {name}"),
+        })
+    }
+    /// Docker's root directory (`DockerRootDir` of `GET /info`), whose file system image
+    /// cleanup watches. `Ok(None)` when the runtime has none.
+    fn docker_root_dir(&self) -> Result<Option<String>, RuntimeError> {
         Ok(None)
     }
 }

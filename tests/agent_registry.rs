@@ -4,7 +4,8 @@
 //! `ECS_ENGINE_AUTH_TYPE`/`ECS_ENGINE_AUTH_DATA`:
 //! - `docker` with the right user and password → the task pulls and runs;
 //! - `dockercfg` with the base64 of `user:password` → the task pulls and runs;
-//! - a wrong password → the task stops, its reason carries the registry's refusal;
+//! - a wrong password → the task stops, its reason `CannotPullContainerError: …` carries the
+//!   registry's refusal;
 //!
 //! and in every case the password appears nowhere in the agent's log, `inspect` or the events.
 
@@ -208,7 +209,11 @@ fn a_wrong_password_stops_the_task_with_the_registrys_refusal_and_shows_no_passw
         event.task == task && event.container.as_deref() == Some("app") && event.status == "STOPPED"
     });
     let reason = container.reason.clone().unwrap_or_default();
-    // The registry's own words, whatever deckhand puts before them.
+    // ECS's name for a failed pull, then the registry's own words.
+    assert!(
+        reason.starts_with("CannotPullContainerError: "),
+        "a refused pull is named as ECS names it: {reason:?}"
+    );
     assert!(
         [
             "unauthorized",

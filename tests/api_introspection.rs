@@ -166,3 +166,42 @@ fn introspection_is_read_only() {
         "only the three submits reached the engine"
     );
 }
+
+#[test]
+fn metrics_are_served_in_the_prometheus_text_format() {
+    let (api, _) = api_with_tasks();
+    let address = api.introspection_address();
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    deckhand::api::http::write_request(&mut stream, "GET", "/metrics", None).expect("write");
+    let response = deckhand::api::http::read_response(&mut stream, 4 << 20).expect("response");
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let page = String::from_utf8(response.body).expect("UTF-8");
+    for line in [
+        format!("deckhand_build_info{{version=\"{}\"}} 1", deckhand::VERSION),
+        "deckhand_tasks{status=\"NONE\"} 2".to_string(),
+        "deckhand_tasks{status=\"RUNNING\"} 1".to_string(),
+        "deckhand_containers{status=\"RUNNING\"} 3".to_string(),
+        "deckhand_containers{status=\"PULLED\"} 0".to_string(),
+    ] {
+        assert!(page.lines().any(|l| l == line), "no {line:?} in:\n{page}");
+    }
+    for line in page.lines().filter(|line| !line.starts_with('#')) {
+        assert!(
+            deckhand::metrics::exposition::read_sample_line(line).is_some(),
+            "malformed {line:?}"
+        );
+    }
+    let (status, body) = tcp_request(address, "POST", "/metrics");
+    assert_eq!(status, 405);
+    assert!(body["error"]
+        .as_str()
+        .is_some_and(|m| m.contains("read-only")));
+    assert_eq!(api.engine.calls().len(), 3, "a scrape sends no command");
+}

@@ -452,3 +452,245 @@ fn shutdown_does_not_hang_when_the_socket_file_was_removed() {
         started.elapsed()
     );
 }
+
+const TWO_CONTAINERS: &str = r#"{
+  "family": "pair",
+  "containerDefinitions": [
+    {"name": "web", "image": "busybox:latest", "essential": true},
+    {"name": "console", "image": "busybox:latest", "essential": false, "pseudoTerminal": true}
+  ]
+}"#;
+
+fn log_frame(stream: u8, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![stream, 0, 0, 0];
+    bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// Submits the two-container task and gives its containers Docker ids (`web-id`,
+/// `console-id`) and logs; returns the task id.
+fn task_with_logs(api: &TestApi, stays_open: bool) -> String {
+    let response = api.request("POST", "/v1/tasks", Some(TWO_CONTAINERS));
+    assert_eq!(response.status, 201, "{:?}", response.body);
+    let id = response.body["id"].as_str().expect("id").to_string();
+    api.engine.update_task(&id, |task| {
+        for container in &mut task.containers {
+            container.docker_id = Some(format!("{}-id", container.name()));
+        }
+    });
+    let mut web = log_frame(1, b"web out\n");
+    web.extend(log_frame(2, b"web err\n"));
+    api.engine.set_log("web-id", &web, stays_open);
+    api.engine
+        .set_log("console-id", b"console line\r\n", stays_open);
+    id
+}
+
+/// `deckhand logs` through the CLI's own code: (result, stdout, stderr).
+fn cli_logs(
+    api: &TestApi,
+    request: &deckhand::cli::commands::LogsRequest<'_>,
+) -> (
+    Result<(), deckhand::cli::commands::CliFailure>,
+    String,
+    String,
+) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let result = deckhand::cli::commands::logs(&api.client(), request, &mut out, &mut err);
+    (
+        result,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    )
+}
+
+#[test]
+fn logs_of_every_container_are_prefixed_and_split_by_stream() {
+    let api = TestApi::start(false);
+    let id = task_with_logs(&api, false);
+    let request = deckhand::cli::commands::LogsRequest {
+        task: &id[..8],
+        tail: Some(10),
+        since: Some("10m"),
+        timestamps: true,
+        ..Default::default()
+    };
+    let (result, stdout, stderr) = cli_logs(&api, &request);
+    assert_eq!(result, Ok(()));
+    let mut lines: Vec<&str> = stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["console | console line", "web     | web out"]);
+    assert_eq!(stderr, "web     | web err\n");
+    let openings = api.engine.log_openings();
+    assert_eq!(openings.len(), 2);
+    for (_, options) in &openings {
+        assert_eq!(options.tail, Some(10));
+        assert!(options.timestamps && !options.follow);
+        let since: f64 = options
+            .since
+            .as_deref()
+            .expect("since")
+            .parse()
+            .expect("seconds");
+        let now = deckhand::clock::now_millis() as f64 / 1000.0;
+        assert!(
+            (now - 600.0 - since).abs() < 60.0,
+            "{since} is not 10 minutes ago"
+        );
+    }
+
+    // One container by name: its lines as they are.
+    let request = deckhand::cli::commands::LogsRequest {
+        task: &id,
+        container: Some("web"),
+        ..Default::default()
+    };
+    let (result, stdout, stderr) = cli_logs(&api, &request);
+    assert_eq!(result, Ok(()));
+    assert_eq!(
+        (stdout.as_str(), stderr.as_str()),
+        ("web out\n", "web err\n")
+    );
+}
+
+#[test]
+fn logs_of_an_unknown_container_list_the_tasks_containers() {
+    let api = TestApi::start(false);
+    let id = task_with_logs(&api, false);
+    let response = api.request("GET", &format!("/v1/tasks/{id}/logs?container=db"), None);
+    assert_eq!(response.status, 404, "{:?}", response.body);
+    assert_eq!(
+        response.body["containers"],
+        serde_json::json!(["web", "console"])
+    );
+    let request = deckhand::cli::commands::LogsRequest {
+        task: &id,
+        container: Some("db"),
+        ..Default::default()
+    };
+    let (result, _, _) = cli_logs(&api, &request);
+    let failure = result.expect_err("unknown container");
+    assert_eq!(failure.exit_code(), 2);
+    assert!(
+        failure.messages()[0].contains("no container \"db\"; its containers: web, console"),
+        "{failure:?}"
+    );
+    // Bad parameters and unknown tasks are refused before any log is opened.
+    let bad = api.request("GET", &format!("/v1/tasks/{id}/logs?tail=many"), None);
+    assert_eq!(bad.status, 400, "{:?}", bad.body);
+    let unknown = api.request("GET", "/v1/tasks/ffffffff/logs", None);
+    assert_eq!(unknown.status, 404, "{:?}", unknown.body);
+    assert!(api.engine.log_openings().is_empty());
+}
+
+#[test]
+fn a_followed_log_streams_new_lines_and_ends_with_the_containers() {
+    let api = TestApi::start(false);
+    let id = task_with_logs(&api, true);
+    let client = api.client();
+    let follower = thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let request = deckhand::cli::commands::LogsRequest {
+            task: &id,
+            container: Some("web"),
+            follow: true,
+            ..Default::default()
+        };
+        let result = deckhand::cli::commands::logs(&client, &request, &mut out, &mut err);
+        (result, out, err)
+    });
+    // Once the stream is open, a line written now reaches the follower.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while api.engine.log_openings().is_empty() {
+        assert!(Instant::now() < deadline, "the log was never opened");
+        thread::yield_now();
+    }
+    api.engine.write_log("web-id", &log_frame(1, b"later\n"));
+    api.engine.end_logs();
+    let (result, out, err) = follower.join().expect("follower");
+    assert_eq!(result, Ok(()));
+    assert_eq!(String::from_utf8_lossy(&out), "web out\nlater\n");
+    assert_eq!(String::from_utf8_lossy(&err), "web err\n");
+    assert!(api.engine.log_openings()[0].1.follow);
+}
+
+#[test]
+fn a_follower_that_goes_away_closes_the_log_and_frees_its_worker() {
+    let api = TestApi::start(false);
+    let id = task_with_logs(&api, true);
+    let limit = deckhand::api::local::MAX_WAITING_EVENT_READERS;
+    // Every slot taken by followers that read the head and then stop reading.
+    let mut followers = Vec::new();
+    for _ in 0..limit {
+        let mut stream = UnixStream::connect(&api.socket).expect("connect");
+        stream
+            .write_all(
+                format!("GET /v1/tasks/{id}/logs?follow=1 HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+            )
+            .expect("request");
+        let mut first = [0u8; 12];
+        stream.read_exact(&mut first).expect("the answer starts");
+        assert_eq!(&first, b"HTTP/1.1 200");
+        followers.push(stream);
+    }
+    // One more stream, and one more long poll, are refused; other requests are served.
+    let refused = api.request("GET", &format!("/v1/tasks/{id}/logs"), None);
+    assert_eq!(refused.status, 503, "{:?}", refused.body);
+    let refused = api.request("GET", "/v1/events?since=0&wait=1", None);
+    assert_eq!(refused.status, 503, "{:?}", refused.body);
+    assert_eq!(api.request("GET", "/v1/tasks", None).status, 200);
+    // The followers go away: their logs are closed and their slots come back.
+    drop(followers);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while api.engine.closed_logs() < limit * 2 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {} logs closed",
+            api.engine.closed_logs(),
+            limit * 2
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    api.engine.end_logs();
+    let answer = raw_exchange(
+        &api.socket,
+        format!("GET /v1/tasks/{id}/logs?container=web HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("Transfer-Encoding: chunked"), "{answer}");
+}
+
+#[test]
+fn shutdown_ends_open_log_streams_promptly() {
+    let mut api = TestApi::start(false);
+    let id = task_with_logs(&api, true);
+    let mut follower = UnixStream::connect(&api.socket).expect("connect");
+    follower
+        .write_all(
+            format!("GET /v1/tasks/{id}/logs?follow=1 HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        )
+        .expect("request");
+    let mut first = [0u8; 12];
+    follower.read_exact(&mut first).expect("the answer starts");
+    assert_eq!(&first, b"HTTP/1.1 200");
+    // Keep the stream busy while the server stops.
+    let engine = api.engine.clone();
+    let chatter = thread::spawn(move || {
+        for _ in 0..200 {
+            engine.write_log("web-id", &log_frame(1, b"chatty\n"));
+            thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let started = Instant::now();
+    api.servers.shutdown();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown waited {:?} for a log stream",
+        started.elapsed()
+    );
+    assert!(api.engine.closed_logs() >= 2, "the logs were not closed");
+    chatter.join().expect("chatter");
+}

@@ -12,7 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use deckhand::docker::{DockerClient, DockerHost};
-use deckhand::runtime::{ContainerRuntime, EventFilter, RegistryAuth, RuntimeError, Timeouts};
+use deckhand::runtime::{
+    ContainerRuntime, EventFilter, LogOptions, RegistryAuth, RuntimeError, Timeouts,
+};
 
 /// One request as the fake daemon received it.
 #[derive(Debug, Clone)]
@@ -674,6 +676,106 @@ fn a_silent_event_stream_does_not_time_out_and_can_be_cancelled() {
         .recv_timeout(Duration::from_secs(5))
         .expect("cancel must wake the blocked read");
     assert_eq!(reader.join().expect("reader"), Ok(None));
+}
+
+/// A chunked 200 carrying `payload` (a log, framed or raw) in chunks of `step` bytes.
+fn chunked_bytes(payload: &[u8], step: usize, finished: bool) -> Vec<u8> {
+    let mut bytes = b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.multiplexed-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for piece in payload.chunks(step) {
+        bytes.extend(format!("{:x}\r\n", piece.len()).into_bytes());
+        bytes.extend_from_slice(piece);
+        bytes.extend_from_slice(b"\r\n");
+    }
+    if finished {
+        bytes.extend_from_slice(b"0\r\n\r\n");
+    }
+    bytes
+}
+
+fn log_frame(stream: u8, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![stream, 0, 0, 0];
+    bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+#[test]
+fn logs_ask_for_both_streams_and_pass_dockers_bytes_through() {
+    let mut payload = log_frame(1, b"out\n");
+    payload.extend(log_frame(2, b"err\n"));
+    let body = payload.clone();
+    let fake = FakeDocker::start(with_ping(Some("1.41"), move |request| {
+        if request.target.contains("/containers/missing/") {
+            json(
+                "404 Not Found",
+                r#"{"message":"No such container: missing"}"#,
+            )
+        } else {
+            Reply::Send(chunked_bytes(&body, 3, true))
+        }
+    }));
+    let client = fake.client(Timeouts::default());
+    let options = LogOptions {
+        follow: false,
+        tail: Some(1),
+        since: Some("1700000000.250".into()),
+        timestamps: true,
+    };
+    let mut log = client.container_logs("c1", &options).expect("open");
+    let mut bytes = Vec::new();
+    log.reader.read_to_end(&mut bytes).expect("the whole log");
+    assert_eq!(bytes, payload);
+    assert_eq!(
+        fake.request_to("/containers/c1/logs").target,
+        "/v1.41/containers/c1/logs?stdout=1&stderr=1&follow=0&tail=1&since=1700000000.250&timestamps=1"
+    );
+    let everything = client
+        .container_logs("c1", &LogOptions::default())
+        .expect("open");
+    drop(everything);
+    assert!(fake.requests().iter().any(|request| request
+        .target
+        .ends_with("logs?stdout=1&stderr=1&follow=0&tail=all")));
+    let error = client.container_logs("missing", &options).expect_err("404");
+    assert!(
+        matches!(&error, RuntimeError::NoSuchContainer { message } if message.contains("No such container")),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn a_followed_log_waits_past_the_head_deadline_and_closing_wakes_it() {
+    let fake = FakeDocker::start(with_ping(Some("1.41"), |_| {
+        Reply::SendThenStall(chunked_bytes(&log_frame(1, b"first\n"), 100, false))
+    }));
+    // The head deadline is short; the stream itself must not inherit it.
+    let client = fake.client(short_timeouts());
+    let options = LogOptions {
+        follow: true,
+        ..LogOptions::default()
+    };
+    let mut log = client.container_logs("c1", &options).expect("open");
+    let mut first = [0u8; 14];
+    log.reader.read_exact(&mut first).expect("the first frame");
+    assert_eq!(first.as_slice(), log_frame(1, b"first\n").as_slice());
+    let close = log.close;
+    let mut reader = log.reader;
+    let (sender, receiver) = mpsc::channel();
+    let blocked = thread::spawn(move || {
+        let mut rest = Vec::new();
+        let result = reader.read_to_end(&mut rest);
+        let _ = sender.send(());
+        result.map(|_| rest)
+    });
+    assert!(
+        receiver.recv_timeout(Duration::from_secs(1)).is_err(),
+        "the log ended although Docker sent nothing"
+    );
+    close();
+    receiver
+        .recv_timeout(Duration::from_secs(5))
+        .expect("closing must wake the blocked read");
+    let _ = blocked.join().expect("reader thread");
 }
 
 #[test]

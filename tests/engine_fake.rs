@@ -1000,6 +1000,8 @@ fn restarting(name: &str, image: &str) -> deckhand::task::ContainerDefinition {
 
 #[test]
 fn a_restart_policy_restarts_an_exited_container_in_place() {
+    let metrics = deckhand::metrics::global();
+    let restarts_before = metrics.container_restarts_total();
     let harness = Harness::new();
     let id = harness.submit(task("restarts", vec![restarting("app", APP_IMAGE)]));
     harness.wait_event(&id, None, "RUNNING");
@@ -1016,6 +1018,16 @@ fn a_restart_policy_restarts_an_exited_container_in_place() {
             fake.container("app").map(|c| c.start_count) == Some(2)
         })
         .unwrap_or_else(|message| panic!("the restart never started the container: {message}"));
+    // The worker counts the restart once Docker's answer is back, which the task's own count
+    // (raised when it asked) does not wait for; other tests of this binary may add theirs.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while metrics.container_restarts_total() <= restarts_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "deckhand_container_restarts_total never counted the restart"
+        );
+        std::thread::yield_now();
+    }
     // An ignored exit code is a normal exit: the essential container stops the task.
     harness.fake.exit("app", 0);
     let stopped = harness.wait_event(&id, Some("app"), "STOPPED");

@@ -17,7 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "api",
         &[
-            "engine", "task", "event", "report", "config", "encoding", "text", "clock",
+            "engine", "task", "event", "report", "config", "encoding", "text", "clock", "metrics",
         ],
     ),
     (
@@ -31,10 +31,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "engine",
         &[
             "task", "runtime", "state", "report", "event", "text", "clock", "ports", "registry",
+            "metrics",
         ],
     ),
-    ("report", &["task", "state", "event", "clock"]),
-    ("state", &["task", "event", "text", "clock"]),
+    ("report", &["task", "state", "event", "clock", "metrics"]),
+    ("state", &["task", "event", "text", "clock", "metrics"]),
     ("docker", &["runtime", "encoding", "text", "ports"]),
     ("config", &["text", "registry"]),
     ("registry", &["encoding"]),
@@ -46,6 +47,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("clock", &["task"]),
     ("ports", &[]),
     ("host", &[]),
+    ("metrics", &["task"]),
 ];
 
 /// The modules that reach the engine only through its handle (its trait and error type), whose

@@ -9,6 +9,8 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Largest request or response head (request line, status line and headers) accepted.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -60,7 +62,59 @@ pub struct HttpResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// A body written as it is produced (chunked), instead of `body`.
+    pub stream: Option<StreamBody>,
 }
+
+/// What a streamed body has next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// Bytes to send now.
+    Data(Vec<u8>),
+    /// Nothing within the wait: the server checks that the client is still there.
+    Idle,
+    /// The body is complete.
+    End,
+}
+
+/// A body produced while it is sent (a followed log). Dropping it releases what it holds: the
+/// server drops it when the body ends, the client goes away, or the server stops.
+pub trait ResponseStream: Send {
+    /// Waits at most `wait` for what comes next.
+    fn next_event(&mut self, wait: Duration) -> StreamEvent;
+}
+
+/// A [`ResponseStream`] inside a response; the server takes it out once to write it.
+#[derive(Clone)]
+pub struct StreamBody(Arc<Mutex<Option<Box<dyn ResponseStream>>>>);
+
+impl StreamBody {
+    pub fn new(stream: Box<dyn ResponseStream>) -> StreamBody {
+        StreamBody(Arc::new(Mutex::new(Some(stream))))
+    }
+
+    /// The stream, the first time only.
+    pub fn take(&self) -> Option<Box<dyn ResponseStream>> {
+        match self.0.lock() {
+            Ok(mut stream) => stream.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        }
+    }
+}
+
+impl fmt::Debug for StreamBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StreamBody")
+    }
+}
+
+impl PartialEq for StreamBody {
+    fn eq(&self, other: &StreamBody) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for StreamBody {}
 
 impl HttpResponse {
     /// A JSON response; `value` is serialized with a trailing newline (friendly to `curl`).
@@ -71,6 +125,17 @@ impl HttpResponse {
             status,
             headers: vec![("Content-Type".into(), "application/json".into())],
             body,
+            stream: None,
+        }
+    }
+
+    /// A 200 whose body is `stream`, sent with chunked transfer encoding as it is produced.
+    pub fn streaming(content_type: &str, stream: Box<dyn ResponseStream>) -> HttpResponse {
+        HttpResponse {
+            status: 200,
+            headers: vec![("Content-Type".into(), content_type.into())],
+            body: Vec::new(),
+            stream: Some(StreamBody::new(stream)),
         }
     }
 
@@ -415,6 +480,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        409 => "Conflict",
         413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
@@ -442,6 +508,218 @@ pub fn write_response<W: Write>(stream: &mut W, response: &HttpResponse) -> io::
     message.extend_from_slice(&response.body);
     stream.write_all(&message)?;
     stream.flush()
+}
+
+/// Writes the head of a streamed response: `Transfer-Encoding: chunked`, `Connection: close`.
+pub fn write_streaming_head<W: Write>(stream: &mut W, response: &HttpResponse) -> io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n",
+        response.status,
+        reason_phrase(response.status)
+    );
+    for (name, value) in &response.headers {
+        head.push_str(name);
+        head.push_str(": ");
+        head.push_str(value);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.flush()
+}
+
+/// Writes one chunk of a chunked body (nothing for empty `data`: an empty chunk would end it).
+pub fn write_chunk<W: Write>(stream: &mut W, data: &[u8]) -> io::Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let mut message = format!("{:x}\r\n", data.len()).into_bytes();
+    message.extend_from_slice(data);
+    message.extend_from_slice(b"\r\n");
+    stream.write_all(&message)?;
+    stream.flush()
+}
+
+/// Ends a chunked body.
+pub fn write_last_chunk<W: Write>(stream: &mut W) -> io::Result<()> {
+    stream.write_all(b"0\r\n\r\n")?;
+    stream.flush()
+}
+
+/// A response body read as it arrives (the CLI's side of a streamed response).
+pub struct BodyStream<R: Read> {
+    leftover: Vec<u8>,
+    position: usize,
+    inner: R,
+    framing: BodyFraming,
+    /// Bytes left in the current chunk (chunked) or in the body (`Content-Length`).
+    remaining: usize,
+    finished: bool,
+}
+
+impl<R: Read> BodyStream<R> {
+    /// The connection under the body.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
+    fn read_raw(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.position < self.leftover.len() {
+            let available = &self.leftover[self.position..];
+            let count = available.len().min(buf.len());
+            buf[..count].copy_from_slice(&available[..count]);
+            self.position += count;
+            return Ok(count);
+        }
+        self.inner.read(buf)
+    }
+
+    fn raw_line(&mut self) -> io::Result<Vec<u8>> {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        loop {
+            if self.read_raw(&mut byte)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed in the middle of a chunked body",
+                ));
+            }
+            line.push(byte[0]);
+            if line.ends_with(b"\r\n") {
+                line.truncate(line.len() - 2);
+                return Ok(line);
+            }
+            if line.len() > 4096 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "chunk line longer than 4096 bytes",
+                ));
+            }
+        }
+    }
+}
+
+impl<R: Read> Read for BodyStream<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.finished || buf.is_empty() {
+            return Ok(0);
+        }
+        match self.framing {
+            BodyFraming::None => Ok(0),
+            BodyFraming::UntilClose => self.read_raw(buf),
+            BodyFraming::Length(_) => {
+                if self.remaining == 0 {
+                    self.finished = true;
+                    return Ok(0);
+                }
+                let limit = self.remaining.min(buf.len());
+                let count = self.read_raw(&mut buf[..limit])?;
+                if count == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed in the middle of the body",
+                    ));
+                }
+                self.remaining -= count;
+                Ok(count)
+            }
+            BodyFraming::Chunked => {
+                if self.remaining == 0 {
+                    let line = self.raw_line()?;
+                    let size_text = line.split(|byte| *byte == b';').next().unwrap_or(&[]);
+                    let size = std::str::from_utf8(size_text)
+                        .ok()
+                        .and_then(|text| usize::from_str_radix(text.trim(), 16).ok())
+                        .ok_or_else(|| {
+                            io::Error::new(io::ErrorKind::InvalidData, "bad chunk size")
+                        })?;
+                    if size == 0 {
+                        while !self.raw_line()?.is_empty() {}
+                        self.finished = true;
+                        return Ok(0);
+                    }
+                    self.remaining = size;
+                }
+                let limit = self.remaining.min(buf.len());
+                let count = self.read_raw(&mut buf[..limit])?;
+                if count == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed in the middle of a chunk",
+                    ));
+                }
+                self.remaining -= count;
+                if self.remaining == 0 && self.raw_line()? != b"" {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "chunk not followed by CRLF",
+                    ));
+                }
+                Ok(count)
+            }
+        }
+    }
+}
+
+/// A response whose head was read; the body is read as it arrives.
+pub struct OpenedResponse<R: Read> {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: BodyStream<R>,
+}
+
+/// Reads a response's head (skipping interim `1xx` responses) and returns its status and
+/// headers, with the body left to be read as it arrives.
+pub fn open_response<R: Read>(mut stream: R) -> Result<OpenedResponse<R>, ReadError> {
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let (head, rest) = {
+            let mut chained = Buffered {
+                leftover: std::mem::take(&mut pending),
+                position: 0,
+                inner: &mut stream,
+            };
+            read_head(&mut chained)?
+        };
+        let mut header_storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut header_storage);
+        match parsed.parse(&head) {
+            Ok(httparse::Status::Complete(_)) => {}
+            Ok(httparse::Status::Partial) => {
+                return Err(ReadError::Malformed("incomplete response head".into()))
+            }
+            Err(error) => return Err(ReadError::Malformed(error.to_string())),
+        }
+        let status = parsed.code.unwrap_or(0);
+        let headers = lower_headers(parsed.headers);
+        if (100..200).contains(&status) {
+            pending = rest;
+            continue;
+        }
+        let framing = if status == 204 || status == 304 {
+            BodyFraming::None
+        } else {
+            body_framing(&headers, false)?
+        };
+        let remaining = match framing {
+            BodyFraming::Length(length) => length,
+            _ => 0,
+        };
+        let body = BodyStream {
+            leftover: rest,
+            position: 0,
+            inner: stream,
+            framing,
+            remaining,
+            finished: false,
+        };
+        return Ok(OpenedResponse {
+            status,
+            headers,
+            body,
+        });
+    }
 }
 
 /// Writes a request with a `Content-Length` body and `Connection: close` (the CLI's side).
@@ -514,6 +792,7 @@ pub fn read_response<R: Read>(
             status,
             headers,
             body,
+            stream: None,
         });
     }
 }
@@ -734,6 +1013,53 @@ mod tests {
             assert_eq!(read.header("x-test"), Some("1"));
             let value: serde_json::Value = serde_json::from_slice(&read.body).expect("json");
             assert_eq!(value["error"], "no task abc");
+        }
+    }
+
+    #[test]
+    fn a_streamed_response_reads_back_as_it_arrives() {
+        let response = HttpResponse::streaming("text/plain", Box::new(NeverStream));
+        let mut wire = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
+        write_streaming_head(&mut wire, &response).expect("head");
+        write_chunk(&mut wire, b"first line\n").expect("chunk");
+        write_chunk(&mut wire, b"").expect("an empty chunk writes nothing");
+        write_chunk(&mut wire, b"second\n").expect("chunk");
+        write_last_chunk(&mut wire).expect("end");
+        for step in [1, 2, 5, 4096] {
+            let opened = open_response(split(&wire, step)).expect("a response head");
+            assert_eq!(opened.status, 200);
+            assert_eq!(
+                header_value(&opened.headers, "content-type"),
+                Some("text/plain")
+            );
+            let mut body = opened.body;
+            let mut text = Vec::new();
+            body.read_to_end(&mut text).expect("the whole body");
+            assert_eq!(text, b"first line\nsecond\n", "step {step}");
+        }
+        // Cut before the last chunk: an error, not a quiet end.
+        let cut = &wire[..wire.len() - 5];
+        let mut body = open_response(split(cut, 7)).expect("head").body;
+        let mut text = Vec::new();
+        let error = body.read_to_end(&mut text).expect_err("cut");
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+        // A Content-Length body reads the same way, and stops at its length.
+        let mut plain = Vec::new();
+        write_response(&mut plain, &HttpResponse::error(404, "gone")).expect("write");
+        plain.extend_from_slice(b"trailing bytes are not the body");
+        let opened = open_response(split(&plain, 3)).expect("head");
+        let mut body = opened.body;
+        let mut text = Vec::new();
+        body.read_to_end(&mut text).expect("body");
+        assert_eq!(opened.status, 404);
+        assert_eq!(text, b"{\"error\":\"gone\"}\n");
+    }
+
+    struct NeverStream;
+
+    impl ResponseStream for NeverStream {
+        fn next_event(&mut self, _wait: Duration) -> StreamEvent {
+            StreamEvent::End
         }
     }
 

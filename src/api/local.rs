@@ -6,6 +6,7 @@
 //! | `GET /v1/tasks` | 200 `{"Tasks":[<inspect object>…]}` |
 //! | `GET /v1/tasks/{task}` | 200 the inspect object (`{task}`: id, unique prefix, or URL-encoded ARN) |
 //! | `POST /v1/tasks/{task}/stop` | 202 `{"TaskARN","id","DesiredStatus":"STOPPED"}` |
+//! | `GET /v1/tasks/{task}/logs?container=&follow=&tail=&since=&timestamps=` | 200 the containers' output, streamed (see below) |
 //! | `GET /v1/events?since=N&wait=SECONDS` | 200 `{"events":[…]}` (long poll, wait ≤ 60 s) |
 //! | `GET /v1/metadata` | 200 `{"Cluster","ContainerInstanceArn","Version"}` |
 //!
@@ -14,21 +15,42 @@
 //! (refused by the server before reading it), 503 the engine cannot accept commands now.
 //! A handler only reads the engine's snapshot or calls one engine command, so a bad request can
 //! never disturb a running task.
+//!
+//! Logs: the body is chunked and written as Docker's lines arrive, in Docker's multiplexed
+//! framing (`application/vnd.docker.multiplexed-stream`: stream byte 1 stdout or 2 stderr, three
+//! zero bytes, big-endian length, payload), one whole line per frame. Without `container`, every
+//! container's lines, each prefixed `NAME | `. `follow=1` keeps the stream open until every
+//! container has stopped or the client goes away. A log stream holds one of the 8 workers for as
+//! long as it lasts, so log streams and event long polls share one budget,
+//! [`MAX_WAITING_EVENT_READERS`] (all but two workers): past it, 503.
 
-use super::http::{HttpRequest, HttpResponse};
+use super::http::{HttpRequest, HttpResponse, ResponseStream, StreamEvent};
+use super::log_stream::{
+    encode_frames, prefixed_line, FrameDecoder, LineSplitter, OutputStream,
+    MULTIPLEXED_CONTENT_TYPE,
+};
 use super::views::{find_task, task_metadata, LookupError};
+use crate::engine::handle::LogOptions;
 use crate::engine::{EngineError, EngineHandle};
-use crate::task::parse_task_definition;
+use crate::task::{parse_task_definition, Millis};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use serde_json::json;
+use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The longest an event long poll waits.
 pub const MAX_EVENT_WAIT: Duration = Duration::from_secs(60);
-/// At most this many requests wait in event long polls at once, so that the fixed worker pool
-/// always has threads left for other requests.
+/// At most this many requests wait in event long polls or send container logs at once (one
+/// budget for both), so that the fixed worker pool always has threads left for other requests.
 pub const MAX_WAITING_EVENT_READERS: usize = super::server::WORKER_THREADS - 2;
+/// Lines waiting between a container's log reader and the response; a full queue makes the
+/// reader wait (Docker keeps the rest), so a slow client costs bounded memory.
+const LOG_QUEUE_LINES: usize = 256;
+/// One chunk of a log response gathers the lines already waiting, up to this size.
+const LOG_CHUNK_BYTES: usize = 64 * 1024;
 /// A long poll wakes at least this often to notice that the agent is shutting down.
 const SHUTDOWN_CHECK: Duration = Duration::from_secs(1);
 
@@ -81,13 +103,24 @@ fn method_not_allowed(request: &HttpRequest, allowed: &str) -> HttpResponse {
 pub struct LocalApi {
     engine: Arc<dyn EngineHandle>,
     stopping: Arc<AtomicBool>,
-    waiting_event_readers: AtomicUsize,
+    /// Requests holding a worker for long: event long polls and log streams.
+    waiting_event_readers: Arc<AtomicUsize>,
 }
 
-/// Releases a long-poll slot when the request ends, however it ends.
-struct WaitingSlot<'a>(&'a AtomicUsize);
+/// Releases a long-poll or log-stream slot when the request (or the stream) ends, however it
+/// ends.
+struct WaitingSlot(Arc<AtomicUsize>);
 
-impl Drop for WaitingSlot<'_> {
+impl WaitingSlot {
+    /// A slot, or `None` when every one is taken.
+    fn take(counter: &Arc<AtomicUsize>) -> Option<WaitingSlot> {
+        let waiting = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let slot = WaitingSlot(counter.clone());
+        (waiting <= MAX_WAITING_EVENT_READERS).then_some(slot)
+    }
+}
+
+impl Drop for WaitingSlot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
@@ -99,7 +132,7 @@ impl LocalApi {
         LocalApi {
             engine,
             stopping,
-            waiting_event_readers: AtomicUsize::new(0),
+            waiting_event_readers: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -124,6 +157,10 @@ impl LocalApi {
             ["v1", "tasks", task, "stop"] => match method {
                 "POST" => self.stop(task),
                 _ => method_not_allowed(request, "POST"),
+            },
+            ["v1", "tasks", task, "logs"] => match method {
+                "GET" => self.logs(request, task),
+                _ => method_not_allowed(request, "GET"),
             },
             ["v1", "events"] => match method {
                 "GET" => self.events(request),
@@ -250,16 +287,14 @@ impl LocalApi {
         let events = if wait.is_zero() {
             self.engine.events_since(since, Duration::ZERO)
         } else {
-            let waiting = self.waiting_event_readers.fetch_add(1, Ordering::SeqCst) + 1;
-            let _slot = WaitingSlot(&self.waiting_event_readers);
-            if waiting > MAX_WAITING_EVENT_READERS {
+            let Some(_slot) = WaitingSlot::take(&self.waiting_event_readers) else {
                 return HttpResponse::error(
                     503,
                     format!(
-                        "too many clients are waiting for events (at most {MAX_WAITING_EVENT_READERS}); try again later"
+                        "too many clients are waiting for events or logs (at most {MAX_WAITING_EVENT_READERS}); try again later"
                     ),
                 );
-            }
+            };
             self.wait_for_events(since, wait)
         };
         HttpResponse::json(200, &json!({ "events": events }))
@@ -278,5 +313,572 @@ impl LocalApi {
                 return events;
             }
         }
+    }
+}
+
+/// A logs request's query, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogsQuery {
+    /// One container's name; `None`: every container, prefixed.
+    pub container: Option<String>,
+    pub options: LogOptions,
+}
+
+fn parse_flag(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "" | "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(format!("{key} must be 1, true, 0 or false, not {value:?}")),
+    }
+}
+
+/// `since` as Docker takes it (Unix seconds, perhaps with a fraction) from what a user writes:
+/// a duration back from `now` (`10m`, `1h30m`), an RFC 3339 time, or Unix seconds.
+pub fn docker_since(text: &str, now: Millis) -> Result<String, String> {
+    let text = text.trim();
+    let is_unix_seconds = {
+        let (whole, fraction) = text.split_once('.').unwrap_or((text, "0"));
+        !whole.is_empty()
+            && whole.bytes().all(|byte| byte.is_ascii_digit())
+            && !fraction.is_empty()
+            && fraction.bytes().all(|byte| byte.is_ascii_digit())
+    };
+    if is_unix_seconds {
+        return Ok(text.to_string());
+    }
+    let millis = match crate::task::time::millis_from_rfc3339(text) {
+        Some(millis) => millis,
+        None => match crate::config::parse_duration(text) {
+            Ok(duration) => {
+                now.saturating_sub(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "since must be a duration back from now (10m, 1h30m), an RFC 3339 time \
+                     (2024-05-01T12:00:00Z) or Unix seconds, not {text:?}"
+                ))
+            }
+        },
+    };
+    Ok(format!("{}.{:03}", millis / 1000, millis % 1000))
+}
+
+/// Checks a logs request's query parameters (`now` turns a `since` duration into a time).
+pub fn parse_logs_query(pairs: &[(String, String)], now: Millis) -> Result<LogsQuery, String> {
+    let mut query = LogsQuery {
+        container: None,
+        options: LogOptions::default(),
+    };
+    for (key, value) in pairs {
+        match key.as_str() {
+            "container" if value.is_empty() => {}
+            "container" => query.container = Some(value.clone()),
+            "follow" => query.options.follow = parse_flag(key, value)?,
+            "timestamps" => query.options.timestamps = parse_flag(key, value)?,
+            "tail" => {
+                query.options.tail = match value.as_str() {
+                    "" | "all" => None,
+                    number => Some(number.parse::<u64>().map_err(|_| {
+                        format!("tail must be a number of lines or \"all\", not {value:?}")
+                    })?),
+                }
+            }
+            "since" if value.is_empty() => {}
+            "since" => query.options.since = Some(docker_since(value, now)?),
+            other => {
+                return Err(format!(
+                    "unknown query parameter {other:?} (expected container, follow, tail, \
+                     since, timestamps)"
+                ))
+            }
+        }
+    }
+    Ok(query)
+}
+
+/// What a container's log reader sends to the response.
+enum LogMessage {
+    Line {
+        reader: usize,
+        stream: OutputStream,
+        line: Vec<u8>,
+    },
+    /// The reader is done; `error` says why, when the log did not simply end.
+    Ended {
+        reader: usize,
+        error: Option<String>,
+    },
+}
+
+/// Reads one container's log until it ends, sending whole lines. Ends early when the response
+/// is gone (the send fails).
+fn read_container_log(
+    reader_index: usize,
+    mut log: Box<dyn Read + Send>,
+    tty: bool,
+    sender: Sender<LogMessage>,
+) {
+    let mut decoder = FrameDecoder::new(tty);
+    let mut splitter = LineSplitter::new();
+    let mut buffer = vec![0u8; 32 * 1024];
+    let mut pieces = Vec::new();
+    let mut lines = Vec::new();
+    let send_lines = |lines: &mut Vec<(OutputStream, Vec<u8>)>| {
+        lines.drain(..).all(|(stream, line)| {
+            sender
+                .send(LogMessage::Line {
+                    reader: reader_index,
+                    stream,
+                    line,
+                })
+                .is_ok()
+        })
+    };
+    let error = loop {
+        match log.read(&mut buffer) {
+            Ok(0) => break decoder.finish().err().map(|error| error.to_string()),
+            Ok(count) => {
+                if let Err(error) = decoder.push(&buffer[..count], &mut pieces) {
+                    break Some(error.to_string());
+                }
+                for (stream, piece) in pieces.drain(..) {
+                    splitter.push(stream, &piece, &mut lines);
+                }
+                if !send_lines(&mut lines) {
+                    return;
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => break Some(error.to_string()),
+        }
+    };
+    splitter.finish(&mut lines);
+    if send_lines(&mut lines) {
+        let _ = sender.send(LogMessage::Ended {
+            reader: reader_index,
+            error,
+        });
+    }
+}
+
+/// One container whose log is being read.
+struct ContainerLogReader {
+    name: String,
+    close: Box<dyn Fn() + Send + Sync>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The body of a logs response: the lines of one reader thread per container, interleaved as
+/// they arrive, framed. Dropping it closes every log and joins the readers.
+struct LogResponse {
+    receiver: Option<Receiver<LogMessage>>,
+    readers: Vec<ContainerLogReader>,
+    open_readers: usize,
+    /// The width names are padded to; `None`: lines are sent as they are (one container asked
+    /// for by name).
+    prefix_width: Option<usize>,
+    _slot: WaitingSlot,
+}
+
+impl LogResponse {
+    fn frame(&self, reader: usize, stream: OutputStream, line: &[u8]) -> Vec<u8> {
+        match (self.prefix_width, self.readers.get(reader)) {
+            (Some(width), Some(container)) => {
+                encode_frames(stream, &prefixed_line(&container.name, width, line))
+            }
+            _ => encode_frames(stream, line),
+        }
+    }
+
+    /// Adds `message` to `chunk`.
+    fn take(&mut self, message: LogMessage, chunk: &mut Vec<u8>) {
+        match message {
+            LogMessage::Line {
+                reader,
+                stream,
+                line,
+            } => chunk.extend(self.frame(reader, stream, &line)),
+            LogMessage::Ended { reader, error } => {
+                self.open_readers = self.open_readers.saturating_sub(1);
+                if let Some(error) = error {
+                    let name = self
+                        .readers
+                        .get(reader)
+                        .map_or("?", |container| container.name.as_str());
+                    let text = format!("deckhand: the log of container {name} ended: {error}\n");
+                    chunk.extend(self.frame(reader, OutputStream::Stderr, text.as_bytes()));
+                }
+            }
+        }
+    }
+}
+
+impl ResponseStream for LogResponse {
+    fn next_event(&mut self, wait: Duration) -> StreamEvent {
+        if self.open_readers == 0 {
+            return StreamEvent::End;
+        }
+        let Some(receiver) = self.receiver.clone() else {
+            return StreamEvent::End;
+        };
+        let mut chunk = Vec::new();
+        match receiver.recv_timeout(wait) {
+            Ok(message) => self.take(message, &mut chunk),
+            Err(RecvTimeoutError::Timeout) => return StreamEvent::Idle,
+            Err(RecvTimeoutError::Disconnected) => return StreamEvent::End,
+        }
+        while chunk.len() < LOG_CHUNK_BYTES {
+            match receiver.try_recv() {
+                Ok(message) => self.take(message, &mut chunk),
+                Err(_) => break,
+            }
+        }
+        if chunk.is_empty() {
+            // Only a reader that ended cleanly: nothing to send yet.
+            StreamEvent::Idle
+        } else {
+            StreamEvent::Data(chunk)
+        }
+    }
+}
+
+impl Drop for LogResponse {
+    fn drop(&mut self) {
+        // The receiver first, so that a reader blocked on a full queue wakes; then the logs,
+        // so that a reader blocked on Docker wakes.
+        self.receiver = None;
+        for reader in &self.readers {
+            (reader.close)();
+        }
+        for reader in &mut self.readers {
+            if let Some(thread) = reader.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+impl LocalApi {
+    fn logs(&self, request: &HttpRequest, query: &str) -> HttpResponse {
+        let logs_query = match parse_logs_query(&request.query_pairs(), crate::clock::now_millis())
+        {
+            Ok(logs_query) => logs_query,
+            Err(message) => return HttpResponse::error(400, message),
+        };
+        let tasks = self.engine.tasks();
+        let task = match find_task(&tasks, query) {
+            Ok(task) => task,
+            Err(error) => return lookup_error_response(&error),
+        };
+        let names: Vec<&str> = task.containers.iter().map(|c| c.name()).collect();
+        let chosen: Vec<_> = match &logs_query.container {
+            Some(name) => match task.containers.iter().find(|c| c.name() == name) {
+                Some(container) => vec![container],
+                None => {
+                    return HttpResponse::json(
+                        404,
+                        &json!({
+                            "error": format!(
+                                "task {} has no container {name:?}; its containers: {}",
+                                task.id,
+                                names.join(", ")
+                            ),
+                            "containers": names,
+                        }),
+                    )
+                }
+            },
+            None => task.containers.iter().collect(),
+        };
+        let created: Vec<(String, String, bool)> = chosen
+            .iter()
+            .filter_map(|container| {
+                let docker_id = container.docker_id.clone()?;
+                Some((
+                    container.name().to_string(),
+                    docker_id,
+                    container.definition.pseudo_terminal,
+                ))
+            })
+            .collect();
+        if created.is_empty() {
+            let message = match &logs_query.container {
+                Some(name) => format!(
+                    "container {name} of task {} has not been created (or was removed): it has no logs",
+                    task.id
+                ),
+                None => format!(
+                    "no container of task {} has been created (or they were removed): there are no logs",
+                    task.id
+                ),
+            };
+            return HttpResponse::error(409, message);
+        }
+        let Some(slot) = WaitingSlot::take(&self.waiting_event_readers) else {
+            return HttpResponse::error(
+                503,
+                format!(
+                    "too many clients are waiting for events or logs (at most {MAX_WAITING_EVENT_READERS}); try again later"
+                ),
+            );
+        };
+        let mut opened = Vec::new();
+        for (name, docker_id, tty) in &created {
+            match self.engine.container_logs(docker_id, &logs_query.options) {
+                Ok(stream) => opened.push((name.clone(), stream, *tty)),
+                Err(error) => {
+                    for (_, stream, _) in &opened {
+                        (stream.close)();
+                    }
+                    let mut response = engine_error_response(&error);
+                    if let EngineError::Unavailable { reason } = &error {
+                        response = HttpResponse::error(
+                            response.status,
+                            format!("cannot read the log of container {name}: {reason}"),
+                        );
+                    }
+                    return response;
+                }
+            }
+        }
+        let (sender, receiver) = bounded(LOG_QUEUE_LINES);
+        let prefix_width = match logs_query.container {
+            Some(_) => None,
+            None => opened.iter().map(|(name, _, _)| name.chars().count()).max(),
+        };
+        let mut readers = Vec::with_capacity(opened.len());
+        for (index, (name, stream, tty)) in opened.into_iter().enumerate() {
+            let sender = sender.clone();
+            let log = stream.reader;
+            let thread = std::thread::Builder::new()
+                .name(format!("logs-{}", crate::text::truncate_chars(&name, 10)))
+                .spawn(move || read_container_log(index, log, tty, sender));
+            let thread = match thread {
+                Ok(thread) => Some(thread),
+                Err(error) => {
+                    log::warn!("cannot start a log reader thread for {name}: {error}");
+                    (stream.close)();
+                    None
+                }
+            };
+            readers.push(ContainerLogReader {
+                name,
+                close: stream.close,
+                thread,
+            });
+        }
+        let open_readers = readers.iter().filter(|r| r.thread.is_some()).count();
+        drop(sender);
+        HttpResponse::streaming(
+            MULTIPLEXED_CONTENT_TYPE,
+            Box::new(LogResponse {
+                receiver: Some(receiver),
+                readers,
+                open_readers,
+                prefix_width,
+                _slot: slot,
+            }),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn pairs(query: &str) -> Vec<(String, String)> {
+        crate::api::http::parse_query(query)
+    }
+
+    #[test]
+    fn since_takes_a_duration_a_time_or_unix_seconds() {
+        let now: Millis = 1_700_000_000_000;
+        // (text, expected)
+        let table = [
+            ("10m", Ok("1699999400.000".to_string())),
+            ("1h30m", Ok("1699994600.000".to_string())),
+            ("500ms", Ok("1699999999.500".to_string())),
+            ("2023-11-14T22:13:20Z", Ok("1700000000.000".to_string())),
+            ("2023-11-14T22:13:20.25Z", Ok("1700000000.250".to_string())),
+            ("1700000000", Ok("1700000000".to_string())),
+            ("1700000000.5", Ok("1700000000.5".to_string())),
+            ("99999999h", Ok("0.000".to_string())),
+        ];
+        for (text, expected) in table {
+            assert_eq!(docker_since(text, now), expected, "{text}");
+        }
+        for bad in ["yesterday", "10x", ".5", "1.", "-5m", "1e9", ""] {
+            let error = docker_since(bad, now).expect_err(bad);
+            assert!(error.contains("RFC 3339"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn logs_query_parameters_are_checked() {
+        let parsed = parse_logs_query(
+            &pairs("container=web&follow=1&tail=5&since=10m&timestamps=true"),
+            10_000_000,
+        )
+        .expect("valid");
+        assert_eq!(parsed.container.as_deref(), Some("web"));
+        assert_eq!(
+            parsed.options,
+            LogOptions {
+                follow: true,
+                tail: Some(5),
+                since: Some("9400.000".into()),
+                timestamps: true,
+            }
+        );
+        let defaults = parse_logs_query(&pairs("container=&tail=all&follow=0"), 0).expect("ok");
+        assert_eq!(defaults.container, None);
+        assert_eq!(defaults.options, LogOptions::default());
+        // (query, what the message names)
+        let table = [
+            ("tail=-1", "tail must be"),
+            ("follow=yes", "follow must be"),
+            ("timestamps=2", "timestamps must be"),
+            ("since=soon", "since must be"),
+            ("lines=4", "unknown query parameter \"lines\""),
+        ];
+        for (query, expected) in table {
+            let error = parse_logs_query(&pairs(query), 0).expect_err(query);
+            assert!(error.contains(expected), "{query}: {error}");
+        }
+    }
+
+    fn frame(stream: u8, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = vec![stream, 0, 0, 0];
+        bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    /// A response over canned logs; `(name, bytes, tty)` per container.
+    fn response(containers: Vec<(&str, Vec<u8>, bool)>, prefix: bool) -> LogResponse {
+        let (sender, receiver) = bounded(LOG_QUEUE_LINES);
+        let width = containers.iter().map(|(name, _, _)| name.len()).max();
+        let readers: Vec<ContainerLogReader> = containers
+            .into_iter()
+            .enumerate()
+            .map(|(index, (name, bytes, tty))| {
+                let sender = sender.clone();
+                let log: Box<dyn Read + Send> = Box::new(Cursor::new(bytes));
+                ContainerLogReader {
+                    name: name.to_string(),
+                    close: Box::new(|| {}),
+                    thread: Some(std::thread::spawn(move || {
+                        read_container_log(index, log, tty, sender)
+                    })),
+                }
+            })
+            .collect();
+        LogResponse {
+            receiver: Some(receiver),
+            open_readers: readers.len(),
+            readers,
+            prefix_width: if prefix { width } else { None },
+            _slot: WaitingSlot(Arc::new(AtomicUsize::new(1))),
+        }
+    }
+
+    /// Everything the response sends, decoded: (stdout, stderr).
+    fn drain(mut response: LogResponse) -> (String, String) {
+        let mut body = Vec::new();
+        loop {
+            match response.next_event(Duration::from_secs(10)) {
+                StreamEvent::Data(data) => body.extend(data),
+                StreamEvent::Idle => {}
+                StreamEvent::End => break,
+            }
+        }
+        let mut decoder = FrameDecoder::new(false);
+        let mut pieces = Vec::new();
+        decoder.push(&body, &mut pieces).expect("our own framing");
+        assert_eq!(decoder.finish(), Ok(()));
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        for (stream, piece) in pieces {
+            let text = String::from_utf8_lossy(&piece).into_owned();
+            match stream {
+                OutputStream::Stdout => stdout.push_str(&text),
+                OutputStream::Stderr => stderr.push_str(&text),
+            }
+        }
+        (stdout, stderr)
+    }
+
+    #[test]
+    fn every_container_line_is_prefixed_and_kept_on_its_stream() {
+        let mut web = frame(1, b"web says hi\nand ");
+        web.extend(frame(2, b"web fails\n"));
+        web.extend(frame(1, b"more\n"));
+        let tty = b"tty line\r\n".to_vec();
+        let (stdout, stderr) = drain(response(
+            vec![("web", web, false), ("console", tty, true)],
+            true,
+        ));
+        let mut stdout_lines: Vec<&str> = stdout.lines().collect();
+        stdout_lines.sort();
+        assert_eq!(
+            stdout_lines,
+            vec![
+                "console | tty line",
+                "web     | and more",
+                "web     | web says hi"
+            ]
+        );
+        assert_eq!(stderr, "web     | web fails\n");
+    }
+
+    #[test]
+    fn one_container_by_name_is_sent_as_it_is_and_a_broken_log_is_said() {
+        let mut web = frame(1, b"exact bytes, no newline");
+        web.extend(b"\x01\x00\x00");
+        let (stdout, stderr) = drain(response(vec![("web", web, false)], false));
+        assert_eq!(stdout, "exact bytes, no newline");
+        assert!(
+            stderr.starts_with("deckhand: the log of container web ended: ")
+                && stderr.contains("ended inside a frame"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn dropping_the_response_closes_the_logs_and_ends_the_readers() {
+        // A log that never ends until it is closed: the reader blocks in read().
+        let (mut writer, reader) = std::os::unix::net::UnixStream::pair().expect("pair");
+        std::io::Write::write_all(&mut writer, &frame(1, b"first\n")).expect("write");
+        let closer = reader.try_clone().expect("clone");
+        let (sender, receiver) = bounded(LOG_QUEUE_LINES);
+        let thread =
+            std::thread::spawn(move || read_container_log(0, Box::new(reader), false, sender));
+        let counter = Arc::new(AtomicUsize::new(1));
+        let mut response = LogResponse {
+            receiver: Some(receiver),
+            readers: vec![ContainerLogReader {
+                name: "web".into(),
+                close: Box::new(move || {
+                    let _ = closer.shutdown(std::net::Shutdown::Both);
+                }),
+                thread: Some(thread),
+            }],
+            open_readers: 1,
+            prefix_width: None,
+            _slot: WaitingSlot(counter.clone()),
+        };
+        assert_eq!(
+            response.next_event(Duration::from_secs(10)),
+            StreamEvent::Data(frame(1, b"first\n"))
+        );
+        assert_eq!(
+            response.next_event(Duration::from_millis(50)),
+            StreamEvent::Idle
+        );
+        // The drop joins the reader: this returns only if closing woke it.
+        drop(response);
+        assert_eq!(counter.load(Ordering::SeqCst), 0, "the slot is released");
+        drop(writer);
     }
 }

@@ -6,6 +6,7 @@
 pub mod http;
 pub mod introspection;
 pub mod local;
+pub mod log_stream;
 pub mod server;
 pub mod task_metadata;
 pub mod views;

@@ -14,7 +14,8 @@
 //! if it is still ours.
 
 use super::http::{
-    read_request, write_response, HttpRequest, HttpResponse, MAX_REQUEST_BODY_BYTES,
+    read_request, write_chunk, write_last_chunk, write_response, write_streaming_head, HttpRequest,
+    HttpResponse, ResponseStream, StreamEvent, MAX_REQUEST_BODY_BYTES,
 };
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use std::fmt;
@@ -41,6 +42,9 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// After refusing a request whose body was not read, bytes still arriving are discarded for at
 /// most this long so that the client sees the answer instead of a reset connection.
 const LINGER: Duration = Duration::from_millis(500);
+/// A streamed body with nothing to send is checked this often for a client that went away or
+/// a server that is stopping.
+const STREAM_IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// Answers one request. Handlers must not panic on any input; a panic is caught and answered 500.
 pub type Handler = Arc<dyn Fn(&HttpRequest) -> HttpResponse + Send + Sync>;
@@ -100,6 +104,31 @@ impl Connection {
                 stream.set_write_timeout(write)
             }
         }
+    }
+
+    fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        match self {
+            Connection::Unix(stream) => stream.set_nonblocking(nonblocking),
+            Connection::Tcp(stream) => stream.set_nonblocking(nonblocking),
+        }
+    }
+
+    /// Whether the client closed the connection: it sent its whole request, so a read that
+    /// finds the end of the stream (or an error) means it has gone.
+    fn client_gone(&mut self) -> bool {
+        if self.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut probe = [0u8; 64];
+        let gone = match self.read(&mut probe) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(error) => !matches!(
+                error.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ),
+        };
+        gone || self.set_nonblocking(false).is_err()
     }
 
     fn shutdown_write(&self) {
@@ -336,9 +365,10 @@ impl HttpServer {
         for index in 0..worker_count.max(1) {
             let receiver = receiver.clone();
             let handler = handler.clone();
+            let worker_stopping = stopping.clone();
             let worker = thread::Builder::new()
                 .name(format!("{name}-{index}"))
-                .spawn(move || worker_loop(receiver, handler))
+                .spawn(move || worker_loop(receiver, handler, worker_stopping))
                 .map_err(|source| ListenError::Io {
                     what: format!("cannot start {name} worker threads"),
                     source,
@@ -464,13 +494,59 @@ fn accept_loop(
     // Dropping `sender` ends the workers once the queue is drained.
 }
 
-fn worker_loop(receiver: Receiver<Connection>, handler: Handler) {
+fn worker_loop(receiver: Receiver<Connection>, handler: Handler, stopping: Arc<AtomicBool>) {
     for connection in receiver {
-        serve_connection(connection, &handler);
+        serve_connection(connection, &handler, &stopping);
     }
 }
 
-fn serve_connection(mut connection: Connection, handler: &Handler) {
+/// Writes a streamed body as it is produced, until it ends, the client goes away (a write
+/// fails, or an idle check finds the connection closed) or the server stops. The stream is
+/// dropped on return, which releases what it holds.
+fn write_stream(
+    connection: &mut Connection,
+    response: &HttpResponse,
+    mut stream: Box<dyn ResponseStream>,
+    stopping: &AtomicBool,
+) {
+    if write_streaming_head(connection, response).is_err() {
+        return;
+    }
+    loop {
+        // Checked before every step, not only when idle: a chatty log must not keep a stopping
+        // server waiting.
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        // A stream must not panic; if one does, the body ends here (the client sees it cut)
+        // and the worker lives on.
+        let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            stream.next_event(STREAM_IDLE_CHECK)
+        }));
+        let Ok(next) = next else {
+            log::error!("an API response stream panicked");
+            return;
+        };
+        match next {
+            StreamEvent::Data(data) => {
+                if write_chunk(connection, &data).is_err() {
+                    return;
+                }
+            }
+            StreamEvent::Idle => {
+                if connection.client_gone() {
+                    return;
+                }
+            }
+            StreamEvent::End => {
+                let _ = write_last_chunk(connection);
+                return;
+            }
+        }
+    }
+}
+
+fn serve_connection(mut connection: Connection, handler: &Handler, stopping: &AtomicBool) {
     let read = {
         let mut deadline = Deadline {
             until: Instant::now() + REQUEST_READ_DEADLINE,
@@ -491,7 +567,12 @@ fn serve_connection(mut connection: Connection, handler: &Handler) {
                         );
                         HttpResponse::error(500, "internal error")
                     });
-            let _ = write_response(&mut connection, &response);
+            match response.stream.as_ref().and_then(|body| body.take()) {
+                Some(stream) => write_stream(&mut connection, &response, stream, stopping),
+                None => {
+                    let _ = write_response(&mut connection, &response);
+                }
+            }
         }
         Err(error) => {
             if let Some(status) = error.response_status() {

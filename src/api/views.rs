@@ -198,15 +198,19 @@ pub(super) fn volumes_json(task: &Task, container: &Container) -> Vec<Value> {
         .mount_points
         .iter()
         .map(|mount| {
-            let source = task
+            let volume = task
                 .volumes
                 .iter()
-                .find(|volume| volume.name == mount.source_volume)
-                .and_then(|volume| volume.host_source_path.clone())
+                .find(|volume| volume.name == mount.source_volume);
+            // A bind mount's source is its host path; a Docker volume is shown by the name
+            // Docker knows it under (the task's own volume, or the shared one).
+            let host_path = volume.and_then(|volume| volume.host_source_path.clone());
+            let docker_name = volume
+                .and_then(|volume| crate::task::docker_volume_name(task, volume))
                 .unwrap_or_else(|| mount.source_volume.clone());
             json!({
-                "DockerName": mount.source_volume,
-                "Source": source,
+                "DockerName": docker_name,
+                "Source": host_path.unwrap_or_else(|| docker_name.clone()),
                 "Destination": mount.container_path,
             })
         })
@@ -461,6 +465,55 @@ mod tests {
         assert_eq!(container["Networks"], expected, "introspection");
         let container = &task_metadata(&task, "edge")["Containers"][0];
         assert_eq!(container["Networks"], expected, "task metadata");
+    }
+
+    #[test]
+    fn volumes_show_the_name_docker_knows_them_by_and_a_bind_mounts_host_path() {
+        use crate::task::{DockerVolumeConfiguration, MountPoint, Volume, VolumeScope};
+        let mut task = task("0123456789abcdef", &[("app", Some("d0cker"))]);
+        let shared = DockerVolumeConfiguration {
+            scope: VolumeScope::Shared,
+            autoprovision: true,
+            driver: "local".into(),
+            driver_opts: Default::default(),
+            labels: Default::default(),
+        };
+        task.volumes = vec![
+            Volume::new("scratch"),
+            Volume {
+                docker_volume_configuration: Some(shared),
+                ..Volume::new("db")
+            },
+            Volume {
+                host_source_path: Some("/srv/config".into()),
+                ..Volume::new("config")
+            },
+        ];
+        task.containers[0].definition.mount_points = ["scratch", "db", "config"]
+            .iter()
+            .map(|name| MountPoint {
+                source_volume: name.to_string(),
+                container_path: format!("/{name}"),
+                read_only: false,
+            })
+            .collect();
+        let volumes = volumes_json(&task, &task.containers[0]);
+        // (DockerName, Source, Destination)
+        let expected = [
+            (
+                "deckhand-0123456789abcdef-scratch",
+                "deckhand-0123456789abcdef-scratch",
+                "/scratch",
+            ),
+            ("db", "db", "/db"),
+            ("config", "/srv/config", "/config"),
+        ];
+        assert_eq!(volumes.len(), expected.len());
+        for (volume, (docker_name, source, destination)) in volumes.iter().zip(expected) {
+            assert_eq!(volume["DockerName"], docker_name, "{volume}");
+            assert_eq!(volume["Source"], source, "{volume}");
+            assert_eq!(volume["Destination"], destination, "{volume}");
+        }
     }
 
     #[test]

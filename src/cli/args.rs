@@ -30,6 +30,19 @@ pub enum Command {
         follow: bool,
         since: u64,
     },
+    /// A task's container output.
+    Logs {
+        task: String,
+        /// One container's name; `None`: every container's lines, prefixed.
+        container: Option<String>,
+        follow: bool,
+        /// Only the last this many lines of each container.
+        tail: Option<u64>,
+        /// A duration back from now, an RFC 3339 time or Unix seconds (checked here, turned
+        /// into a time by the agent).
+        since: Option<String>,
+        timestamps: bool,
+    },
     /// Validate a task definition offline (`-` = stdin).
     Validate {
         file: String,
@@ -64,8 +77,8 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-pub const VERBS: [&str; 9] = [
-    "run", "submit", "stop", "ps", "inspect", "events", "validate", "convert", "help",
+pub const VERBS: [&str; 10] = [
+    "run", "submit", "stop", "ps", "inspect", "events", "logs", "validate", "convert", "help",
 ];
 
 pub const USAGE: &str = "\
@@ -81,6 +94,8 @@ Commands:
   inspect TASK               show a task as JSON (ECS task metadata v4 shape)
   events [--follow] [--since N]
                              print state changes, one JSON object per line
+  logs TASK [CONTAINER] [--follow] [--tail N] [--since DURATION|TIME] [--timestamps]
+                             print a task's container output (NAME | line)
   validate FILE              check a task definition offline (- = stdin)
   convert FILE               print the ECS task definition a Compose file becomes
   help [COMMAND]             show help for a command
@@ -157,6 +172,23 @@ Prints the container and task state changes the agent recorded after event numbe
 with \"time\" in RFC 3339 UTC; \"container\" is absent for task events. --follow keeps
 printing new events until interrupted."
         }
+        "logs" => {
+            "\
+Usage: deckhand logs TASK [CONTAINER] [--follow] [--tail N] [--since DURATION|TIME] [--timestamps]
+
+Prints what the containers of TASK (id, unique id prefix or ARN) wrote, read from Docker by
+the agent, so a member of group deckhand needs no access to Docker. Without CONTAINER, every
+container's lines, each after `NAME | ` (as docker compose does); with it, that container's
+lines as they are. Lines a container wrote to stderr go to stderr. A stopped task's logs can be
+read until the agent cleans the task up (3 h after it stopped by default). A TTY container
+(pseudoTerminal) has one stream only: all of it goes to stdout.
+  -f, --follow        keep printing new lines until every container has stopped
+  -n, --tail N        only the last N lines of each container (or all)
+  --since WHEN        only lines written since WHEN: a duration back from now (10m, 1h30m),
+                      an RFC 3339 time (2024-05-01T12:00:00Z) or Unix seconds
+  -t, --timestamps    put the time Docker received each line before it (RFC 3339)
+An unknown CONTAINER exits 2 and lists the task's containers."
+        }
         "validate" => {
             "\
 Usage: deckhand validate FILE
@@ -232,11 +264,11 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
             "-h" | "--help" => help = true,
             "-V" | "--version" => version = true,
             "--socket" => socket = Some(PathBuf::from(flag_value(name, inline, &mut rest)?)),
-            "--config" | "--since" => {
+            "--config" | "--since" | "--tail" | "-n" => {
                 let value = flag_value(name, inline, &mut rest)?;
                 flags.push((name.to_string(), Some(value)));
             }
-            "--wait" | "--all" | "-a" | "--json" | "--follow" | "-f" => {
+            "--wait" | "--all" | "-a" | "--json" | "--follow" | "-f" | "--timestamps" | "-t" => {
                 if inline.is_some() {
                     return Err(usage(format!("{name} takes no value")));
                 }
@@ -271,6 +303,15 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
         "stop" => &["--wait"],
         "ps" => &["--all", "-a", "--json"],
         "events" => &["--follow", "-f", "--since"],
+        "logs" => &[
+            "--follow",
+            "-f",
+            "--since",
+            "--tail",
+            "-n",
+            "--timestamps",
+            "-t",
+        ],
         _ => &[],
     };
     if let Some((flag, _)) = flags
@@ -342,6 +383,39 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
             Command::Events {
                 follow: has(&["--follow", "-f"]),
                 since,
+            }
+        }
+        "logs" => {
+            let (task, container) = match positionals.as_slice() {
+                [] => return Err(usage("logs needs a TASK (id, unique prefix or ARN)")),
+                [task] => (task.clone(), None),
+                [task, container] => (task.clone(), Some(container.clone())),
+                [_, _, extra, ..] => {
+                    return Err(usage(format!("logs: unexpected argument {extra}")))
+                }
+            };
+            let tail_text = value_of("--tail").or_else(|| value_of("-n"));
+            let tail = match tail_text.as_deref() {
+                None | Some("all") => None,
+                Some(text) => Some(text.parse::<u64>().map_err(|_| {
+                    usage(format!(
+                        "--tail needs a number of lines (or all), not {text:?}"
+                    ))
+                })?),
+            };
+            let since = value_of("--since");
+            if let Some(text) = &since {
+                crate::api::local::docker_since(text, 0).map_err(|message| {
+                    usage(format!("--since: {}", message.trim_start_matches("since ")))
+                })?;
+            }
+            Command::Logs {
+                task,
+                container,
+                follow: has(&["--follow", "-f"]),
+                tail,
+                since,
+                timestamps: has(&["--timestamps", "-t"]),
             }
         }
         "help" => {
@@ -458,6 +532,39 @@ mod tests {
                     since: 7,
                 },
             ),
+            (
+                "logs abc",
+                Command::Logs {
+                    task: "abc".into(),
+                    container: None,
+                    follow: false,
+                    tail: None,
+                    since: None,
+                    timestamps: false,
+                },
+            ),
+            (
+                "logs abc web -f --tail 5 --since 10m -t",
+                Command::Logs {
+                    task: "abc".into(),
+                    container: Some("web".into()),
+                    follow: true,
+                    tail: Some(5),
+                    since: Some("10m".into()),
+                    timestamps: true,
+                },
+            ),
+            (
+                "logs --follow --timestamps -n all abc --since=2024-05-01T12:00:00Z",
+                Command::Logs {
+                    task: "abc".into(),
+                    container: None,
+                    follow: true,
+                    tail: None,
+                    since: Some("2024-05-01T12:00:00Z".into()),
+                    timestamps: true,
+                },
+            ),
             ("--version", Command::Version),
             ("-V", Command::Version),
             ("--help", Command::Help { verb: None }),
@@ -520,6 +627,12 @@ mod tests {
             ("stop --wait=yes abc", "--wait takes no value"),
             ("ps --version", "--version takes no command"),
             ("--socket", "--socket needs a value"),
+            ("logs", "logs needs a TASK"),
+            ("logs a b c", "unexpected argument c"),
+            ("logs a --tail x", "--tail needs a number"),
+            ("logs a --since yesterday", "--since: must be a duration"),
+            ("logs a --wait", "logs does not take --wait"),
+            ("ps -t", "ps does not take -t"),
         ];
         for (line, expected) in table {
             let error = parse(line).expect_err(line);

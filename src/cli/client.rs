@@ -1,9 +1,10 @@
 //! The CLI's client of the local API: one blocking HTTP/1.1 request per connection over the
 //! agent's Unix socket, using the same framing as the server (`crate::api::http`).
 
-use crate::api::http::{read_response, write_request, ReadError};
+use crate::api::http::{open_response, read_response, write_request, BodyStream, ReadError};
 use std::fmt;
 use std::io;
+use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -57,6 +58,13 @@ impl ApiResponse {
             .map(str::to_string)
             .unwrap_or_else(|| format!("the agent answered HTTP {}", self.status))
     }
+}
+
+/// The answer to a streamed request: the body to read as it arrives (a 200), or an error answer
+/// read whole.
+pub enum StreamAnswer {
+    Stream(BodyStream<UnixStream>),
+    Answer(ApiResponse),
 }
 
 pub struct ApiClient {
@@ -123,5 +131,60 @@ impl ApiClient {
             status: response.status,
             body,
         })
+    }
+
+    /// Sends a GET whose 200 answer is streamed (a followed log): waits at most
+    /// `head_timeout` for the answer's head, then `body_timeout` for each read of the body
+    /// (`None`: as long as it takes).
+    pub fn request_stream(
+        &self,
+        target: &str,
+        head_timeout: Duration,
+        body_timeout: Option<Duration>,
+    ) -> Result<StreamAnswer, ClientError> {
+        let mut stream =
+            UnixStream::connect(&self.socket).map_err(|source| ClientError::Unreachable {
+                socket: self.socket.clone(),
+                source,
+            })?;
+        let protocol = |message: String| ClientError::Protocol {
+            socket: self.socket.clone(),
+            message,
+        };
+        stream
+            .set_read_timeout(Some(head_timeout))
+            .and_then(|()| stream.set_write_timeout(Some(head_timeout)))
+            .map_err(|error| protocol(error.to_string()))?;
+        write_request(&mut stream, "GET", target, None)
+            .map_err(|error| protocol(format!("sending the request failed: {error}")))?;
+        let opened = open_response(stream).map_err(|error| {
+            protocol(match error {
+                ReadError::Io(io_error) if io_error.kind() == io::ErrorKind::WouldBlock => {
+                    format!("no answer within {}s", head_timeout.as_secs())
+                }
+                other => other.to_string(),
+            })
+        })?;
+        let (status, body) = (opened.status, opened.body);
+        if status == 200 {
+            body.get_ref()
+                .set_read_timeout(body_timeout)
+                .map_err(|error| protocol(error.to_string()))?;
+            return Ok(StreamAnswer::Stream(body));
+        }
+        let mut bytes = Vec::new();
+        body.take(MAX_RESPONSE_BODY_BYTES as u64)
+            .read_to_end(&mut bytes)
+            .map_err(|error| protocol(error.to_string()))?;
+        let value = if bytes.iter().all(u8::is_ascii_whitespace) {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .map_err(|error| protocol(format!("the answer is not JSON: {error}")))?
+        };
+        Ok(StreamAnswer::Answer(ApiResponse {
+            status,
+            body: value,
+        }))
     }
 }

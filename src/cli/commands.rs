@@ -1,13 +1,14 @@
-//! The client commands — `submit`, `stop`, `ps`, `inspect`, `events` — and how a failure maps
+//! The client commands — `submit`, `stop`, `ps`, `inspect`, `events`, `logs` — and how a failure maps
 //! onto an exit code: 1 runtime failure (agent unreachable, agent error), 2 usage or invalid input
 //! (including an unknown or ambiguous task), 78 configuration error.
 //!
 //! The rendering (the `ps` table, an event line) is pure and unit-tested; the commands only
 //! move bytes between the user and the local API.
 
-use super::client::{ApiClient, ApiResponse, ClientError};
+use super::client::{ApiClient, ApiResponse, ClientError, StreamAnswer};
 use super::validate::parse_input;
 use crate::api::http::{percent_encode, MAX_REQUEST_BODY_BYTES};
+use crate::api::log_stream::{FrameDecoder, OutputStream};
 use crate::api::views::task_id_from_arn;
 use crate::config::{Config, Scope};
 use crate::report::Event;
@@ -377,6 +378,110 @@ pub fn events(
     }
 }
 
+/// What `deckhand logs` asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogsRequest<'a> {
+    pub task: &'a str,
+    pub container: Option<&'a str>,
+    pub follow: bool,
+    pub tail: Option<u64>,
+    pub since: Option<&'a str>,
+    pub timestamps: bool,
+}
+
+/// The local API target of a logs request. Pure.
+pub fn logs_target(request: &LogsRequest<'_>) -> String {
+    let mut query = Vec::new();
+    if let Some(container) = request.container {
+        query.push(format!("container={}", percent_encode(container)));
+    }
+    if request.follow {
+        query.push("follow=1".to_string());
+    }
+    if let Some(tail) = request.tail {
+        query.push(format!("tail={tail}"));
+    }
+    if let Some(since) = request.since {
+        query.push(format!("since={}", percent_encode(since)));
+    }
+    if request.timestamps {
+        query.push("timestamps=1".to_string());
+    }
+    let mut target = format!("{}/logs", task_target(request.task));
+    if !query.is_empty() {
+        target.push('?');
+        target.push_str(&query.join("&"));
+    }
+    target
+}
+
+/// Writes decoded log pieces; `false` once a reader of ours went away (a closed pipe).
+fn write_log_pieces(
+    pieces: &mut Vec<(OutputStream, Vec<u8>)>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<bool, CliFailure> {
+    for (stream, piece) in pieces.drain(..) {
+        let target: &mut dyn Write = match stream {
+            OutputStream::Stdout => &mut *out,
+            OutputStream::Stderr => &mut *err,
+        };
+        match target.write_all(&piece).and_then(|()| target.flush()) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),
+            Err(error) => return Err(CliFailure::Runtime(format!("cannot write output: {error}"))),
+        }
+    }
+    Ok(true)
+}
+
+/// `deckhand logs TASK [CONTAINER] [--follow] [--tail N] [--since WHEN] [--timestamps]`: the
+/// agent sends the lines framed by stream; stdout lines go to `out`, stderr lines to `err`.
+pub fn logs(
+    client: &ApiClient,
+    request: &LogsRequest<'_>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliFailure> {
+    check_task_argument(request.task)?;
+    let body_timeout = if request.follow {
+        None
+    } else {
+        Some(REQUEST_TIMEOUT)
+    };
+    let mut body =
+        match client.request_stream(&logs_target(request), REQUEST_TIMEOUT, body_timeout)? {
+            StreamAnswer::Stream(body) => body,
+            StreamAnswer::Answer(response) => return Err(answer_failure(&response)),
+        };
+    let mut decoder = FrameDecoder::new(false);
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut pieces = Vec::new();
+    loop {
+        let count = match body.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(count) => count,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                return Err(CliFailure::Runtime(format!(
+                    "the log stream from the agent broke: {error}"
+                )))
+            }
+        };
+        decoder
+            .push(&buffer[..count], &mut pieces)
+            .map_err(|error| {
+                CliFailure::Runtime(format!("the agent sent a bad log stream: {error}"))
+            })?;
+        if !write_log_pieces(&mut pieces, out, err)? {
+            return Ok(());
+        }
+    }
+    decoder
+        .finish()
+        .map_err(|error| CliFailure::Runtime(format!("the agent sent a bad log stream: {error}")))
+}
+
 /// `deckhand inspect TASK`.
 pub fn inspect(client: &ApiClient, task: &str, out: &mut dyn Write) -> Result<(), CliFailure> {
     check_task_argument(task)?;
@@ -530,6 +635,34 @@ pub fn ps(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logs_targets_carry_only_what_was_asked() {
+        // (request, target)
+        let table = [
+            (
+                LogsRequest {
+                    task: "abc",
+                    ..LogsRequest::default()
+                },
+                "/v1/tasks/abc/logs",
+            ),
+            (
+                LogsRequest {
+                    task: "arn:aws:ecs:local:0:task/c/abc",
+                    container: Some("web app"),
+                    follow: true,
+                    tail: Some(0),
+                    since: Some("2024-05-01T12:00:00+02:00"),
+                    timestamps: true,
+                },
+                "/v1/tasks/arn%3Aaws%3Aecs%3Alocal%3A0%3Atask%2Fc%2Fabc/logs?container=web%20app&follow=1&tail=0&since=2024-05-01T12%3A00%3A00%2B02%3A00&timestamps=1",
+            ),
+        ];
+        for (request, expected) in table {
+            assert_eq!(logs_target(&request), expected);
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -91,6 +91,51 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "pull a container's image before its dependencies are satisfied (true/false)",
     },
     ConfigKeyDoc {
+        key: "ECS_DISABLE_IMAGE_CLEANUP",
+        system_default: "false",
+        meaning: "turn off the removal of unused images (true/false)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_IMAGE_CLEANUP_INTERVAL",
+        system_default: "30m",
+        meaning: "time between two image cleanup cycles (ECS's minimum 10m; less is accepted with a warning)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_IMAGE_MINIMUM_CLEANUP_AGE",
+        system_default: "1h",
+        meaning: "how long after deckhand first used an image it may be removed",
+    },
+    ConfigKeyDoc {
+        key: "ECS_NUM_IMAGES_DELETE_PER_CYCLE",
+        system_default: "5",
+        meaning: "images one cleanup cycle removes at most, unless the disk is past DECKHAND_IMAGE_CLEANUP_DISK_HIGH (ECS's minimum 1; 0 is accepted with a warning)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP",
+        system_default: "false",
+        meaning: "also remove images no deckhand task used (true/false)",
+    },
+    ConfigKeyDoc {
+        key: "NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE",
+        system_default: "1h",
+        meaning: "how long after its creation an image no deckhand task used may be removed",
+    },
+    ConfigKeyDoc {
+        key: "ECS_EXCLUDE_UNTRACKED_IMAGE",
+        system_default: "",
+        meaning: "images never removed, as a comma-separated list of names (repository:tag)",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_IMAGE_CLEANUP_DISK_HIGH",
+        system_default: "85",
+        meaning: "percent used of the file system of Docker's root directory that starts a cleanup cycle at once, 1 to 100",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_IMAGE_CLEANUP_DISK_LOW",
+        system_default: "80",
+        meaning: "percent used such a cycle removes images until it is below, 0 to 99 and below the high mark",
+    },
+    ConfigKeyDoc {
         key: "ECS_DISABLE_PRIVILEGED",
         system_default: "false",
         meaning: "reject tasks with privileged containers (true/false)",

@@ -51,8 +51,8 @@ use crate::registry::{parse_auth_data, AuthDataFormat, RegistryCredentials};
 use keys::default_of;
 use parse::{
     parse_absolute_path, parse_config_file, parse_docker_concurrency, parse_docker_host,
-    parse_listen_port, parse_log_level, parse_memory_mib, parse_port_list, parse_socket_addr,
-    MinimumRule, Sources,
+    parse_image_list, parse_images_per_cycle, parse_listen_port, parse_log_level, parse_memory_mib,
+    parse_percent, parse_port_list, parse_socket_addr, MinimumRule, Sources,
 };
 use scope::{default_api_socket, default_data_dir, default_tasks_dir};
 
@@ -204,6 +204,8 @@ pub struct Config {
     /// `ECS_ENGINE_AUTH_TYPE` + `ECS_ENGINE_AUTH_DATA`: credentials for private registries
     /// (empty when not set). Its `Debug` output shows no password.
     pub registry_credentials: RegistryCredentials,
+    /// The image cleanup keys (`ECS_DISABLE_IMAGE_CLEANUP` and its companions).
+    pub image_cleanup: ImageCleanupConfig,
     /// Whose defaults were used.
     pub scope: Scope,
     /// The config file that was read, if one existed.
@@ -240,6 +242,105 @@ impl std::str::FromStr for ImagePullBehavior {
             )),
         }
     }
+}
+
+/// Image cleanup (docs/ENGINE.md §15), ECS's keys with ECS's defaults plus the disk marks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageCleanupConfig {
+    /// `ECS_DISABLE_IMAGE_CLEANUP`.
+    pub disabled: bool,
+    /// `ECS_IMAGE_CLEANUP_INTERVAL`.
+    pub interval: Duration,
+    /// `ECS_IMAGE_MINIMUM_CLEANUP_AGE`: from the first use by deckhand.
+    pub minimum_age: Duration,
+    /// `ECS_NUM_IMAGES_DELETE_PER_CYCLE`.
+    pub images_per_cycle: u32,
+    /// `ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP`.
+    pub untracked_cleanup: bool,
+    /// `NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE`: from the image's creation.
+    pub untracked_minimum_age: Duration,
+    /// `ECS_EXCLUDE_UNTRACKED_IMAGE`: never removed, tracked or not.
+    pub excluded_images: Vec<String>,
+    /// `DECKHAND_IMAGE_CLEANUP_DISK_HIGH`, percent.
+    pub disk_high_percent: u8,
+    /// `DECKHAND_IMAGE_CLEANUP_DISK_LOW`, percent, below the high mark.
+    pub disk_low_percent: u8,
+}
+
+/// `ECS_IMAGE_CLEANUP_INTERVAL` below this is kept, with a warning (ECS replaces it).
+pub const ECS_MINIMUM_IMAGE_CLEANUP_INTERVAL: Duration = Duration::from_secs(600);
+
+fn read_image_cleanup(
+    sources: &Sources<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<ImageCleanupConfig, ConfigError> {
+    let disabled = sources.boolean("ECS_DISABLE_IMAGE_CLEANUP")?;
+    let interval = sources.duration(
+        "ECS_IMAGE_CLEANUP_INTERVAL",
+        MinimumRule::WarnBelow(ECS_MINIMUM_IMAGE_CLEANUP_INTERVAL),
+        warnings,
+    )?;
+    let minimum_age =
+        sources.duration("ECS_IMAGE_MINIMUM_CLEANUP_AGE", MinimumRule::None, warnings)?;
+    let untracked_minimum_age = sources.duration(
+        "NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE",
+        MinimumRule::None,
+        warnings,
+    )?;
+    let images_per_cycle = match sources.value("ECS_NUM_IMAGES_DELETE_PER_CYCLE") {
+        Some(raw) => {
+            let count = raw.parse_with(parse_images_per_cycle)?;
+            if count == 0 {
+                warnings.push(
+                    "ECS_NUM_IMAGES_DELETE_PER_CYCLE: 0 is below the ECS agent's minimum 1; \
+                     using it anyway: images are removed only when the disk is past \
+                     DECKHAND_IMAGE_CLEANUP_DISK_HIGH"
+                        .to_string(),
+                );
+            }
+            count
+        }
+        None => parse_images_per_cycle(default_of("ECS_NUM_IMAGES_DELETE_PER_CYCLE"))
+            .expect("the built-in ECS_NUM_IMAGES_DELETE_PER_CYCLE parses"),
+    };
+    let untracked_cleanup = sources.boolean("ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP")?;
+    let excluded_images = match sources.value("ECS_EXCLUDE_UNTRACKED_IMAGE") {
+        Some(raw) => raw.parse_with(parse_image_list)?,
+        None => Vec::new(),
+    };
+    let disk_high_percent = match sources.value("DECKHAND_IMAGE_CLEANUP_DISK_HIGH") {
+        Some(raw) => raw.parse_with(|text| parse_percent(text, 1..=100))?,
+        None => parse_percent(default_of("DECKHAND_IMAGE_CLEANUP_DISK_HIGH"), 1..=100)
+            .expect("the built-in DECKHAND_IMAGE_CLEANUP_DISK_HIGH parses"),
+    };
+    let disk_low_percent = match sources.value("DECKHAND_IMAGE_CLEANUP_DISK_LOW") {
+        Some(raw) => {
+            let low = raw.parse_with(|text| parse_percent(text, 0..=99))?;
+            if low >= disk_high_percent {
+                return Err(raw.refused(format!(
+                    "must be below DECKHAND_IMAGE_CLEANUP_DISK_HIGH ({disk_high_percent})"
+                )));
+            }
+            low
+        }
+        None => {
+            let default = parse_percent(default_of("DECKHAND_IMAGE_CLEANUP_DISK_LOW"), 0..=99)
+                .expect("the built-in DECKHAND_IMAGE_CLEANUP_DISK_LOW parses");
+            // A high mark set at or below the default low one takes the low mark down with it.
+            default.min(disk_high_percent.saturating_sub(1))
+        }
+    };
+    Ok(ImageCleanupConfig {
+        disabled,
+        interval,
+        minimum_age,
+        images_per_cycle,
+        untracked_cleanup,
+        untracked_minimum_age,
+        excluded_images,
+        disk_high_percent,
+        disk_low_percent,
+    })
 }
 
 /// `ECS_ENGINE_AUTH_TYPE` and `ECS_ENGINE_AUTH_DATA` go together: one without the other is an
@@ -437,6 +538,7 @@ impl Config {
                 .expect("the built-in ECS_RESERVED_MEMORY parses"),
         };
         let registry_credentials = read_registry_credentials(&sources)?;
+        let image_cleanup = read_image_cleanup(&sources, &mut warnings)?;
         let log_level = match sources.value("ECS_LOGLEVEL") {
             Some(raw) => raw.parse_with(parse_log_level)?,
             None => LevelFilter::Info,
@@ -469,6 +571,7 @@ impl Config {
             remove_orphans,
             docker_concurrency,
             registry_credentials,
+            image_cleanup,
             scope,
             config_file: file.map(|(path, _)| path.to_path_buf()),
             warnings,

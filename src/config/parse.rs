@@ -59,6 +59,8 @@ pub(super) enum MinimumRule {
     None,
     RaiseTo(Duration),
     ReplaceWithDefault(Duration),
+    /// Kept as given, with a warning (ECS would replace it; small disks and tests need it).
+    WarnBelow(Duration),
 }
 
 impl Sources<'_> {
@@ -120,6 +122,14 @@ impl Sources<'_> {
                     default_of(key)
                 ));
                 default
+            }
+            MinimumRule::WarnBelow(floor) if parsed < floor => {
+                warnings.push(format!(
+                    "{key}: {} is below the ECS agent's minimum {}; using it anyway",
+                    raw.value,
+                    format_duration(floor)
+                ));
+                parsed
             }
             _ => parsed,
         })
@@ -370,5 +380,42 @@ pub(super) fn parse_log_level(text: &str) -> Result<LevelFilter, String> {
         "warn" => Ok(LevelFilter::Warn),
         "error" | "crit" => Ok(LevelFilter::Error),
         _ => Err("expected debug, info, warn, error or crit".to_string()),
+    }
+}
+
+/// `ECS_NUM_IMAGES_DELETE_PER_CYCLE`: a whole number of images, 0 to 1000.
+pub(super) fn parse_images_per_cycle(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(count) if count <= 1000 => Ok(count),
+        _ => Err("expected a whole number of images from 0 to 1000".to_string()),
+    }
+}
+
+/// A whole percentage within `range`, for the disk marks of image cleanup.
+pub(super) fn parse_percent(text: &str, range: std::ops::RangeInclusive<u8>) -> Result<u8, String> {
+    match text.trim().parse::<u8>() {
+        Ok(percent) if range.contains(&percent) => Ok(percent),
+        _ => Err(format!(
+            "expected a whole percentage from {} to {}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+/// `ECS_EXCLUDE_UNTRACKED_IMAGE`: image names separated by commas, as ECS splits them; blanks
+/// around a name and empty entries are dropped.
+pub(super) fn parse_image_list(text: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .collect();
+    match names.iter().find(|name| name.contains(char::is_whitespace)) {
+        Some(name) => Err(format!(
+            "image name {name:?} holds a blank; expected names separated by commas"
+        )),
+        None => Ok(names),
     }
 }

@@ -67,6 +67,17 @@ fn system_defaults_match_the_documented_table() {
             remove_orphans: false,
             docker_concurrency: 8,
             registry_credentials: RegistryCredentials::default(),
+            image_cleanup: ImageCleanupConfig {
+                disabled: false,
+                interval: Duration::from_secs(30 * 60),
+                minimum_age: Duration::from_secs(3600),
+                images_per_cycle: 5,
+                untracked_cleanup: false,
+                untracked_minimum_age: Duration::from_secs(3600),
+                excluded_images: vec![],
+                disk_high_percent: 85,
+                disk_low_percent: 80,
+            },
             scope: Scope::System,
             config_file: None,
             warnings: vec![],
@@ -290,6 +301,36 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("DECKHAND_DOCKER_CONCURRENCY", "2", "2", |c| {
         c.docker_concurrency.to_string()
     }),
+    ("ECS_DISABLE_IMAGE_CLEANUP", "true", "true", |c| {
+        c.image_cleanup.disabled.to_string()
+    }),
+    ("ECS_IMAGE_CLEANUP_INTERVAL", "1h", "3600s", |c| {
+        format!("{}s", c.image_cleanup.interval.as_secs())
+    }),
+    ("ECS_IMAGE_MINIMUM_CLEANUP_AGE", "3h", "10800s", |c| {
+        format!("{}s", c.image_cleanup.minimum_age.as_secs())
+    }),
+    ("ECS_NUM_IMAGES_DELETE_PER_CYCLE", "12", "12", |c| {
+        c.image_cleanup.images_per_cycle.to_string()
+    }),
+    ("ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP", "true", "true", |c| {
+        c.image_cleanup.untracked_cleanup.to_string()
+    }),
+    ("NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE", "2h", "7200s", |c| {
+        format!("{}s", c.image_cleanup.untracked_minimum_age.as_secs())
+    }),
+    (
+        "ECS_EXCLUDE_UNTRACKED_IMAGE",
+        "nginx:1.25, ,registry.local:5000/app:v2",
+        "[\"nginx:1.25\", \"registry.local:5000/app:v2\"]",
+        |c| format!("{:?}", c.image_cleanup.excluded_images),
+    ),
+    ("DECKHAND_IMAGE_CLEANUP_DISK_HIGH", "95", "95", |c| {
+        c.image_cleanup.disk_high_percent.to_string()
+    }),
+    ("DECKHAND_IMAGE_CLEANUP_DISK_LOW", "50", "50", |c| {
+        c.image_cleanup.disk_low_percent.to_string()
+    }),
 ];
 
 #[test]
@@ -391,6 +432,30 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
         ("ECS_RESERVED_PORTS", "[\"22\"]", "JSON list"),
         ("ECS_RESERVED_PORTS_UDP", "53", "JSON list"),
         ("ECS_RESERVED_MEMORY", "256MiB", "whole number of MiB"),
+        ("ECS_DISABLE_IMAGE_CLEANUP", "yes", "true or false"),
+        ("ECS_IMAGE_CLEANUP_INTERVAL", "30", "no unit"),
+        ("ECS_IMAGE_MINIMUM_CLEANUP_AGE", "1d", "unknown unit"),
+        (
+            "NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE",
+            "an hour",
+            "not a duration",
+        ),
+        ("ECS_NUM_IMAGES_DELETE_PER_CYCLE", "-1", "from 0 to 1000"),
+        ("ECS_NUM_IMAGES_DELETE_PER_CYCLE", "five", "from 0 to 1000"),
+        ("ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP", "on", "true or false"),
+        (
+            "ECS_EXCLUDE_UNTRACKED_IMAGE",
+            "a:1,b c:2",
+            "separated by commas",
+        ),
+        ("DECKHAND_IMAGE_CLEANUP_DISK_HIGH", "0", "from 1 to 100"),
+        ("DECKHAND_IMAGE_CLEANUP_DISK_HIGH", "101", "from 1 to 100"),
+        ("DECKHAND_IMAGE_CLEANUP_DISK_LOW", "100", "from 0 to 99"),
+        (
+            "DECKHAND_IMAGE_CLEANUP_DISK_LOW",
+            "85",
+            "below DECKHAND_IMAGE_CLEANUP_DISK_HIGH",
+        ),
         ("ECS_RESERVED_MEMORY", "-1", "whole number of MiB"),
         (
             "ECS_LOGLEVEL",
@@ -658,6 +723,44 @@ fn below_minimum_values_are_adjusted_as_ecs_does_with_a_warning() {
     assert_eq!(config.container_create_timeout, Duration::from_secs(60));
     assert_eq!(config.task_cleanup_wait, Duration::from_secs(1));
     assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+}
+
+#[test]
+fn image_cleanup_values_below_the_ecs_minimums_are_kept_with_a_warning() {
+    let config = system_config(
+        None,
+        &[
+            ("ECS_IMAGE_CLEANUP_INTERVAL", "2s"),
+            ("ECS_NUM_IMAGES_DELETE_PER_CYCLE", "0"),
+            ("ECS_IMAGE_MINIMUM_CLEANUP_AGE", "10ms"),
+        ],
+    )
+    .expect("accepted");
+    assert_eq!(config.image_cleanup.interval, Duration::from_secs(2));
+    assert_eq!(config.image_cleanup.images_per_cycle, 0);
+    assert_eq!(config.image_cleanup.minimum_age, Duration::from_millis(10));
+    assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
+    assert!(config.warnings[0].starts_with("ECS_IMAGE_CLEANUP_INTERVAL: 2s is below"));
+    assert!(config.warnings[1].starts_with("ECS_NUM_IMAGES_DELETE_PER_CYCLE: 0"));
+    // The marks: a high mark at or below the default low mark takes the low one down; both
+    // given, the low one must be below.
+    let config = system_config(None, &[("DECKHAND_IMAGE_CLEANUP_DISK_HIGH", "1")]).expect("ok");
+    assert_eq!(config.image_cleanup.disk_low_percent, 0);
+    let config = system_config(
+        None,
+        &[
+            ("DECKHAND_IMAGE_CLEANUP_DISK_HIGH", "1"),
+            ("DECKHAND_IMAGE_CLEANUP_DISK_LOW", "0"),
+        ],
+    )
+    .expect("ok");
+    assert_eq!(
+        (
+            config.image_cleanup.disk_high_percent,
+            config.image_cleanup.disk_low_percent
+        ),
+        (1, 0)
+    );
 }
 
 #[test]

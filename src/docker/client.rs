@@ -29,8 +29,8 @@ use super::wire::{self, EngineVersion};
 use crate::encoding::{percent_encode, query_string};
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
-    EventStream, ImageInfo, RegistryAuth, RuntimeError, RuntimeEvent, StreamCanceller, Timeouts,
-    VolumeInfo,
+    EventStream, ImageInfo, ImageSummary, LogOptions, LogStream, RegistryAuth, RuntimeError,
+    RuntimeEvent, StreamCanceller, Timeouts, VolumeInfo,
 };
 
 /// Error bodies are short; more than this is not read.
@@ -737,6 +737,51 @@ impl ContainerRuntime for DockerClient {
         wire::parse_stats(&body)
     }
 
+    /// `GET /containers/{id}/logs?stdout=1&stderr=1&…`: the body as Docker sends it (framed,
+    /// or raw for a TTY container). Only the head has a deadline: a followed log is silent
+    /// until the container writes, and a whole log may take long to send. Closing shuts the
+    /// socket down, which ends a read blocked on it.
+    fn container_logs(&self, id: &str, options: &LogOptions) -> Result<LogStream, RuntimeError> {
+        let mut call = Call::new(
+            format!("read the logs of container {id}"),
+            "GET",
+            format!("/containers/{}/logs", percent_encode(id, false)),
+            self.timeouts.inspect,
+        );
+        call.query.push(("stdout", "1".into()));
+        call.query.push(("stderr", "1".into()));
+        call.query
+            .push(("follow", if options.follow { "1" } else { "0" }.into()));
+        call.query.push((
+            "tail",
+            options
+                .tail
+                .map_or_else(|| "all".to_string(), |lines| lines.to_string()),
+        ));
+        if let Some(since) = &options.since {
+            call.query.push(("since", since.clone()));
+        }
+        if options.timestamps {
+            call.query.push(("timestamps", "1".into()));
+        }
+        let mut response = self.open(call)?.accept(&[200], MissingMeans::Container)?;
+        let socket =
+            response
+                .stream()
+                .socket()
+                .try_clone()
+                .map_err(|error| RuntimeError::Protocol {
+                    message: format!("cannot keep a handle on the log stream socket: {error}"),
+                })?;
+        response.body.get_mut().get_mut().set_limits(None, None);
+        Ok(LogStream {
+            reader: Box::new(response.body),
+            close: Box::new(move || {
+                let _ = socket.shutdown(Shutdown::Both);
+            }),
+        })
+    }
+
     /// `GET /networks/bridge`: the default bridge's IPv4 gateway. A daemon without that network
     /// (`--bridge=none`) answers 404: no gateway.
     fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
@@ -751,6 +796,40 @@ impl ContainerRuntime for DockerClient {
             Err(RuntimeError::Api { status: 404, .. }) => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        let call = Call::new(
+            "list images".into(),
+            "GET",
+            "/images/json".into(),
+            self.timeouts.list,
+        );
+        let body = self.call_for_body(call, &[200], MissingMeans::Nothing)?;
+        wire::parse_image_list(&body)
+    }
+
+    /// `DELETE /images/{name}`, never forced; 404 is `NoSuchImage`, 409 `Conflict`.
+    fn remove_image(&self, name: &str) -> Result<(), RuntimeError> {
+        let call = Call::new(
+            format!("remove image {name}"),
+            "DELETE",
+            format!("/images/{}", percent_encode(name, true)),
+            self.timeouts.remove,
+        );
+        self.call_for_body(call, &[200], MissingMeans::Image)?;
+        Ok(())
+    }
+
+    fn docker_root_dir(&self) -> Result<Option<String>, RuntimeError> {
+        let call = Call::new(
+            "read Docker's info".into(),
+            "GET",
+            "/info".into(),
+            self.timeouts.inspect,
+        );
+        let body = self.call_for_body(call, &[200], MissingMeans::Nothing)?;
+        wire::parse_docker_root_dir(&body)
     }
 
     fn ping(&self) -> Result<(), RuntimeError> {

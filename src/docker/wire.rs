@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::runtime::{
     ContainerInfo, ContainerState, ContainerSummary, CreateContainer, CreateVolume, HealthState,
-    ImageInfo, PortBinding, RegistryAuth, RuntimeError, RuntimeEvent, VolumeInfo,
+    ImageInfo, ImageSummary, PortBinding, RegistryAuth, RuntimeError, RuntimeEvent, VolumeInfo,
 };
 
 use crate::encoding::base64_url;
@@ -665,6 +665,57 @@ pub fn parse_image_info(body: &[u8]) -> Result<ImageInfo, RuntimeError> {
     })
 }
 
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ImageListRow {
+    #[serde(rename = "Id")]
+    id: String,
+    #[serde(rename = "RepoTags")]
+    repo_tags: Option<Vec<String>>,
+    #[serde(rename = "RepoDigests")]
+    repo_digests: Option<Vec<String>>,
+    #[serde(rename = "Size")]
+    size: i64,
+    #[serde(rename = "Created")]
+    created: i64,
+}
+
+/// `GET /images/json` → [`ImageSummary`] rows. Docker writes `<none>:<none>` and
+/// `<none>@<none>` for an untagged image: those are no names.
+pub fn parse_image_list(body: &[u8]) -> Result<Vec<ImageSummary>, RuntimeError> {
+    let rows: Vec<ImageListRow> = parse_json(body, "image list")?;
+    let real_names = |names: Option<Vec<String>>| -> Vec<String> {
+        names
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|name| !name.starts_with("<none>"))
+            .collect()
+    };
+    Ok(rows
+        .into_iter()
+        .map(|row| ImageSummary {
+            id: row.id,
+            repo_tags: real_names(row.repo_tags),
+            repo_digests: real_names(row.repo_digests),
+            size: row.size,
+            created: row.created,
+        })
+        .collect())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InfoAnswer {
+    #[serde(rename = "DockerRootDir")]
+    docker_root_dir: String,
+}
+
+/// `GET /info` → `DockerRootDir`, `None` when Docker leaves it out or empty.
+pub fn parse_docker_root_dir(body: &[u8]) -> Result<Option<String>, RuntimeError> {
+    let answer: InfoAnswer = parse_json(body, "info answer")?;
+    Ok(Some(answer.docker_root_dir).filter(|dir| !dir.is_empty()))
+}
+
 /// `GET /version`, the parts deckhand reports.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(default)]
@@ -1250,5 +1301,26 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn image_lists_and_docker_info_read_what_image_cleanup_needs() {
+        let images = parse_image_list(
+            br#"[{"Id":"sha256:aa","RepoTags":["busybox:latest","<none>:<none>"],
+                  "RepoDigests":["busybox@sha256:bb"],"Size":4261550,"Created":1700000000},
+                 {"Id":"sha256:cc","RepoTags":null,"RepoDigests":["<none>@<none>"]}]"#,
+        )
+        .expect("parses");
+        assert_eq!(images.len(), 2);
+        assert_eq!(images[0].repo_tags, ["busybox:latest"]);
+        assert_eq!(images[0].repo_digests, ["busybox@sha256:bb"]);
+        assert_eq!((images[0].size, images[0].created), (4261550, 1700000000));
+        assert!(images[1].repo_tags.is_empty() && images[1].repo_digests.is_empty());
+        assert!(parse_image_list(b"{}").is_err());
+        assert_eq!(
+            parse_docker_root_dir(br#"{"DockerRootDir":"/var/lib/docker"}"#).expect("parses"),
+            Some("/var/lib/docker".to_string())
+        );
+        assert_eq!(parse_docker_root_dir(b"{}").expect("parses"), None);
     }
 }

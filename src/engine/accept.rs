@@ -236,6 +236,22 @@ impl EngineHandle for TaskEngine {
                 reason: error.to_string(),
             })
     }
+
+    fn container_logs(
+        &self,
+        docker_id: &str,
+        options: &crate::runtime::LogOptions,
+    ) -> Result<crate::runtime::LogStream, EngineError> {
+        // Like stats: a read outside the worker pool. A followed log lasts as long as the
+        // container runs; it must never hold one of the workers that start and stop tasks.
+        self.shared
+            .worker_context
+            .runtime
+            .container_logs(docker_id, options)
+            .map_err(|error| EngineError::Unavailable {
+                reason: error.to_string(),
+            })
+    }
 }
 
 fn unavailable(what: &str, error: impl std::fmt::Display) -> EngineError {

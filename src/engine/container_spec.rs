@@ -117,29 +117,9 @@ pub fn add_metadata_environment(
     );
 }
 
-/// The Docker volume that backs a task volume without a host path: one per task, so the
-/// task's containers share it and no other task sees it.
-pub fn task_volume_name(task_id: &str, volume_name: &str) -> String {
-    let kept: String = volume_name
-        .chars()
-        .filter(|character| character.is_ascii_alphanumeric() || "-_.".contains(*character))
-        .collect();
-    format!("deckhand-{task_id}-{kept}")
-}
-
-/// The Docker volume behind a task volume that has no host path: the volume's own name when it
-/// is `shared` (ECS's rule: the next task finds it by that name), else the task's own
-/// [`task_volume_name`]. `None` for a host path.
-pub fn docker_volume_name(task: &Task, volume: &Volume) -> Option<String> {
-    if volume.host_source_path.is_some() {
-        return None;
-    }
-    Some(if volume.is_shared() {
-        volume.name.clone()
-    } else {
-        task_volume_name(&task.id, &volume.name)
-    })
-}
+// Docker volume names are the task model's (the API's views show them too); re-exported for
+// the engine's callers.
+pub use crate::task::{docker_volume_name, task_volume_name};
 
 /// Whether some container of the task mounts `volume`.
 fn mounted(task: &Task, volume: &Volume) -> bool {

@@ -3,6 +3,7 @@
 //! so they never reach into a task's state.
 
 use crate::report::Event;
+pub use crate::runtime::{LogOptions, LogStream};
 use crate::task::{Task, TaskDefinition};
 use std::fmt;
 use std::time::Duration;
@@ -63,6 +64,18 @@ pub trait EngineHandle: Send + Sync {
     fn container_stats(&self, docker_id: &str) -> Result<serde_json::Value, EngineError> {
         Err(EngineError::Unavailable {
             reason: format!("no stats for container {docker_id} from this engine"),
+        })
+    }
+    /// A container's log (stdout and stderr, as the runtime sends it) for `deckhand logs`;
+    /// `docker_id` is one of a task's containers. Works while the container exists, stopped or
+    /// not. The default: this engine cannot.
+    fn container_logs(
+        &self,
+        docker_id: &str,
+        _options: &LogOptions,
+    ) -> Result<LogStream, EngineError> {
+        Err(EngineError::Unavailable {
+            reason: format!("no logs for container {docker_id} from this engine"),
         })
     }
 }

@@ -7,6 +7,7 @@ pub mod container_spec;
 pub mod docker_events;
 pub mod handle;
 pub mod host_resources;
+pub mod image_cleanup;
 pub mod managed_task;
 pub mod messages;
 pub mod reconcile;

@@ -112,6 +112,13 @@ impl TaskShared {
         // back as its stop number is, so later tasks do not wait for a task that is gone.
         self.host_resources.release(task_id);
         drop(commands);
+        if cleaned_up {
+            // Its containers are gone: the images they ran are free for image cleanup (§15).
+            // Outside the command lock: image cleanup holds the record's lock across a removal.
+            if let Some(images) = &self.worker_context.images {
+                images.release_task(task_id, crate::clock::now_millis());
+            }
+        }
         let mut index = self
             .docker_index
             .write()

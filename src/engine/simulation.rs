@@ -609,6 +609,7 @@ impl Simulation {
             },
             store: None,
             registry_credentials: Default::default(),
+            images: None,
         }
     }
 

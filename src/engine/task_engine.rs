@@ -25,6 +25,10 @@ use crate::engine::docker_events::{
     event_filter, run_events_thread, EventsThreadControl, OnReconnect, Reconnect,
 };
 use crate::engine::host_resources::{HostCapacity, HostResourceQueue, HostResources};
+use crate::engine::image_cleanup::{
+    forget_pulled_images, ImageCleaner, ImageCleanupCounters, ImageCleanupSettings, ImageTracker,
+    ProtectedImages,
+};
 use crate::engine::managed_task::{
     run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
     DOCKER_EVENT_INBOX_CAPACITY,
@@ -169,6 +173,10 @@ pub struct TaskEngine {
     events_control: Arc<EventsThreadControl>,
     events_stop: Mutex<Option<Sender<()>>>,
     events_thread: Mutex<Option<JoinHandle<()>>>,
+    /// Image cleanup's thread and its stop signal, once started (§15).
+    image_cleanup: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
+    /// Image cleanup's counters, once started (for metrics).
+    image_cleanup_counters: Mutex<Option<Arc<ImageCleanupCounters>>>,
 }
 
 impl TaskEngine {
@@ -197,6 +205,11 @@ impl TaskEngine {
         let engine = TaskEngine::start_with(runtime, config, Some(store), reporter)
             .map_err(EngineStartError::Thread)?;
         engine.restore(saved).map_err(EngineStartError::Thread)?;
+        // A task cleaned up just before a crash may still hold its images in `images.json`.
+        if let Some(images) = &engine.shared.worker_context.images {
+            let live = engine.shared.snapshots().keys().cloned().collect();
+            images.keep_holders(&live);
+        }
         Ok(engine)
     }
 
@@ -221,6 +234,13 @@ impl TaskEngine {
                     stop_retry: config.stop_retry,
                     store: store.clone(),
                     registry_credentials: Arc::clone(&config.registry_credentials),
+                    images: Some(Arc::new(ImageTracker::new(
+                        store
+                            .as_ref()
+                            .map(|store| store.images())
+                            .unwrap_or_default(),
+                        store.clone(),
+                    ))),
                 },
                 store,
                 snapshots: Mutex::new(BTreeMap::new()),
@@ -277,6 +297,8 @@ impl TaskEngine {
             events_control,
             events_stop: Mutex::new(Some(events_stop)),
             events_thread: Mutex::new(Some(events_thread)),
+            image_cleanup: Mutex::new(None),
+            image_cleanup_counters: Mutex::new(None),
         })
     }
 
@@ -300,6 +322,17 @@ impl TaskEngine {
                 }
             }
         }
+        let image_cleanup = self
+            .image_cleanup
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .take();
+        if let Some((stop, thread)) = image_cleanup {
+            drop(stop);
+            if thread.join().is_err() {
+                log::error!("the image cleanup thread panicked");
+            }
+        }
         self.events_control.stop();
         drop(
             self.events_stop
@@ -319,6 +352,84 @@ impl TaskEngine {
         }
         // Last: nothing queues a call any more.
         self.shared.docker_pool.shutdown(WORKER_SHUTDOWN_GRACE);
+    }
+
+    /// The record of the images tasks use (§15).
+    pub fn image_tracker(&self) -> Option<Arc<ImageTracker>> {
+        self.shared.worker_context.images.clone()
+    }
+
+    /// Every image name and id a task the engine still has uses: these are never removed.
+    pub fn live_images(&self) -> ProtectedImages {
+        let shared = Arc::clone(&self.shared.tasks);
+        Arc::new(move || {
+            let snapshots = shared.snapshots();
+            let mut names = Vec::new();
+            for container in snapshots.values().flat_map(|task| &task.containers) {
+                names.push(container.definition.image.clone());
+                names.extend(container.image_id.clone());
+            }
+            Ok(names)
+        })
+    }
+
+    /// The image cleaner over this engine's runtime, tracker and live tasks; `declared` names
+    /// the images of `tasks.d` (the agent wires it).
+    pub fn image_cleaner(
+        &self,
+        settings: ImageCleanupSettings,
+        declared: ProtectedImages,
+    ) -> Option<ImageCleaner> {
+        let tracker = self.image_tracker()?;
+        Some(ImageCleaner::new(
+            Arc::clone(&self.shared.worker_context.runtime),
+            tracker,
+            settings,
+            declared,
+            self.live_images(),
+            forget_pulled_images(
+                Arc::clone(&self.shared.worker_context.pulled_images),
+                self.shared.store.clone(),
+            ),
+        ))
+    }
+
+    /// Starts image cleanup's thread (§15), joined by [`TaskEngine::shutdown`]. Returns its
+    /// counters.
+    pub fn start_image_cleanup(
+        &self,
+        settings: ImageCleanupSettings,
+        declared: ProtectedImages,
+    ) -> std::io::Result<Arc<ImageCleanupCounters>> {
+        let cleaner = Arc::new(
+            self.image_cleaner(settings, declared)
+                .ok_or_else(|| std::io::Error::other("the engine tracks no images"))?,
+        );
+        let counters = cleaner.counters();
+        let (stop, stop_signal) = bounded(1);
+        let thread = cleaner.spawn(stop_signal)?;
+        let previous = self
+            .image_cleanup
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .replace((stop, thread));
+        if let Some((stop, thread)) = previous {
+            drop(stop);
+            let _ = thread.join();
+        }
+        *self
+            .image_cleanup_counters
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(Arc::clone(&counters));
+        Ok(counters)
+    }
+
+    /// Image cleanup's counters (images removed, the last disk usage), once it started.
+    pub fn image_cleanup_counters(&self) -> Option<Arc<ImageCleanupCounters>> {
+        self.image_cleanup_counters
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
     }
 
     /// The Docker worker pool's counters, for diagnostics, tests and the benchmark.

@@ -12,12 +12,18 @@
 //! panics is retried with back-off and then settled by the ping. A panic anywhere else in a call
 //! is caught by the pool and answered by [`input_for_panicked_call`], so the task always hears
 //! back and its container never stays "in flight".
+//!
+//! The same guard counts and times every call for the metrics page
+//! (`deckhand_docker_requests_total`, `deckhand_docker_request_duration_seconds`): all of a
+//! task's Docker calls pass here, so this is the one place they are measured.
 
+use crate::engine::image_cleanup::ImageTracker;
 use crate::engine::messages::{
     DockerCall, Input, OwnedVolume, TransitionOutput, VolumeRequirement,
 };
 use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::engine::worker_pool::CallClass;
+use crate::metrics::{DockerOperation, DockerOutcome};
 use crate::registry::RegistryCredentials;
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
@@ -29,7 +35,7 @@ use crate::task::{ContainerStatus, PullBehavior, VolumeScope};
 use crate::text::panic_message;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How a failed stop is retried before the task hears of it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -61,6 +67,9 @@ pub struct WorkerContext {
     pub store: Option<Arc<StateStore>>,
     /// What each pull sends for its image's registry (§13).
     pub registry_credentials: Arc<RegistryCredentials>,
+    /// The images tasks use, for image cleanup (§15); `None` where nothing tracks them (the
+    /// simulator).
+    pub images: Option<Arc<ImageTracker>>,
 }
 
 impl WorkerContext {
@@ -251,19 +260,40 @@ pub fn answer_without_calling(call: &DockerCall, task_stopping: bool) -> Option<
     }
 }
 
-/// Runs `call`, turning a panic inside it into [`RuntimeError::Panicked`].
+/// How a Docker call ended, as the metrics count it: only a deadline passed and an unreachable
+/// socket are told apart from other failures (a panic inside deckhand is an error).
+pub fn docker_outcome<T>(result: &Result<T, RuntimeError>) -> DockerOutcome {
+    match result {
+        Ok(_) => DockerOutcome::Ok,
+        Err(RuntimeError::Timeout { .. }) => DockerOutcome::Timeout,
+        Err(RuntimeError::Unreachable { .. }) => DockerOutcome::Unreachable,
+        Err(_) => DockerOutcome::Error,
+    }
+}
+
+/// Runs `call`, turning a panic inside it into [`RuntimeError::Panicked`], and counts it with
+/// its outcome and duration in the process's metrics.
 fn guarded<T>(
-    operation: &str,
+    operation: DockerOperation,
     call: impl FnOnce() -> Result<T, RuntimeError>,
 ) -> Result<T, RuntimeError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
-        let message = panic_message(panic.as_ref());
-        log::error!("Docker {operation} call panicked: {message}");
-        Err(RuntimeError::Panicked {
-            operation: operation.to_string(),
-            message,
-        })
-    })
+    let started = Instant::now();
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
+            let message = panic_message(panic.as_ref());
+            let operation = operation.description();
+            log::error!("Docker {operation} call panicked: {message}");
+            Err(RuntimeError::Panicked {
+                operation: operation.to_string(),
+                message,
+            })
+        });
+    crate::metrics::global().observe_docker_request(
+        operation,
+        docker_outcome(&result),
+        started.elapsed(),
+    );
+    result
 }
 
 /// The runtime as the workers use it: every call [`guarded`].
@@ -271,44 +301,81 @@ struct PanicGuard(Arc<dyn ContainerRuntime>);
 
 impl ContainerRuntime for PanicGuard {
     fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
-        guarded("pull", || self.0.pull_image(image, auth))
+        guarded(DockerOperation::Pull, || self.0.pull_image(image, auth))
     }
     fn inspect_image(&self, image: &str) -> Result<ImageInfo, RuntimeError> {
-        guarded("image inspect", || self.0.inspect_image(image))
+        guarded(DockerOperation::ImageInspect, || {
+            self.0.inspect_image(image)
+        })
     }
     fn create_container(&self, spec: &CreateContainer) -> Result<String, RuntimeError> {
-        guarded("create", || self.0.create_container(spec))
+        guarded(DockerOperation::Create, || self.0.create_container(spec))
     }
     fn start_container(&self, id: &str) -> Result<(), RuntimeError> {
-        guarded("start", || self.0.start_container(id))
+        guarded(DockerOperation::Start, || self.0.start_container(id))
     }
     fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
-        guarded("stop", || self.0.stop_container(id, grace))
+        guarded(DockerOperation::Stop, || self.0.stop_container(id, grace))
     }
     fn inspect_container(&self, id_or_name: &str) -> Result<ContainerInfo, RuntimeError> {
-        guarded("inspect", || self.0.inspect_container(id_or_name))
+        guarded(DockerOperation::Inspect, || {
+            self.0.inspect_container(id_or_name)
+        })
     }
     fn remove_container(&self, id: &str, volumes: bool) -> Result<(), RuntimeError> {
-        guarded("remove", || self.0.remove_container(id, volumes))
+        guarded(DockerOperation::Remove, || {
+            self.0.remove_container(id, volumes)
+        })
     }
     fn list_containers(&self, labels: &[String]) -> Result<Vec<ContainerSummary>, RuntimeError> {
-        guarded("list", || self.0.list_containers(labels))
+        guarded(DockerOperation::List, || self.0.list_containers(labels))
     }
     fn events(&self, filter: &EventFilter) -> Result<Box<dyn EventStream>, RuntimeError> {
-        guarded("events", || self.0.events(filter))
+        guarded(DockerOperation::Events, || self.0.events(filter))
     }
     fn ping(&self) -> Result<(), RuntimeError> {
-        guarded("ping", || self.0.ping())
+        guarded(DockerOperation::Ping, || self.0.ping())
     }
     fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
-        guarded("volume remove", || self.0.remove_volume(name))
+        guarded(DockerOperation::VolumeRemove, || self.0.remove_volume(name))
     }
     fn create_volume(&self, spec: &CreateVolume) -> Result<(), RuntimeError> {
-        guarded("volume create", || self.0.create_volume(spec))
+        guarded(DockerOperation::VolumeCreate, || self.0.create_volume(spec))
     }
     fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>, RuntimeError> {
-        guarded("volume inspect", || self.0.inspect_volume(name))
+        guarded(DockerOperation::VolumeInspect, || {
+            self.0.inspect_volume(name)
+        })
     }
+}
+
+/// Runs one call of task `task_id` with image tracking (§15): a pull waits while image cleanup
+/// removes an image, and a pull step that succeeded records that the task uses the image
+/// (its id from an inspection; an image Docker does not have is not recorded: the create that
+/// follows fails anyway).
+pub fn run_task_docker_call(
+    context: &WorkerContext,
+    task_id: &str,
+    call: DockerCall,
+) -> Option<Input> {
+    let (Some(images), DockerCall::Pull { image, .. }) = (&context.images, &call) else {
+        return run_docker_call(context, call);
+    };
+    let (images, image) = (Arc::clone(images), image.clone());
+    images.before_pull();
+    let answer = run_docker_call(context, call);
+    if let Some(Input::Transition { result: Ok(_), .. }) = &answer {
+        match guarded(DockerOperation::ImageInspect, || {
+            context.runtime.inspect_image(&image)
+        }) {
+            Ok(info) if !info.id.is_empty() => {
+                images.record_use(task_id, &image, &info.id, crate::clock::now_millis())
+            }
+            Ok(_) => {}
+            Err(error) => log::debug!("task {task_id}: image {image} not recorded: {error}"),
+        }
+    }
+    answer
 }
 
 /// Runs one call and returns the input to post to the task (`None`: nothing to post).
@@ -413,11 +480,17 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             container,
             docker_id,
             exit_code,
-        } => Some(Input::Restarted {
-            container,
-            exit_code,
-            result: runtime.start_container(&docker_id),
-        }),
+        } => {
+            let result = runtime.start_container(&docker_id);
+            if result.is_ok() {
+                crate::metrics::global().container_restarted();
+            }
+            Some(Input::Restarted {
+                container,
+                exit_code,
+                result,
+            })
+        }
         DockerCall::Remove {
             docker_ids,
             volumes,
@@ -1003,6 +1076,7 @@ mod tests {
             stop_retry: StopRetry::default(),
             store: None,
             registry_credentials: Arc::new(credentials),
+            images: None,
         };
         let table = [
             (

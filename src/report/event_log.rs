@@ -130,6 +130,7 @@ impl EventLog {
         let Some(durable) = &self.durable else {
             let sequence = state.last_sequence + 1;
             self.hold(&mut state, EventLog::numbered(sequence, new_event));
+            crate::metrics::global().event_recorded();
             drop(state);
             self.recorded.notify_all();
             return Ok(sequence);
@@ -167,6 +168,8 @@ impl EventLog {
                         for ((queued_ticket, _), event) in batch.iter().zip(events) {
                             state.outcomes.insert(*queued_ticket, Ok(event.seq));
                             self.hold(&mut state, event);
+                            // Counted before any reader can see the event.
+                            crate::metrics::global().event_recorded();
                         }
                     }
                     Err(error) => {

@@ -7,6 +7,7 @@
 //! ECS_DATADIR/
 //!   agent.json        {"schema": 1, "agent": {next_sequence, next_event_seq, images_pulled}}
 //!   events.log        the durable event log (event_log.rs), one JSON event per line
+//!   images.json       {"schema": 1, "images": {"images": [...]}}: images tasks used (images.rs)
 //!   tasks/<id>.json   {"schema": 1, "task": {...}}, one file per task
 //!   quarantine/       files that could not be loaded, kept for a human to look at
 //! ```
@@ -24,11 +25,13 @@
 
 pub mod event_log;
 pub mod fsio;
+pub mod images;
 #[cfg(test)]
 pub(crate) mod scratch;
 
 pub use event_log::{EventLogFile, EventLogReplay, DEFAULT_RETAIN_EVENTS};
 pub use fsio::{FaultInjector, FsStep};
+pub use images::{ImagesRecord, TrackedImage};
 
 use crate::task::{Millis, Task};
 use serde::{Deserialize, Serialize};
@@ -38,6 +41,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 /// The schema version this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -191,6 +195,8 @@ pub struct LoadedState {
     pub quarantined: Vec<QuarantinedFile>,
     /// What replaying the event log found.
     pub events: EventLogReplay,
+    /// The images deckhand's tasks used (`images.json`; empty when missing or quarantined).
+    pub images: ImagesRecord,
     /// Temp files a crash left behind, removed at open.
     pub temp_files_removed: usize,
 }
@@ -208,11 +214,14 @@ pub struct StateStore {
     tasks_dir: PathBuf,
     quarantine_dir: PathBuf,
     agent_path: PathBuf,
+    images_path: PathBuf,
     faults: Arc<FaultInjector>,
     /// One lock per task id, held across that task's write so that two writes of the same file
     /// cannot be reordered; writes of different tasks never wait on each other.
     task_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     agent: Mutex<AgentState>,
+    /// `images.json` as loaded or last written.
+    images: Mutex<ImagesRecord>,
     event_log: Arc<EventLogFile>,
 }
 
@@ -228,6 +237,12 @@ impl fmt::Debug for StateStore {
 struct TaskFileOut<'a> {
     schema: u64,
     task: &'a Task,
+}
+
+#[derive(Serialize)]
+struct ImagesFileOut<'a> {
+    schema: u64,
+    images: &'a ImagesRecord,
 }
 
 #[derive(Serialize)]
@@ -449,6 +464,20 @@ impl StateStore {
             AgentRecord::default()
         };
 
+        let images_path = datadir.join("images.json");
+        let images = if images_path.exists() {
+            match read_versioned::<ImagesRecord>(&images_path, "images") {
+                Ok(record) => record,
+                Err(LoadProblem::Fatal(error)) => return Err(error),
+                Err(LoadProblem::Quarantine(reason)) => {
+                    quarantine(&images_path, reason)?;
+                    ImagesRecord::default()
+                }
+            }
+        } else {
+            ImagesRecord::default()
+        };
+
         let mut tasks = Vec::new();
         let entries =
             fs::read_dir(&tasks_dir).map_err(|e| StateError::io(&tasks_dir, "list", e))?;
@@ -524,6 +553,7 @@ impl StateStore {
             tasks_dir,
             quarantine_dir,
             agent_path,
+            images_path,
             faults,
             task_locks: Mutex::new(HashMap::new()),
             agent: Mutex::new(AgentState {
@@ -532,6 +562,7 @@ impl StateStore {
                 next_to_hand_out: agent.next_sequence,
                 record: agent.clone(),
             }),
+            images: Mutex::new(images.clone()),
             event_log: Arc::new(event_log),
         };
         let loaded = LoadedState {
@@ -539,6 +570,7 @@ impl StateStore {
             tasks,
             quarantined,
             events,
+            images,
             temp_files_removed,
         };
         Ok((store, loaded))
@@ -571,13 +603,20 @@ impl StateStore {
         Arc::clone(locks.entry(task_id.to_string()).or_default())
     }
 
-    /// Checkpoint one task, atomically and durably; costs only this task's size.
+    /// Checkpoint one task, atomically and durably; costs only this task's size. How long it
+    /// took (encoding and the write, not the wait for another save of the same task) goes to
+    /// `deckhand_checkpoint_duration_seconds`, failed writes included.
     pub fn save_task(&self, task: &Task) -> Result<(), StateError> {
         let path = self.task_path(&task.id)?;
+        let encoding = Instant::now();
         let bytes = encode_task_file(task)?;
+        let encoded_in = encoding.elapsed();
         let lock = self.task_lock(&task.id);
         let _held = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        fsio::write_atomic(&self.faults, &path, &bytes)?;
+        let writing = Instant::now();
+        let written = fsio::write_atomic(&self.faults, &path, &bytes);
+        crate::metrics::global().observe_checkpoint(encoded_in + writing.elapsed());
+        written?;
         Ok(())
     }
 
@@ -681,5 +720,49 @@ impl StateStore {
     /// Whether this agent ever pulled `image` successfully.
     pub fn image_pulled(&self, image: &str) -> bool {
         self.lock_agent().record.images_pulled.contains_key(image)
+    }
+
+    /// Forgets that `images` were pulled (image cleanup removed them), durably, so pull
+    /// behaviour `once` pulls them again. Nothing is written when none was recorded.
+    pub fn forget_images_pulled(&self, images: &[String]) -> Result<(), StateError> {
+        let mut agent = self.lock_agent();
+        if !images
+            .iter()
+            .any(|image| agent.record.images_pulled.contains_key(image))
+        {
+            return Ok(());
+        }
+        let mut record = agent.record.clone();
+        for image in images {
+            record.images_pulled.remove(image);
+        }
+        self.save_agent_locked(&mut agent, &record)
+    }
+
+    /// Writes `images.json` atomically. The caller orders its writes (image tracking holds its
+    /// own lock across this call).
+    pub fn save_images(&self, record: &ImagesRecord) -> Result<(), StateError> {
+        let bytes = serde_json::to_vec(&ImagesFileOut {
+            schema: SCHEMA_VERSION,
+            images: record,
+        })
+        .map_err(|e| StateError::Encode {
+            what: "image record".to_string(),
+            message: e.to_string(),
+        })?;
+        fsio::write_atomic(&self.faults, &self.images_path, &bytes)?;
+        *self
+            .images
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = record.clone();
+        Ok(())
+    }
+
+    /// `images.json` as loaded at open or last written.
+    pub fn images(&self) -> ImagesRecord {
+        self.images
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }

@@ -94,6 +94,13 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    pub const ALL: [TaskStatus; 4] = [
+        TaskStatus::None,
+        TaskStatus::Created,
+        TaskStatus::Running,
+        TaskStatus::Stopped,
+    ];
+
     pub fn is_terminal(self) -> bool {
         self == TaskStatus::Stopped
     }

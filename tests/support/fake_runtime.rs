@@ -17,8 +17,8 @@
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use deckhand::runtime::{
     ContainerInfo, ContainerRuntime, ContainerState, ContainerSummary, CreateContainer,
-    CreateVolume, EventFilter, EventStream, HealthState, ImageInfo, RegistryAuth, RuntimeError,
-    RuntimeEvent, StreamCanceller, VolumeInfo,
+    CreateVolume, EventFilter, EventStream, HealthState, ImageInfo, ImageSummary, RegistryAuth,
+    RuntimeError, RuntimeEvent, StreamCanceller, VolumeInfo,
 };
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -41,6 +41,8 @@ pub enum Op {
     RemoveVolume,
     CreateVolume,
     InspectVolume,
+    ListImages,
+    RemoveImage,
 }
 
 /// One recorded call.
@@ -124,6 +126,10 @@ struct FakeState {
     next_gate: u64,
     released_gates: HashSet<u64>,
     images: HashSet<String>,
+    /// When each image was built (Unix seconds); 0 when not set.
+    image_created: HashMap<String, i64>,
+    /// What `docker_root_dir` answers.
+    docker_root_dir: Option<String>,
     /// Named volumes by name.
     volumes: BTreeMap<String, VolumeInfo>,
     containers: BTreeMap<String, FakeContainer>,
@@ -290,6 +296,19 @@ impl FakeRuntime {
 
     pub fn has_image(&self, image: &str) -> bool {
         self.state().images.contains(image)
+    }
+
+    /// Sets when `image` was built (Unix seconds), for untracked cleanup's age.
+    pub fn set_image_created(&self, image: &str, created: i64) {
+        self.state()
+            .image_created
+            .insert(image.to_string(), created);
+    }
+
+    /// Sets what `docker_root_dir` answers (a directory whose file system image cleanup
+    /// watches).
+    pub fn set_docker_root_dir(&self, dir: Option<&str>) {
+        self.state().docker_root_dir = dir.map(str::to_string);
     }
 
     /// Puts a volume in the fake as if someone had made it outside deckhand.
@@ -701,6 +720,30 @@ impl ContainerRuntime for FakeRuntime {
         }))
     }
 
+    /// A short canned log in Docker's framing: one stdout and one stderr line naming the
+    /// container (not scripted: no engine decision depends on it; options are ignored).
+    fn container_logs(
+        &self,
+        id: &str,
+        _options: &deckhand::runtime::LogOptions,
+    ) -> Result<deckhand::runtime::LogStream, RuntimeError> {
+        let state = self.state();
+        let Some(key) = state.find(id) else {
+            return Err(no_such_container(id));
+        };
+        let name = state.containers[&key].name.clone();
+        let mut bytes = Vec::new();
+        for (stream, text) in [(1u8, format!("{name} out\n")), (2, format!("{name} err\n"))] {
+            bytes.extend_from_slice(&[stream, 0, 0, 0]);
+            bytes.extend_from_slice(&(text.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(text.as_bytes());
+        }
+        Ok(deckhand::runtime::LogStream {
+            reader: Box::new(std::io::Cursor::new(bytes)),
+            close: Box::new(|| {}),
+        })
+    }
+
     /// The address Docker's default bridge gateway usually has.
     fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
         Ok(Some(std::net::Ipv4Addr::new(172, 17, 0, 1)))
@@ -835,6 +878,52 @@ impl ContainerRuntime for FakeRuntime {
                 labels: spec.labels.clone(),
             });
         self.finish(after)
+    }
+
+    /// Each image name is an image of its own, id `sha256:<name>`, 1000 bytes.
+    fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        self.begin(Op::ListImages, "", None, None, None)?;
+        let state = self.state();
+        let mut images: Vec<ImageSummary> = state
+            .images
+            .iter()
+            .map(|image| ImageSummary {
+                id: format!("sha256:{image}"),
+                repo_tags: vec![image.clone()],
+                repo_digests: Vec::new(),
+                size: 1000,
+                created: state.image_created.get(image).copied().unwrap_or(0),
+            })
+            .collect();
+        images.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(images)
+    }
+
+    /// By name or id; a container of the image (any status) makes it a conflict, as in Docker.
+    fn remove_image(&self, name: &str) -> Result<(), RuntimeError> {
+        self.begin(Op::RemoveImage, name, None, None, None)?;
+        let mut state = self.state();
+        let image = name.strip_prefix("sha256:").unwrap_or(name).to_string();
+        if !state.images.contains(&image) {
+            return Err(RuntimeError::NoSuchImage {
+                message: format!("No such image: {name}"),
+            });
+        }
+        if let Some(container) = state.containers.values().find(|c| c.spec.image == image) {
+            return Err(RuntimeError::Conflict {
+                message: format!(
+                    "conflict: unable to remove repository reference \"{name}\" (must force) - container {} is using its referenced image",
+                    container.id
+                ),
+            });
+        }
+        state.images.remove(&image);
+        drop(state);
+        self.finish(None)
+    }
+
+    fn docker_root_dir(&self) -> Result<Option<String>, RuntimeError> {
+        Ok(self.state().docker_root_dir.clone())
     }
 
     fn inspect_volume(&self, name: &str) -> Result<Option<VolumeInfo>, RuntimeError> {

@@ -4,10 +4,15 @@
 #![allow(dead_code)]
 
 use deckhand::clock::now_millis;
+use deckhand::engine::handle::{LogOptions, LogStream};
 use deckhand::engine::{EngineError, EngineHandle};
 use deckhand::report::Event;
 use deckhand::task::{ContainerStatus, Task, TaskDefinition, TaskStatus};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// One command the engine received.
@@ -26,12 +31,21 @@ struct State {
     refusal: Option<EngineError>,
     /// Readers blocked in `events_since` right now.
     waiting_readers: usize,
+    /// Each container's log by Docker id: the bytes every opening starts with, and whether it
+    /// stays open (followed) after them.
+    logs: HashMap<String, (Vec<u8>, bool)>,
+    /// The writing ends of the open followed logs, by Docker id.
+    live_logs: Vec<(String, UnixStream)>,
+    /// Every log opening, with its options.
+    log_openings: Vec<(String, LogOptions)>,
 }
 
 pub struct MemoryEngine {
     cluster: String,
     state: Mutex<State>,
     changed: Condvar,
+    /// Log streams closed by their reader.
+    closed_logs: Arc<AtomicUsize>,
 }
 
 impl MemoryEngine {
@@ -40,6 +54,7 @@ impl MemoryEngine {
             cluster: cluster.to_string(),
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
+            closed_logs: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -79,6 +94,40 @@ impl MemoryEngine {
     pub fn remove_task(&self, id: &str) {
         self.lock().tasks.retain(|task| task.id != id);
         self.changed.notify_all();
+    }
+
+    /// The log of the container with `docker_id`: `bytes` (in Docker's framing, or raw for a
+    /// TTY), then the end, or, when `stays_open`, silence until [`MemoryEngine::write_log`] or
+    /// [`MemoryEngine::end_logs`] (only when followed; otherwise it ends after `bytes`).
+    pub fn set_log(&self, docker_id: &str, bytes: &[u8], stays_open: bool) {
+        self.lock()
+            .logs
+            .insert(docker_id.to_string(), (bytes.to_vec(), stays_open));
+    }
+
+    /// Writes `bytes` to every open followed log of `docker_id`.
+    pub fn write_log(&self, docker_id: &str, bytes: &[u8]) {
+        let mut state = self.lock();
+        for (id, writer) in &mut state.live_logs {
+            if id == docker_id {
+                let _ = writer.write_all(bytes);
+            }
+        }
+    }
+
+    /// Ends every open followed log (as Docker does when the container stops).
+    pub fn end_logs(&self) {
+        self.lock().live_logs.clear();
+    }
+
+    /// Every log opening so far: the Docker id and the options.
+    pub fn log_openings(&self) -> Vec<(String, LogOptions)> {
+        self.lock().log_openings.clone()
+    }
+
+    /// How many log streams their reader closed.
+    pub fn closed_logs(&self) -> usize {
+        self.closed_logs.load(Ordering::SeqCst)
     }
 
     /// Appends an event with the next sequence number; returns it.
@@ -229,6 +278,43 @@ impl EngineHandle for MemoryEngine {
 
     fn tasks(&self) -> Vec<Task> {
         self.lock().tasks.clone()
+    }
+
+    fn container_logs(
+        &self,
+        docker_id: &str,
+        options: &LogOptions,
+    ) -> Result<LogStream, EngineError> {
+        let mut state = self.lock();
+        state
+            .log_openings
+            .push((docker_id.to_string(), options.clone()));
+        let Some((bytes, stays_open)) = state.logs.get(docker_id).cloned() else {
+            return Err(EngineError::Unavailable {
+                reason: format!("No such container: {docker_id}"),
+            });
+        };
+        let (mut writer, reader) =
+            UnixStream::pair().map_err(|error| EngineError::Unavailable {
+                reason: error.to_string(),
+            })?;
+        let _ = writer.write_all(&bytes);
+        if stays_open && options.follow {
+            state.live_logs.push((docker_id.to_string(), writer));
+        }
+        let closer = reader
+            .try_clone()
+            .map_err(|error| EngineError::Unavailable {
+                reason: error.to_string(),
+            })?;
+        let closed = self.closed_logs.clone();
+        Ok(LogStream {
+            reader: Box::new(reader),
+            close: Box::new(move || {
+                let _ = closer.shutdown(std::net::Shutdown::Both);
+                closed.fetch_add(1, Ordering::SeqCst);
+            }),
+        })
     }
 
     fn events_since(&self, after: u64, wait: Duration) -> Vec<Event> {

@@ -1,9 +1,11 @@
 //! The Debian packages the real-Docker tests use, installed on first need.
 //!
 //! A newcomer's `cargo test` on a fresh machine with only Docker must pass: a test that needs a
-//! program (the static busybox its image is made of, a local `docker-registry`, `htpasswd`)
-//! installs the package itself when it runs as root on a machine with `apt-get`, as
-//! `examples/make-image.sh` does. Anywhere else it fails with the one command that fixes it.
+//! program (the static busybox its image is made of, a local `docker-registry`, `htpasswd`,
+//! `promtool` and the `prometheus` server) installs the package itself when it runs as root on a
+//! machine with `apt-get`, as `examples/make-image.sh` does. Anywhere else it fails with the one
+//! command that fixes it. (Debian's `prometheus` enables its own service where systemd runs; the
+//! tests start their own server on a free port and never use it.)
 //! Parallel test processes take turns through a lock file, so only one runs `apt-get` at a time
 //! and the others find the program installed.
 #![allow(dead_code)]
@@ -12,7 +14,12 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every package the test suite may install, for the message that tells a user what to run.
-pub const TEST_PACKAGES: [&str; 3] = ["busybox-static", "docker-registry", "apache2-utils"];
+pub const TEST_PACKAGES: [&str; 4] = [
+    "busybox-static",
+    "docker-registry",
+    "apache2-utils",
+    "prometheus",
+];
 
 /// Serialises `apt-get` runs of parallel test processes.
 const APT_LOCK_FILE: &str = "/tmp/deckhand-test-apt.lock";

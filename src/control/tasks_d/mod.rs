@@ -42,8 +42,8 @@ pub use plan::{
     RestartBackoff, ScannedFile, TrackedFile,
 };
 pub use scan::{
-    content_hash, is_task_file_name, parse_source_mark, read_directory, source_mark, FileContent,
-    COMPOSE_FILE_NAMES,
+    content_hash, declared_images, images_named_in, is_task_file_name, parse_source_mark,
+    read_directory, source_mark, FileContent, COMPOSE_FILE_NAMES,
 };
 pub use watcher::{RescanTrigger, ScanSummary, TasksDirWatcher};
 

@@ -196,3 +196,96 @@ fn read_file(path: &Path) -> FileContent {
     };
     FileContent { hash, definition }
 }
+
+/// The image names a task file declares, for image cleanup, which never removes them (so the
+/// host can restart its declared tasks with no registry): a valid definition's container
+/// images; from a file that does not parse as a task (mid-edit, or refused) every string under
+/// an `image` key of whatever JSON it holds — a file being fixed still protects its images.
+pub fn images_named_in(bytes: &[u8]) -> Vec<String> {
+    if let Ok(parsed) = parse_task_definition(bytes) {
+        return parsed
+            .definition
+            .containers
+            .iter()
+            .map(|container| container.image.clone())
+            .collect();
+    }
+    fn collect(value: &serde_json::Value, images: &mut Vec<String>, depth: usize) {
+        if depth > 64 {
+            return;
+        }
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, inner) in map {
+                    match inner {
+                        serde_json::Value::String(image) if key == "image" => {
+                            images.push(image.clone())
+                        }
+                        other => collect(other, images, depth + 1),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for item in items {
+                    collect(item, images, depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut images = Vec::new();
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+        collect(&value, &mut images, 0);
+    }
+    images
+}
+
+/// Every image the task files of `directory` declare ([`images_named_in`]), hidden and other
+/// files skipped as the scan skips them. A missing directory declares nothing; one that cannot
+/// be read is an error (image cleanup then skips its cycle).
+pub fn declared_images(directory: &Path) -> Result<Vec<String>, String> {
+    let entries = match std::fs::read_dir(directory) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(format!("cannot read {}: {error}", directory.display())),
+    };
+    let mut images = Vec::new();
+    for entry in entries {
+        let entry =
+            entry.map_err(|error| format!("cannot read {}: {error}", directory.display()))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        let path = entry.path();
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&path).and_then(|file| {
+            file.take(MAX_TASK_DEFINITION_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+        });
+        match read {
+            Ok(_) => images.extend(images_named_in(&bytes)),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            // Not a file (a directory named *.json) declares nothing.
+            Err(_) if !path.is_file() => {}
+            Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
+        }
+    }
+    // Compose files and directories: the images of those that convert (a Compose file being
+    // fixed protects nothing until it converts again).
+    if let Ok(Some(files)) = read_directory(directory) {
+        for (name, content) in files {
+            if name.ends_with(".json") {
+                continue;
+            }
+            if let Ok(definition) = content.definition {
+                images.extend(definition.containers.iter().map(|c| c.image.clone()));
+            }
+        }
+    }
+    images.sort();
+    images.dedup();
+    Ok(images)
+}

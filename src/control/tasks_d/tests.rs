@@ -467,3 +467,50 @@ fn files_are_matched_to_the_engines_tasks_by_source_mark() {
         );
     }
 }
+
+#[test]
+fn declared_images_are_read_from_valid_and_broken_task_files() {
+    let valid = br#"{"family": "web", "containerDefinitions": [
+        {"name": "app", "image": "registry.local:5000/app:v2", "memory": 64},
+        {"name": "side", "image": "busybox", "memory": 64}]}"#;
+    assert_eq!(
+        images_named_in(valid),
+        ["registry.local:5000/app:v2", "busybox"]
+    );
+    // Mid-edit: not a valid task, its images still count.
+    let broken = br#"{"family": "web", "containerDefinitions": [{"image": "db:16", "bogus": 1}]}"#;
+    assert_eq!(images_named_in(broken), ["db:16"]);
+    assert!(images_named_in(b"not json").is_empty());
+
+    let dir = crate::state::scratch::ScratchDir::new("deckhand-declared-images");
+    std::fs::write(dir.path.join("web.json"), valid).expect("write");
+    std::fs::write(dir.path.join("db.json"), broken).expect("write");
+    std::fs::write(dir.path.join(".hidden.json"), br#"{"image": "hidden:1"}"#).expect("write");
+    std::fs::write(dir.path.join("notes.txt"), br#"{"image": "notes:1"}"#).expect("write");
+    // Compose files and directories declare the images of their services.
+    std::fs::write(
+        dir.path.join("cache.yaml"),
+        "services:\n  redis:\n    image: redis:7\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(dir.path.join("shop")).expect("shop");
+    std::fs::write(
+        dir.path.join("shop/compose.yaml"),
+        "services:\n  web:\n    image: nginx:1.25\n",
+    )
+    .expect("write");
+    assert_eq!(
+        declared_images(&dir.path).expect("readable"),
+        [
+            "busybox",
+            "db:16",
+            "nginx:1.25",
+            "redis:7",
+            "registry.local:5000/app:v2"
+        ]
+    );
+    assert_eq!(
+        declared_images(&dir.path.join("missing")).expect("a missing directory declares nothing"),
+        Vec::<String>::new()
+    );
+}

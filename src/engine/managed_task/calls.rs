@@ -5,7 +5,8 @@ use crate::engine::messages::{DockerCall, Input};
 use crate::engine::shared::TaskShared;
 use crate::engine::worker_pool::Job;
 use crate::engine::workers::{
-    answer_without_calling, call_class, input_for_panicked_call, operation_name, run_docker_call,
+    answer_without_calling, call_class, input_for_panicked_call, operation_name,
+    run_task_docker_call,
 };
 use crate::task::Task;
 use crossbeam_channel::Sender;
@@ -32,6 +33,7 @@ pub(super) fn spawn_worker(
     #[cfg(test)]
     let family = task.family.clone();
     let label = worker_label(&task.id, operation_name(&call));
+    let task_id = task.id.clone();
     let context = shared.worker_context.clone();
     let results_for_work = results.clone();
     let results_for_panic = results.clone();
@@ -49,7 +51,7 @@ pub(super) fn spawn_worker(
             let stopping = task_stopping.load(std::sync::atomic::Ordering::Relaxed);
             let answer = match answer_without_calling(&call, stopping) {
                 Some(answer) => Some(answer),
-                None => run_docker_call(&context, call),
+                None => run_task_docker_call(&context, &task_id, call),
             };
             if let Some(input) = answer {
                 // The task may be gone (shut down); then nobody needs the answer.
