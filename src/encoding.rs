@@ -74,7 +74,7 @@ pub fn base64_standard_decode(text: &str) -> Result<Vec<u8>, String> {
     }
     let unpadded = text.trim_end_matches('=');
     let padding = text.len() - unpadded.len();
-    if padding > 2 || (padding > 0 && text.len() % 4 != 0) {
+    if padding > 2 || (padding > 0 && !text.len().is_multiple_of(4)) {
         return Err("misplaced '=' padding".to_string());
     }
     if unpadded.len() % 4 == 1 {

@@ -380,6 +380,46 @@ pub fn meminfo(data: &[u8]) {
     }
 }
 
+/// Compose files (`task::compose`): YAML, interpolation, `.env` and `env_file` text, ports,
+/// durations, sizes and shell words. Whatever the bytes, no panic; and a file that converts is a
+/// task definition `deckhand validate` accepts as JSON (what `deckhand convert` promises). The
+/// first line of the input (up to a NUL) is the `.env` beside the file, so both are fuzzed.
+pub fn compose(data: &[u8]) {
+    use crate::task::compose::{convert_compose, ComposeContext};
+    let (dot_env, file) = match data.iter().position(|byte| *byte == 0) {
+        Some(at) => (
+            Some(String::from_utf8_lossy(&data[..at]).into_owned()),
+            &data[at + 1..],
+        ),
+        None => (None, data),
+    };
+    let env_file = dot_env.clone().unwrap_or_default();
+    let read = move |path: &Path| -> io::Result<String> {
+        if path.ends_with("app.env") {
+            Ok(env_file.clone())
+        } else {
+            Err(io::Error::new(io::ErrorKind::NotFound, "no such file"))
+        }
+    };
+    let environment: BTreeMap<String, String> = [("HOME", "/home/fuzz"), ("TAG", "1")]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+    let context = ComposeContext {
+        environment,
+        dot_env,
+        directory_name: Some("Fuzz Project".to_string()),
+        directory: Some("/srv/fuzz".into()),
+        read_file: &read,
+    };
+    if let Ok(converted) = convert_compose(file, &context) {
+        let json = serde_json::to_vec(&converted.json).expect("a JSON value serialises");
+        let parsed = crate::task::parse_task_definition(&json)
+            .expect("a converted Compose file is a valid task definition");
+        assert_eq!(parsed.definition, converted.parsed.definition);
+    }
+}
+
 /// Container log streams (`deckhand logs`): Docker's multiplexed framing decoded at any split
 /// gives the same bytes per stream as decoded whole; lines never pass the cap and join back to
 /// those bytes; what the agent frames again decodes back; and the CLI's reading of a streamed
@@ -501,6 +541,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tasks_d", tasks_d),
     ("rfc3339", rfc3339),
     ("meminfo", meminfo),
+    ("compose", compose),
     ("log_frames", log_frames),
     ("metrics_files", metrics_files),
 ];

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         Command::Validate { file } => {
             return deckhand::cli::validate::run(std::slice::from_ref(file));
         }
+        Command::Convert { file } => return deckhand::cli::validate::convert(file),
         Command::Submit { file } => {
             client().and_then(|client| commands::submit(&client, file, &mut stdout))
         }

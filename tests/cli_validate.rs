@@ -207,3 +207,93 @@ fn wrong_arguments_print_usage_and_exit_2() {
         );
     }
 }
+
+/// A Compose project in its own scratch directory: `compose.yaml`, `.env` and an `env_file`.
+fn compose_project(name: &str, compose: &str) -> PathBuf {
+    let directory = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli_validate")
+        .join(name);
+    std::fs::create_dir_all(&directory).expect("create project directory");
+    std::fs::write(directory.join(".env"), "WEB_TAG=1.36\n").expect(".env");
+    std::fs::write(directory.join("web.env"), "MODE=production\n").expect("web.env");
+    let path = directory.join("compose.yaml");
+    std::fs::write(&path, compose).expect("compose.yaml");
+    path
+}
+
+#[test]
+fn convert_prints_the_task_definition_that_validate_accepts() {
+    let compose = compose_project(
+        "My Shop",
+        "services:\n  web:\n    image: busybox:${WEB_TAG}\n    env_file: web.env\n    \
+         ports: ['127.0.0.1:8080:80']\n    depends_on:\n      db:\n        condition: \
+         service_healthy\n  db:\n    image: busybox\n    healthcheck:\n      test: exit 0\n",
+    );
+    let output = deckhand()
+        .arg("convert")
+        .arg(&compose)
+        .output()
+        .expect("run deckhand");
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert_eq!(json["family"], "myshop");
+    assert_eq!(json["containerDefinitions"][0]["image"], "busybox:1.36");
+    assert_eq!(
+        json["containerDefinitions"][0]["environment"],
+        serde_json::json!([{"name": "MODE", "value": "production"}])
+    );
+    assert!(
+        text(&output.stderr)
+            .contains("warning: services.web.ports[0] (line 5): host address 127.0.0.1 dropped"),
+        "{}",
+        text(&output.stderr)
+    );
+    // What convert prints, validate accepts as JSON; and validate takes the Compose file too.
+    let converted = scratch_file("converted.json", &text(&output.stdout));
+    let from_json = validate_file(&converted);
+    assert_eq!(
+        from_json.status.code(),
+        Some(0),
+        "{}",
+        text(&from_json.stderr)
+    );
+    let from_compose = validate_file(&compose);
+    assert_eq!(
+        from_compose.status.code(),
+        Some(0),
+        "{}",
+        text(&from_compose.stderr)
+    );
+    assert_eq!(
+        text(&from_compose.stdout).trim(),
+        "valid: family \"myshop\", 2 containers, start order: db, web"
+    );
+}
+
+#[test]
+fn a_compose_file_that_cannot_be_mapped_exits_2_with_every_error_and_its_line() {
+    let compose = compose_project(
+        "refused",
+        "services:\n  app:\n    build: .\n    image: app\n    secrets: [token]\nsecrets:\n  token:\n    file: ./token\n",
+    );
+    for verb in ["convert", "validate"] {
+        let output = deckhand()
+            .arg(verb)
+            .arg(&compose)
+            .output()
+            .expect("run deckhand");
+        assert_eq!(output.status.code(), Some(2), "{verb}");
+        assert!(output.stdout.is_empty(), "{verb}");
+        let errors = text(&output.stderr);
+        for wanted in [
+            "error: secrets (line 6): ",
+            "error: services.app.build (line 3): build the image first",
+            "error: services.app.secrets (line 5): ",
+        ] {
+            assert!(errors.contains(wanted), "{verb}: {wanted:?} in {errors}");
+        }
+    }
+    // Compose by content, on standard input: YAML that does not start with `{`.
+    let output = validate_stdin(b"services:\n  a:\n    image: busybox\n");
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+}

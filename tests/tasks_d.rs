@@ -483,3 +483,54 @@ fn a_task_stopped_by_request_or_whose_file_changed_is_not_restarted() {
     let summary = rescan(&watcher);
     assert_eq!(summary.replaced, vec!["worker.json".to_string()]);
 }
+
+#[test]
+fn compose_files_and_compose_directories_are_tasks() {
+    let setup = setup();
+    // A file: its project name is the file's name. Its .env is the directory's.
+    setup.write(".env", "IMAGE=busybox:latest\n");
+    setup.write(
+        "cache.yaml",
+        "services:\n  redis:\n    image: ${IMAGE}\n    command: sleep 3600\n",
+    );
+    // A directory with compose.yaml and its own .env: its project name is the directory's.
+    let project = setup.tasks_dir.join("shop");
+    std::fs::create_dir_all(&project).expect("shop");
+    std::fs::write(project.join(".env"), "TAG=latest\n").expect(".env");
+    write_atomically(
+        &project.join("compose.yaml"),
+        "services:\n  web:\n    image: busybox:${TAG}\n",
+    );
+    // A directory with no Compose file is not a task; nor is a hidden one.
+    std::fs::create_dir_all(setup.tasks_dir.join("notes")).expect("notes");
+    std::fs::create_dir_all(setup.tasks_dir.join(".hidden")).expect("hidden");
+    write_atomically(
+        &setup.tasks_dir.join(".hidden/compose.yaml"),
+        "services:\n  a:\n    image: a\n",
+    );
+    let watcher = setup.watcher(NO_TICK);
+    assert_eq!(rescan(&watcher), ScanSummary::default());
+    let mut families: Vec<String> = setup
+        .engine
+        .calls()
+        .iter()
+        .filter_map(|call| match call {
+            Call::Submit { family, .. } => Some(family.clone()),
+            Call::Stop { .. } => None,
+        })
+        .collect();
+    families.sort();
+    assert_eq!(families, ["cache", "shop"]);
+
+    // Editing a .env changes the tasks that read it: they are replaced.
+    std::fs::write(project.join(".env"), "TAG=1.36\n").expect(".env");
+    let summary = rescan(&watcher);
+    assert_eq!(summary.replaced, vec!["shop/".to_string()], "{summary:?}");
+    setup.write(".env", "IMAGE=busybox:1.36\n");
+    let summary = rescan(&watcher);
+    assert_eq!(
+        summary.replaced,
+        vec!["cache.yaml".to_string()],
+        "{summary:?}"
+    );
+}

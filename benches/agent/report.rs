@@ -27,7 +27,7 @@ impl Settings {
     pub fn wants(&self, group: &str) -> bool {
         self.only
             .as_ref()
-            .map_or(true, |groups| groups.iter().any(|wanted| wanted == group))
+            .is_none_or(|groups| groups.iter().any(|wanted| wanted == group))
     }
 }
 

@@ -47,6 +47,10 @@ pub enum Command {
     Validate {
         file: String,
     },
+    /// Print the ECS task definition a Compose file becomes (`-` = stdin).
+    Convert {
+        file: String,
+    },
     Version,
     /// General help, or one verb's.
     Help {
@@ -73,8 +77,8 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-pub const VERBS: [&str; 9] = [
-    "run", "submit", "stop", "ps", "inspect", "events", "logs", "validate", "help",
+pub const VERBS: [&str; 10] = [
+    "run", "submit", "stop", "ps", "inspect", "events", "logs", "validate", "convert", "help",
 ];
 
 pub const USAGE: &str = "\
@@ -93,6 +97,7 @@ Commands:
   logs TASK [CONTAINER] [--follow] [--tail N] [--since DURATION|TIME] [--timestamps]
                              print a task's container output (NAME | line)
   validate FILE              check a task definition offline (- = stdin)
+  convert FILE               print the ECS task definition a Compose file becomes
   help [COMMAND]             show help for a command
 
 TASK is a task id, a unique prefix of it, or its ARN.
@@ -115,8 +120,8 @@ Usage: deckhand run [--config PATH]
 Runs the agent in the foreground (logs on stderr). It reads /etc/deckhand/deckhand.conf (or
 PATH), then the environment, serves the local API on its socket and the ECS introspection
 endpoint (127.0.0.1:51678), and keeps the tasks of DECKHAND_TASKS_DIR (/etc/deckhand/tasks.d)
-running: one task per *.json file, started again (after a pause of 10 s doubling to 5 min) when
-it stops by itself. Run by a user other than root, it uses per-user places:
+running: one task per *.json file (and per Compose file: *.yaml, *.yml, or a directory holding
+compose.yaml), started again (after a pause of 10 s doubling to 5 min) when it stops by itself. Run by a user other than root, it uses per-user places:
 $XDG_CONFIG_HOME/deckhand/deckhand.conf and tasks.d, $XDG_STATE_HOME/deckhand for its state,
 $XDG_RUNTIME_DIR/deckhand/api.sock. SIGTERM or SIGINT ends it within seconds and leaves the
 containers running (the next start adopts them); SIGHUP rescans tasks.d.
@@ -128,7 +133,8 @@ Usage: deckhand submit FILE
 
 Validates the ECS task definition in FILE (- reads stdin), submits it to the agent and prints
 the new task's id. An invalid definition prints every error on stderr, creates nothing and
-exits 2."
+exits 2. FILE may be a Compose file (named *.yaml or *.yml, or not starting with {): it is
+converted first, as `deckhand convert` does."
         }
         "stop" => {
             "\
@@ -188,7 +194,17 @@ An unknown CONTAINER exits 2 and lists the task's containers."
 Usage: deckhand validate FILE
 
 Checks the ECS task definition in FILE (- reads stdin) without an agent: exit 0 with a
-summary, or exit 2 with every error and its JSON path."
+summary, or exit 2 with every error and its JSON path. FILE may be a Compose file (named
+*.yaml or *.yml, or not starting with {): it is converted first, and errors name its YAML path
+and line."
+        }
+        "convert" => {
+            "\
+Usage: deckhand convert FILE
+
+Converts the Compose file FILE (- reads stdin) into the ECS task definition deckhand runs for
+it and prints that JSON on stdout (warnings on stderr). Variables come from the environment and
+the .env beside FILE. Exit 2 with every error, each with its YAML path and line."
         }
         "help" => {
             "\
@@ -335,6 +351,9 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
             file: exactly_one("a FILE (- for stdin)")?,
         },
         "validate" => Command::Validate {
+            file: exactly_one("a FILE (- for stdin)")?,
+        },
+        "convert" => Command::Convert {
             file: exactly_one("a FILE (- for stdin)")?,
         },
         "stop" => Command::Stop {

@@ -6,13 +6,14 @@
 //! move bytes between the user and the local API.
 
 use super::client::{ApiClient, ApiResponse, ClientError, StreamAnswer};
+use super::validate::parse_input;
 use crate::api::http::{percent_encode, MAX_REQUEST_BODY_BYTES};
 use crate::api::log_stream::{FrameDecoder, OutputStream};
 use crate::api::views::task_id_from_arn;
 use crate::config::{Config, Scope};
 use crate::report::Event;
 use crate::task::time::{millis_from_rfc3339, rfc3339_from_millis};
-use crate::task::{parse_task_definition, Millis};
+use crate::task::Millis;
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -208,12 +209,14 @@ fn write_out(out: &mut dyn Write, text: &str) -> Result<(), CliFailure> {
 
 /// `deckhand submit FILE`: validate locally, submit, print the new id.
 pub fn submit(client: &ApiClient, file: &str, out: &mut dyn Write) -> Result<(), CliFailure> {
-    let definition = read_definition(file)?;
-    match parse_task_definition(&definition) {
-        Ok(parsed) => {
-            for warning in parsed.warnings {
+    let bytes = read_definition(file)?;
+    // A Compose file is converted here; the agent receives task-definition JSON.
+    let definition = match parse_input(file, &bytes) {
+        Ok(input) => {
+            for warning in &input.parsed.warnings {
                 eprintln!("warning: {warning}");
             }
+            input.json
         }
         Err(errors) => {
             // The same lines as `deckhand validate`.
@@ -224,7 +227,7 @@ pub fn submit(client: &ApiClient, file: &str, out: &mut dyn Write) -> Result<(),
                     .collect(),
             ));
         }
-    }
+    };
     let response = client.request("POST", "/v1/tasks", Some(&definition), REQUEST_TIMEOUT)?;
     if response.status != 201 {
         return Err(answer_failure(&response));

@@ -3,9 +3,19 @@
 //!
 //! Exit 0 with a one-line summary on stdout and any warnings on stderr; exit 2 with every error on
 //! stderr, one per line, each with its JSON path; exit 1 when the file cannot be read.
+//!
+//! A Compose file is accepted too (by its `.yaml`/`.yml` name or its content), converted as
+//! `deckhand convert FILE` prints it; this file also holds that command and the reading of a
+//! Compose file's surroundings (its `.env`, its `env_file`s, the environment).
 
-use crate::task::{parse_task_definition, start_order, ParsedDefinition};
+use crate::task::compose::{convert_compose, looks_like_compose, ComposeContext};
+use crate::task::{
+    parse_task_definition, start_order, ParsedDefinition, ValidationError,
+    MAX_TASK_DEFINITION_BYTES,
+};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub const USAGE: &str = "usage: deckhand validate FILE   (FILE may be - for standard input)";
@@ -36,7 +46,7 @@ pub fn run(args: &[String]) -> ExitCode {
     // Write failures (a closed pipe) must not panic the way println! would.
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
-    match parse_task_definition(&input) {
+    match parse_input(source, &input).map(|input| input.parsed) {
         Ok(parsed) => {
             for warning in &parsed.warnings {
                 let _ = writeln!(stderr, "warning: {warning}");
@@ -82,4 +92,106 @@ pub fn summary(parsed: &ParsedDefinition) -> String {
         definition.family,
         start_order(definition).join(", ")
     )
+}
+
+/// A definition as the agent receives it: task-definition JSON (a Compose file converted) and
+/// what it parses to.
+#[derive(Debug)]
+pub struct Input {
+    pub json: Vec<u8>,
+    pub parsed: ParsedDefinition,
+}
+
+/// Reads `bytes` (from `source`, a path or `-`) as task-definition JSON or, when it looks like
+/// one, as a Compose file in `source`'s directory (the current one for `-`).
+pub fn parse_input(source: &str, bytes: &[u8]) -> Result<Input, Vec<ValidationError>> {
+    if !looks_like_compose(source, bytes) {
+        let parsed = parse_task_definition(bytes)?;
+        return Ok(Input {
+            json: bytes.to_vec(),
+            parsed,
+        });
+    }
+    let current = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let directory = if source == "-" {
+        current
+    } else {
+        match Path::new(source).parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => current.join(parent),
+            _ => current,
+        }
+    };
+    let context =
+        ComposeContext::in_directory(&directory, environment(), &read_text).map_err(|message| {
+            vec![ValidationError {
+                path: ".env".to_string(),
+                message,
+            }]
+        })?;
+    let converted = convert_compose(bytes, &context)?;
+    let mut json = serde_json::to_vec_pretty(&converted.json).unwrap_or_default();
+    json.push(b'\n');
+    Ok(Input {
+        json,
+        parsed: converted.parsed,
+    })
+}
+
+/// The process environment; variables whose name or value is not UTF-8 are left out (Compose
+/// files are text).
+pub fn environment() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .collect()
+}
+
+/// Reads a text file of at most [`MAX_TASK_DEFINITION_BYTES`] (a `.env` or an `env_file`).
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_TASK_DEFINITION_BYTES as u64 + 1)
+        .read_to_string(&mut text)?;
+    if text.len() > MAX_TASK_DEFINITION_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_TASK_DEFINITION_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+/// `deckhand convert FILE`: the task-definition JSON on stdout, warnings on stderr; exit 2 with
+/// every error, exit 1 when FILE cannot be read.
+pub fn convert(source: &str) -> ExitCode {
+    let input = match read_input(source) {
+        Ok(input) => input,
+        Err(error) => {
+            eprintln!("deckhand convert: cannot read {source}: {error}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    if !looks_like_compose(source, &input) {
+        let _ = writeln!(
+            stderr,
+            "error: {source} is task-definition JSON already (convert reads Compose files)"
+        );
+        return ExitCode::from(EXIT_INVALID);
+    }
+    match parse_input(source, &input) {
+        Ok(converted) => {
+            for warning in &converted.parsed.warnings {
+                let _ = writeln!(stderr, "warning: {warning}");
+            }
+            let _ = stdout.write_all(&converted.json);
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for error in &errors {
+                let _ = writeln!(stderr, "error: {error}");
+            }
+            ExitCode::from(EXIT_INVALID)
+        }
+    }
 }

@@ -38,7 +38,7 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
     ConfigKeyDoc {
         key: "DECKHAND_TASKS_DIR",
         system_default: "/etc/deckhand/tasks.d",
-        meaning: "directory of task-definition *.json files that should be running",
+        meaning: "directory of task files (*.json task definitions, *.yaml Compose files) that should be running",
     },
     ConfigKeyDoc {
         key: "DECKHAND_INTROSPECTION_ADDR",

@@ -406,10 +406,10 @@ fn random_task(random: &mut Random, index: usize, start_sequence: u64, now: Mill
         });
         volumes.push(volume);
     };
-    if index % 2 == 0 {
+    if index.is_multiple_of(2) {
         mount(Volume::new("data"));
     }
-    if index % 3 == 0 {
+    if index.is_multiple_of(3) {
         mount(Volume {
             docker_volume_configuration: Some(DockerVolumeConfiguration {
                 scope: VolumeScope::Shared,
@@ -532,7 +532,7 @@ impl Simulation {
             dependency_poll_interval: Duration::from_secs(5),
             sent_poll_interval: Duration::from_secs(30),
             // From the seed, not a draw: the worlds of existing seeds stay as they were.
-            task_metadata: (seed % 2 == 0).then_some(MetadataEndpoint {
+            task_metadata: seed.is_multiple_of(2).then_some(MetadataEndpoint {
                 bridge_address: Some(std::net::Ipv4Addr::new(172, 17, 0, 1)),
                 loopback: true,
                 port: 51679,
@@ -1919,7 +1919,7 @@ impl Simulation {
             && self.stream_up
             && self.tasks.iter().all(|t| {
                 t.inbox.is_empty()
-                    && !t.wait_ready.as_ref().is_some_and(|ready| !ready.is_empty())
+                    && t.wait_ready.as_ref().is_none_or(|ready| ready.is_empty())
                     && t.resources_ready
                         .as_ref()
                         .is_none_or(|ready| ready.is_empty())

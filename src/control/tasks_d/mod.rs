@@ -1,5 +1,6 @@
 //! `tasks.d`: declarative tasks, the default control source of a host with no control plane.
-//! Each `*.json` file in the directory is a task that should run:
+//! Each `*.json` file in the directory is a task that should run, and so is each Compose file
+//! (`*.yaml`, `*.yml`, or a subdirectory holding `compose.yaml` and its `.env`; see `scan.rs`):
 //!
 //! - a new file starts its task;
 //! - a removed file stops its task;
@@ -41,8 +42,8 @@ pub use plan::{
     RestartBackoff, ScannedFile, TrackedFile,
 };
 pub use scan::{
-    content_hash, declared_images, images_named_in, parse_source_mark, read_directory, source_mark,
-    FileContent,
+    content_hash, declared_images, images_named_in, is_task_file_name, parse_source_mark,
+    read_directory, source_mark, FileContent, COMPOSE_FILE_NAMES,
 };
 pub use watcher::{RescanTrigger, ScanSummary, TasksDirWatcher};
 

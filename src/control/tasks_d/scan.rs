@@ -1,11 +1,32 @@
 //! Reading the `tasks.d` directory: which entries are task files, each file's content hash and
 //! parsed definition (or every error), and the source mark that names a file and its content
 //! in the task started from it.
+//!
+//! Compose files are tasks too: a `*.yaml`/`*.yml` file (its project name defaults to the file's
+//! name without the extension, and its `.env` is the directory's, hashed with it), and a subdirectory holding
+//! `compose.yaml`, `compose.yml`, `docker-compose.yaml` or `docker-compose.yml` with its own
+//! `.env` (its project name defaults to the subdirectory's name). A subdirectory's hash covers
+//! the Compose file and its `.env`, so editing either replaces the task.
 
+use crate::task::compose::{convert_compose, ComposeContext};
 use crate::task::{parse_task_definition, TaskDefinition, MAX_TASK_DEFINITION_BYTES};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::Path;
+
+/// The names of a subdirectory's Compose file, in the order Compose looks for them.
+pub const COMPOSE_FILE_NAMES: [&str; 4] = [
+    "compose.yaml",
+    "compose.yml",
+    "docker-compose.yaml",
+    "docker-compose.yml",
+];
+
+/// Whether a `tasks.d` file name is a task file: `*.json`, `*.yaml` or `*.yml`, not hidden.
+pub fn is_task_file_name(name: &str) -> bool {
+    !name.starts_with('.')
+        && (name.ends_with(".json") || name.ends_with(".yaml") || name.ends_with(".yml"))
+}
 
 /// FNV-1a, 64 bits: a content hash that is stable across builds (it is persisted).
 pub fn content_hash(bytes: &[u8]) -> u64 {
@@ -40,8 +61,9 @@ pub struct FileContent {
     pub definition: Result<TaskDefinition, Vec<String>>,
 }
 
-/// Reads every `*.json` regular, non-hidden file of `directory`. `Ok(None)`: the directory
-/// does not exist.
+/// Reads every task file (`*.json`, `*.yaml`, `*.yml`) that is a regular, non-hidden file of
+/// `directory`, and every non-hidden subdirectory holding a Compose file (named `NAME/`).
+/// `Ok(None)`: the directory does not exist.
 pub fn read_directory(directory: &Path) -> io::Result<Option<BTreeMap<String, FileContent>>> {
     let entries = match std::fs::read_dir(directory) {
         Ok(entries) => entries,
@@ -54,18 +76,86 @@ pub fn read_directory(directory: &Path) -> io::Result<Option<BTreeMap<String, Fi
         let Some(name) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };
-        if name.starts_with('.') || !name.ends_with(".json") {
+        if name.starts_with('.') {
             continue;
         }
         let path = entry.path();
         // Follow symlinks: a link to a definition elsewhere is a task too.
         match std::fs::metadata(&path) {
-            Ok(metadata) if metadata.is_file() => {}
-            _ => continue,
+            Ok(metadata) if metadata.is_file() && is_task_file_name(&name) => {
+                files.insert(name, read_file(&path));
+            }
+            Ok(metadata) if metadata.is_dir() => {
+                if let Some(content) = read_compose_directory(&path, &name) {
+                    files.insert(format!("{name}/"), content);
+                }
+            }
+            _ => {}
         }
-        files.insert(name, read_file(&path));
     }
     Ok(Some(files))
+}
+
+/// A subdirectory with a Compose file: `None` when it has none (it is not a task).
+fn read_compose_directory(path: &Path, name: &str) -> Option<FileContent> {
+    let compose = COMPOSE_FILE_NAMES
+        .iter()
+        .map(|file| path.join(file))
+        .find(|file| file.is_file())?;
+    let mut bytes = match read_limited(&compose) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return Some(FileContent {
+                hash: 0,
+                definition: Err(vec![format!("cannot read {}: {error}", compose.display())]),
+            })
+        }
+    };
+    let compose_length = bytes.len();
+    // The `.env` is part of what the task is: hash it with the file.
+    if let Ok(dot_env) = read_limited(&path.join(".env")) {
+        bytes.push(0);
+        bytes.extend_from_slice(&dot_env);
+    }
+    let hash = content_hash(&bytes);
+    let definition = compose_definition(path, name, &bytes[..compose_length]);
+    Some(FileContent { hash, definition })
+}
+
+/// Converts a Compose file found in `directory` into its task definition; `project` is the
+/// project name when the file has no `name:`.
+fn compose_definition(
+    directory: &Path,
+    project: &str,
+    bytes: &[u8],
+) -> Result<TaskDefinition, Vec<String>> {
+    let read = |path: &Path| -> io::Result<String> {
+        String::from_utf8(read_limited(path)?)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+    };
+    let environment = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .collect();
+    let mut context =
+        ComposeContext::in_directory(directory, environment, &read).map_err(|error| vec![error])?;
+    context.directory_name = Some(project.to_string());
+    convert_compose(bytes, &context)
+        .map(|converted| converted.parsed.definition)
+        .map_err(|errors| errors.iter().map(ToString::to_string).collect())
+}
+
+fn read_limited(path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_TASK_DEFINITION_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_TASK_DEFINITION_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than the {MAX_TASK_DEFINITION_BYTES} bytes a task definition may have"),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn read_file(path: &Path) -> FileContent {
@@ -74,12 +164,32 @@ fn read_file(path: &Path) -> FileContent {
         file.take(MAX_TASK_DEFINITION_BYTES as u64 + 1)
             .read_to_end(&mut bytes)
     });
-    let hash = content_hash(&bytes);
+    let is_compose = path.extension().is_none_or(|extension| extension != "json");
+    let hash = if is_compose {
+        // The directory's `.env` is part of what a Compose file's task is: hash it too.
+        let mut hashed = bytes.clone();
+        if let Ok(dot_env) = read_limited(&path.with_file_name(".env")) {
+            hashed.push(0);
+            hashed.extend_from_slice(&dot_env);
+        }
+        content_hash(&hashed)
+    } else {
+        content_hash(&bytes)
+    };
     let definition = match read {
         Err(error) => Err(vec![format!("cannot read the file: {error}")]),
         Ok(_) if bytes.len() > MAX_TASK_DEFINITION_BYTES => Err(vec![format!(
             "larger than the {MAX_TASK_DEFINITION_BYTES} bytes a task definition may have"
         )]),
+        Ok(_) if is_compose => {
+            // A Compose file: its project name defaults to the file's name.
+            let directory = path.parent().unwrap_or(Path::new("/"));
+            let project = path
+                .file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            compose_definition(directory, &project, &bytes)
+        }
         Ok(_) => parse_task_definition(&bytes)
             .map(|parsed| parsed.definition)
             .map_err(|errors| errors.iter().map(ToString::to_string).collect()),
@@ -161,6 +271,18 @@ pub fn declared_images(directory: &Path) -> Result<Vec<String>, String> {
             // Not a file (a directory named *.json) declares nothing.
             Err(_) if !path.is_file() => {}
             Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
+        }
+    }
+    // Compose files and directories: the images of those that convert (a Compose file being
+    // fixed protects nothing until it converts again).
+    if let Ok(Some(files)) = read_directory(directory) {
+        for (name, content) in files {
+            if name.ends_with(".json") {
+                continue;
+            }
+            if let Ok(definition) = content.definition {
+                images.extend(definition.containers.iter().map(|c| c.image.clone()));
+            }
         }
     }
     images.sort();

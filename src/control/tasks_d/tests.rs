@@ -487,9 +487,27 @@ fn declared_images_are_read_from_valid_and_broken_task_files() {
     std::fs::write(dir.path.join("db.json"), broken).expect("write");
     std::fs::write(dir.path.join(".hidden.json"), br#"{"image": "hidden:1"}"#).expect("write");
     std::fs::write(dir.path.join("notes.txt"), br#"{"image": "notes:1"}"#).expect("write");
+    // Compose files and directories declare the images of their services.
+    std::fs::write(
+        dir.path.join("cache.yaml"),
+        "services:\n  redis:\n    image: redis:7\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(dir.path.join("shop")).expect("shop");
+    std::fs::write(
+        dir.path.join("shop/compose.yaml"),
+        "services:\n  web:\n    image: nginx:1.25\n",
+    )
+    .expect("write");
     assert_eq!(
         declared_images(&dir.path).expect("readable"),
-        ["busybox", "db:16", "registry.local:5000/app:v2"]
+        [
+            "busybox",
+            "db:16",
+            "nginx:1.25",
+            "redis:7",
+            "registry.local:5000/app:v2"
+        ]
     );
     assert_eq!(
         declared_images(&dir.path.join("missing")).expect("a missing directory declares nothing"),

@@ -226,7 +226,7 @@ impl Watcher {
                     } else {
                         log::info!(
                             "tasks.d: {} does not exist; create it and put task definition \
-                             files (*.json) there to have them started",
+                             files (*.json, or Compose files *.yaml) there to have them started",
                             self.directory.display()
                         );
                     }

@@ -79,7 +79,7 @@ pub fn check_image_reference(reference: &str) -> Result<(), String> {
     }
     let last_slash = name_and_tag.rfind('/');
     let (name, tag) = match name_and_tag.rfind(':') {
-        Some(colon) if last_slash.map_or(true, |slash| colon > slash) => {
+        Some(colon) if last_slash.is_none_or(|slash| colon > slash) => {
             (&name_and_tag[..colon], Some(&name_and_tag[colon + 1..]))
         }
         _ => (name_and_tag, None),
@@ -121,7 +121,7 @@ pub fn check_image_reference(reference: &str) -> Result<(), String> {
                     && !label.starts_with('-')
                     && !label.ends_with('-')
             });
-        let port_ok = port.map_or(true, |port| {
+        let port_ok = port.is_none_or(|port| {
             !port.is_empty() && port.len() <= 5 && port.chars().all(|c| c.is_ascii_digit())
         });
         if !host_ok || !port_ok {
