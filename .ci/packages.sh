@@ -64,6 +64,10 @@ deb="target/packages/deckhand_${version}_${arch_deb}.deb"
 rpm_file="target/packages/deckhand-${version}-1.${arch_rpm}.rpm"
 expect_path "$deb" "build.sh writes the .deb"
 expect_path "$rpm_file" "build.sh writes the .rpm"
+# The size budget of the stripped release binary: small edge hosts are what deckhand is for.
+binary_bytes=$(stat -c %s target/release/deckhand)
+[ "$binary_bytes" -le $((3 * 1024 * 1024)) ] \
+    || fail "target/release/deckhand is $binary_bytes B stripped, over the 3 MiB budget"
 
 step "example task is valid ECS task-definition JSON"
 python3 - packaging/examples/web.json <<'PY' || fail "packaging/examples/web.json is not the expected task"
@@ -283,7 +287,7 @@ rm -rf /etc/deckhand
 
 deb_bytes=$(stat -c %s "$deb")
 rpm_bytes=$(stat -c %s "$rpm_file")
-step "done in $(( $(date +%s) - started )) s (build $build_seconds s): deb $deb_bytes B, rpm $rpm_bytes B, installed ${installed_kib} KiB"
+step "done in $(( $(date +%s) - started )) s (build $build_seconds s): binary $binary_bytes B, deb $deb_bytes B, rpm $rpm_bytes B, installed ${installed_kib} KiB"
 if [ "$skipped" -gt 0 ]; then
     printf 'packages: %d passed, 0 failed, %d skipped\n' "$((steps - 1))" "$skipped"
 else
