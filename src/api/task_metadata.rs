@@ -16,7 +16,10 @@
 //! [`EngineHandle`], which may be attached after the listener is up (until then: 503).
 
 use super::http::{HttpRequest, HttpResponse};
-use super::views::{health_name, insert_restart_count, insert_time, networks_json, volumes_json};
+use super::views::{
+    insert_health, insert_restart_count, insert_time, metadata_task_head, networks_json,
+    volumes_json,
+};
 use crate::engine::EngineHandle;
 use crate::task::labels::container_labels;
 use crate::task::metadata_endpoint::{METADATA_V3_PREFIX, METADATA_V4_PREFIX};
@@ -118,15 +121,7 @@ pub fn metadata_container(
     insert_time(&mut object, "FinishedAt", container.finished_at);
     object.insert("Type".into(), json!("NORMAL"));
     object.insert("Networks".into(), networks_json(task, container));
-    if container.definition.health_check.is_some() {
-        let mut health = Map::new();
-        health.insert("status".into(), json!(health_name(container.health)));
-        insert_time(&mut health, "statusSince", container.health_since);
-        if let Some(output) = &container.health_output {
-            health.insert("output".into(), json!(output));
-        }
-        object.insert("Health".into(), Value::Object(health));
-    }
+    insert_health(&mut object, container);
     let volumes = volumes_json(task, container);
     if !volumes.is_empty() {
         object.insert("Volumes".into(), Value::Array(volumes));
@@ -145,27 +140,7 @@ pub fn metadata_container(
 
 /// The task object of the task metadata endpoint, with every container of the task.
 pub fn metadata_task(task: &Task, cluster: &str, version: MetadataVersion) -> Value {
-    let mut object = Map::new();
-    object.insert("Cluster".into(), json!(cluster));
-    object.insert("TaskARN".into(), json!(task.arn));
-    object.insert("Family".into(), json!(task.family));
-    object.insert("Revision".into(), json!(task.revision.to_string()));
-    object.insert("DesiredStatus".into(), json!(task.desired_status.as_str()));
-    object.insert("KnownStatus".into(), json!(task.known_status.as_str()));
-    let mut limits = Map::new();
-    if let Some(cpu) = task.cpu {
-        // Task limits are in vCPUs; the definition holds CPU units (1024 per vCPU).
-        limits.insert("CPU".into(), json!(cpu as f64 / 1024.0));
-    }
-    if let Some(memory) = task.memory_mib {
-        limits.insert("Memory".into(), json!(memory));
-    }
-    if !limits.is_empty() {
-        object.insert("Limits".into(), Value::Object(limits));
-    }
-    insert_time(&mut object, "PullStartedAt", task.pull_started_at);
-    insert_time(&mut object, "PullStoppedAt", task.pull_stopped_at);
-    insert_time(&mut object, "ExecutionStoppedAt", task.execution_stopped_at);
+    let mut object = metadata_task_head(task, cluster);
     object.insert(
         "Containers".into(),
         Value::Array(

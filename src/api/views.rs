@@ -107,25 +107,17 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
     insert_time(&mut object, "StartedAt", container.started_at);
     insert_time(&mut object, "FinishedAt", container.finished_at);
     object.insert("Type".into(), json!("NORMAL"));
-    if container.definition.health_check.is_some() {
-        let mut health = Map::new();
-        health.insert("status".into(), json!(health_name(container.health)));
-        insert_time(&mut health, "statusSince", container.health_since);
-        if let Some(output) = &container.health_output {
-            health.insert("output".into(), json!(output));
-        }
-        object.insert("Health".into(), Value::Object(health));
-    }
+    insert_health(&mut object, container);
     object.insert("Ports".into(), ports_json(container));
     object.insert("Networks".into(), networks_json(task, container));
     insert_restart_count(&mut object, container);
     Value::Object(object)
 }
 
-/// The `deckhand inspect` object: the ECS task metadata v4 shape with deckhand's statuses.
-/// deckhand adds `CreatedAt` (when the task was accepted), `StoppedReason`, `Source` (the
-/// `tasks.d` file a task came from) and `WaitingFor` (why a task waits for host resources).
-pub fn task_metadata(task: &Task, cluster: &str) -> Value {
+/// The task fields the task metadata endpoint and `deckhand inspect` share: identity,
+/// statuses, the task-level limits (CPU in vCPUs: the definition holds CPU units, 1024 per
+/// vCPU) and the pull and stop times.
+pub(super) fn metadata_task_head(task: &Task, cluster: &str) -> Map<String, Value> {
     let mut object = Map::new();
     object.insert("Cluster".into(), json!(cluster));
     object.insert("TaskARN".into(), json!(task.arn));
@@ -135,7 +127,6 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     object.insert("KnownStatus".into(), json!(task.known_status.as_str()));
     let mut limits = Map::new();
     if let Some(cpu) = task.cpu {
-        // Task metadata shows CPU in vCPUs; the definition holds CPU units (1024 per vCPU).
         limits.insert("CPU".into(), json!(cpu as f64 / 1024.0));
     }
     if let Some(memory) = task.memory_mib {
@@ -147,6 +138,27 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     insert_time(&mut object, "PullStartedAt", task.pull_started_at);
     insert_time(&mut object, "PullStoppedAt", task.pull_stopped_at);
     insert_time(&mut object, "ExecutionStoppedAt", task.execution_stopped_at);
+    object
+}
+
+/// A container's `Health` (status, since when, the check's last output), when it has a check.
+pub(super) fn insert_health(object: &mut Map<String, Value>, container: &Container) {
+    if container.definition.health_check.is_some() {
+        let mut health = Map::new();
+        health.insert("status".into(), json!(health_name(container.health)));
+        insert_time(&mut health, "statusSince", container.health_since);
+        if let Some(output) = &container.health_output {
+            health.insert("output".into(), json!(output));
+        }
+        object.insert("Health".into(), Value::Object(health));
+    }
+}
+
+/// The `deckhand inspect` object: the ECS task metadata v4 shape with deckhand's statuses.
+/// deckhand adds `CreatedAt` (when the task was accepted), `StoppedReason`, `Source` (the
+/// `tasks.d` file a task came from) and `WaitingFor` (why a task waits for host resources).
+pub fn task_metadata(task: &Task, cluster: &str) -> Value {
+    let mut object = metadata_task_head(task, cluster);
     insert_time(&mut object, "CreatedAt", Some(task.created_at));
     if let Some(reason) = &task.stopped_reason {
         object.insert("StoppedReason".into(), json!(reason));
