@@ -167,26 +167,7 @@ impl Parser {
         min: u64,
         max: u64,
     ) -> Option<u64> {
-        let value = Self::field(object, key)?;
-        let key_path = join(path, key);
-        match value.as_u64() {
-            Some(number) if (min..=max).contains(&number) => Some(number),
-            Some(number) => {
-                self.error(&key_path, format!("{number} is out of range {min}–{max}"));
-                None
-            }
-            None => {
-                let found = match value {
-                    Value::Number(number) => format!("{number}"),
-                    other => type_name(other).to_string(),
-                };
-                self.error(
-                    &key_path,
-                    format!("expected a whole number in {min}–{max}, found {found}"),
-                );
-                None
-            }
-        }
+        self.whole_number(object, path, key, min, max, Value::as_u64)
     }
 
     /// A whole number in `min..=max`, negative ones allowed.
@@ -198,9 +179,23 @@ impl Parser {
         min: i64,
         max: i64,
     ) -> Option<i64> {
+        self.whole_number(object, path, key, min, max, Value::as_i64)
+    }
+
+    /// A whole number in `min..=max`, read as `read` reads JSON numbers; the error names the
+    /// range and what was found instead.
+    fn whole_number<T: Copy + PartialOrd + std::fmt::Display>(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+        key: &str,
+        min: T,
+        max: T,
+        read: fn(&Value) -> Option<T>,
+    ) -> Option<T> {
         let value = Self::field(object, key)?;
         let key_path = join(path, key);
-        match value.as_i64() {
+        match read(value) {
             Some(number) if (min..=max).contains(&number) => Some(number),
             Some(number) => {
                 self.error(&key_path, format!("{number} is out of range {min}–{max}"));
