@@ -672,13 +672,50 @@ pub struct OpenedResponse<R: Read> {
 /// Reads a response's head (skipping interim `1xx` responses) and returns its status and
 /// headers, with the body left to be read as it arrives.
 pub fn open_response<R: Read>(mut stream: R) -> Result<OpenedResponse<R>, ReadError> {
+    let FinalHead {
+        status,
+        headers,
+        framing,
+        rest,
+    } = read_final_head(&mut stream)?;
+    let remaining = match framing {
+        BodyFraming::Length(length) => length,
+        _ => 0,
+    };
+    let body = BodyStream {
+        leftover: rest,
+        position: 0,
+        inner: stream,
+        framing,
+        remaining,
+        finished: false,
+    };
+    Ok(OpenedResponse {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// A response's head after any interim `1xx` responses.
+struct FinalHead {
+    status: u16,
+    /// Header names in lower case.
+    headers: Vec<(String, String)>,
+    framing: BodyFraming,
+    /// The bytes read past the head: the body's first bytes.
+    rest: Vec<u8>,
+}
+
+/// Reads a response's head, skipping interim `1xx` responses.
+fn read_final_head<R: Read>(stream: &mut R) -> Result<FinalHead, ReadError> {
     let mut pending: Vec<u8> = Vec::new();
     loop {
         let (head, rest) = {
             let mut chained = Buffered {
                 leftover: std::mem::take(&mut pending),
                 position: 0,
-                inner: &mut stream,
+                inner: &mut *stream,
             };
             read_head(&mut chained)?
         };
@@ -702,22 +739,11 @@ pub fn open_response<R: Read>(mut stream: R) -> Result<OpenedResponse<R>, ReadEr
         } else {
             body_framing(&headers, false)?
         };
-        let remaining = match framing {
-            BodyFraming::Length(length) => length,
-            _ => 0,
-        };
-        let body = BodyStream {
-            leftover: rest,
-            position: 0,
-            inner: stream,
-            framing,
-            remaining,
-            finished: false,
-        };
-        return Ok(OpenedResponse {
+        return Ok(FinalHead {
             status,
             headers,
-            body,
+            framing,
+            rest,
         });
     }
 }
@@ -750,51 +776,24 @@ pub fn read_response<R: Read>(
     stream: &mut R,
     body_limit: usize,
 ) -> Result<HttpResponse, ReadError> {
-    let mut pending: Vec<u8> = Vec::new();
-    loop {
-        let (head, rest) = if pending.is_empty() {
-            read_head(stream)?
-        } else {
-            let mut chained = Buffered {
-                leftover: std::mem::take(&mut pending),
-                position: 0,
-                inner: stream,
-            };
-            read_head(&mut chained)?
-        };
-        let mut header_storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut header_storage);
-        match parsed.parse(&head) {
-            Ok(httparse::Status::Complete(_)) => {}
-            Ok(httparse::Status::Partial) => {
-                return Err(ReadError::Malformed("incomplete response head".into()))
-            }
-            Err(error) => return Err(ReadError::Malformed(error.to_string())),
-        }
-        let status = parsed.code.unwrap_or(0);
-        let headers = lower_headers(parsed.headers);
-        if (100..200).contains(&status) {
-            pending = rest;
-            continue;
-        }
-        let framing = if status == 204 || status == 304 {
-            BodyFraming::None
-        } else {
-            body_framing(&headers, false)?
-        };
-        let mut reader = Buffered {
-            leftover: rest,
-            position: 0,
-            inner: stream,
-        };
-        let body = read_body(&mut reader, framing, body_limit)?;
-        return Ok(HttpResponse {
-            status,
-            headers,
-            body,
-            stream: None,
-        });
-    }
+    let FinalHead {
+        status,
+        headers,
+        framing,
+        rest,
+    } = read_final_head(stream)?;
+    let mut reader = Buffered {
+        leftover: rest,
+        position: 0,
+        inner: stream,
+    };
+    let body = read_body(&mut reader, framing, body_limit)?;
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+        stream: None,
+    })
 }
 
 /// Percent-decodes one path segment or query component (invalid escapes are kept as written).
