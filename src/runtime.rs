@@ -531,6 +531,20 @@ pub trait ContainerRuntime: Send + Sync + 'static {
             message: format!("this runtime cannot remove image {name}"),
         })
     }
+    /// Makes image `repository:tag` from a root-filesystem tarball (Docker's import) and returns
+    /// its id: how deckhand makes the sandbox image of `awsvpc` tasks without a registry. The
+    /// default says the runtime cannot.
+    fn import_image(
+        &self,
+        _tarball: &[u8],
+        repository: &str,
+        tag: &str,
+    ) -> Result<String, RuntimeError> {
+        Err(RuntimeError::Api {
+            status: 501,
+            message: format!("this runtime cannot import image {repository}:{tag}"),
+        })
+    }
     /// Docker's root directory (`DockerRootDir` of `GET /info`), whose file system image
     /// cleanup watches. `Ok(None)` when the runtime has none.
     fn docker_root_dir(&self) -> Result<Option<String>, RuntimeError> {

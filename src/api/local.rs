@@ -588,7 +588,12 @@ impl LocalApi {
                     )
                 }
             },
-            None => task.containers.iter().collect(),
+            // Every container's output but the awsvpc sandbox's (it prints nothing).
+            None => task
+                .containers
+                .iter()
+                .filter(|container| !container.is_sandbox())
+                .collect(),
         };
         let created: Vec<(String, String, bool)> = chosen
             .iter()

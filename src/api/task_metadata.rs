@@ -18,7 +18,7 @@
 use super::http::{HttpRequest, HttpResponse};
 use super::views::{
     insert_health, insert_restart_count, insert_time, metadata_task_head, networks_json,
-    volumes_json,
+    shown_ports, volumes_json,
 };
 use crate::engine::EngineHandle;
 use crate::task::labels::container_labels;
@@ -75,9 +75,9 @@ pub fn metadata_container(
         "ImageID".into(),
         json!(container.image_id.clone().unwrap_or_default()),
     );
-    if !container.ports.is_empty() {
-        let ports: Vec<Value> = container
-            .ports
+    let shown = shown_ports(task, container);
+    if !shown.is_empty() {
+        let ports: Vec<Value> = shown
             .iter()
             .map(|port| {
                 let mut object = Map::new();
@@ -119,7 +119,7 @@ pub fn metadata_container(
     insert_time(&mut object, "CreatedAt", container.created_at);
     insert_time(&mut object, "StartedAt", container.started_at);
     insert_time(&mut object, "FinishedAt", container.finished_at);
-    object.insert("Type".into(), json!("NORMAL"));
+    object.insert("Type".into(), json!(container.kind.ecs_type()));
     object.insert("Networks".into(), networks_json(task, container));
     insert_health(&mut object, container);
     let volumes = volumes_json(task, container);

@@ -9,8 +9,9 @@
 //!   Docker id lookups, with ambiguity reported rather than guessed.
 
 // The metadata shows exactly the labels the engine put on the container: one function makes both.
+use crate::ports::PortBinding;
 use crate::task::labels::container_labels;
-use crate::task::{Container, HealthStatus, Millis, Task};
+use crate::task::{Container, HealthStatus, Millis, NetworkMode, Task};
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -38,10 +39,32 @@ pub(super) fn insert_time(object: &mut Map<String, Value>, key: &str, time: Opti
     }
 }
 
-fn ports_json(container: &Container) -> Value {
+/// The host ports a container's own port mappings got. An `awsvpc` task's sandbox publishes
+/// them for every container, so each container shows the sandbox's bindings of its own
+/// mappings, and the sandbox none.
+pub(super) fn shown_ports(task: &Task, container: &Container) -> Vec<PortBinding> {
+    if task.network_mode != NetworkMode::Awsvpc {
+        return container.ports.clone();
+    }
+    let (Some(sandbox), false) = (task.sandbox(), container.is_sandbox()) else {
+        return Vec::new();
+    };
+    sandbox
+        .ports
+        .iter()
+        .filter(|binding| {
+            container.definition.port_mappings.iter().any(|mapping| {
+                mapping.protocol.as_str() == binding.protocol
+                    && mapping.container_ports().contains(&binding.container_port)
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+fn ports_json(task: &Task, container: &Container) -> Value {
     Value::Array(
-        container
-            .ports
+        shown_ports(task, container)
             .iter()
             .map(|port| {
                 json!({
@@ -106,9 +129,9 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
     insert_time(&mut object, "CreatedAt", container.created_at);
     insert_time(&mut object, "StartedAt", container.started_at);
     insert_time(&mut object, "FinishedAt", container.finished_at);
-    object.insert("Type".into(), json!("NORMAL"));
+    object.insert("Type".into(), json!(container.kind.ecs_type()));
     insert_health(&mut object, container);
-    object.insert("Ports".into(), ports_json(container));
+    object.insert("Ports".into(), ports_json(task, container));
     object.insert("Networks".into(), networks_json(task, container));
     insert_restart_count(&mut object, container);
     Value::Object(object)
@@ -184,19 +207,23 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
 /// `Networks` as ECS shows it: one object per Docker network the container was attached to,
 /// with its IPv4 address; before Docker reported any, the task's network mode with no address.
 pub fn networks_json(task: &Task, container: &Container) -> Value {
-    if container.networks.is_empty() {
+    // An awsvpc task's containers all have the sandbox's network namespace and address.
+    let (networks, mode) = match (task.network_mode, task.sandbox()) {
+        (NetworkMode::Awsvpc, Some(sandbox)) => (&sandbox.networks, Some("awsvpc")),
+        _ => (&container.networks, None),
+    };
+    if networks.is_empty() {
         return json!([{ "NetworkMode": task.network_mode.as_str(), "IPv4Addresses": [] }]);
     }
     Value::Array(
-        container
-            .networks
+        networks
             .iter()
             .map(|network| {
                 let addresses: Vec<&str> = Some(network.ipv4_address.as_str())
                     .filter(|address| !address.is_empty())
                     .into_iter()
                     .collect();
-                json!({ "NetworkMode": network.name, "IPv4Addresses": addresses })
+                json!({ "NetworkMode": mode.unwrap_or(&network.name), "IPv4Addresses": addresses })
             })
             .collect(),
     )
@@ -243,8 +270,9 @@ fn introspection_container(task: &Task, container: &Container, docker_id: &str) 
     }
     insert_time(&mut object, "CreatedAt", container.created_at);
     insert_time(&mut object, "StartedAt", container.started_at);
-    if !container.ports.is_empty() {
-        object.insert("Ports".into(), ports_json(container));
+    let ports = ports_json(task, container);
+    if ports.as_array().is_some_and(|ports| !ports.is_empty()) {
+        object.insert("Ports".into(), ports);
     }
     object.insert("Networks".into(), networks_json(task, container));
     let volumes = volumes_json(task, container);

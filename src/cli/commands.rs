@@ -557,11 +557,15 @@ pub fn ps_table(tasks: &[Value], all: bool, now: Millis) -> String {
         }
         let arn = text(task, "TaskARN");
         let id = task_id_from_arn(&arn).unwrap_or(&arn).to_string();
-        let containers = task
+        // The owner's containers: an awsvpc task's sandbox is deckhand's.
+        let containers: Vec<Value> = task
             .get("Containers")
             .and_then(Value::as_array)
             .cloned()
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|container| container.get("Type").and_then(Value::as_str) != Some("CNI_PAUSE"))
+            .collect();
         let running = containers
             .iter()
             .filter(|container| {

@@ -386,8 +386,8 @@ impl DockerClient {
     }
 
     /// `POST /images/create?fromSrc=-`: makes an image `repository:tag` from a root-filesystem
-    /// tarball and returns its id. Used by tests to build images without a registry.
-    #[cfg(any(test, feature = "test-support"))]
+    /// tarball and returns its id: the sandbox image of `awsvpc` tasks, and the images tests
+    /// build without a registry.
     pub fn import_image(
         &self,
         tarball: &[u8],
@@ -819,6 +819,15 @@ impl ContainerRuntime for DockerClient {
         );
         self.call_for_body(call, &[200], MissingMeans::Image)?;
         Ok(())
+    }
+
+    fn import_image(
+        &self,
+        tarball: &[u8],
+        repository: &str,
+        tag: &str,
+    ) -> Result<String, RuntimeError> {
+        DockerClient::import_image(self, tarball, repository, tag)
     }
 
     fn docker_root_dir(&self) -> Result<Option<String>, RuntimeError> {

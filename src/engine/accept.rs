@@ -13,7 +13,7 @@ use crate::engine::managed_task::DesiredCommand;
 use crate::engine::shared::{Commands, TaskHandle};
 use crate::engine::task_engine::{new_inboxes, TaskEngine};
 use crate::report::Event;
-use crate::task::{Task, TaskDefinition, TaskStatus};
+use crate::task::{NetworkMode, Task, TaskDefinition, TaskStatus};
 use crossbeam_channel::bounded;
 use std::time::Duration;
 
@@ -30,11 +30,14 @@ impl TaskEngine {
             return Err(EngineError::ShuttingDown);
         }
         let id = new_task_id().map_err(|error| unavailable("cannot make a task id", error))?;
-        let suffixes = (0..definition.containers.len())
+        // One name and token per container of the task, its sandbox included.
+        let containers = definition.containers.len()
+            + usize::from(definition.network_mode == NetworkMode::Awsvpc);
+        let suffixes = (0..containers)
             .map(|_| random_hex(8))
             .collect::<std::io::Result<Vec<String>>>()
             .map_err(|error| unavailable("cannot make container names", error))?;
-        let tokens = (0..definition.containers.len())
+        let tokens = (0..containers)
             .map(|_| random_hex(16))
             .collect::<std::io::Result<Vec<String>>>()
             .map_err(|error| unavailable("cannot make task metadata tokens", error))?;

@@ -12,7 +12,8 @@ use crate::runtime::{
 };
 use crate::task::metadata_endpoint::{metadata_environment, MetadataEndpoint};
 use crate::task::{
-    ContainerDefinition, DevicePermission, Task, Tmpfs, Volume, VolumeScope, DEFAULT_VOLUME_DRIVER,
+    Container, ContainerDefinition, DevicePermission, NetworkMode, Task, Tmpfs, Volume,
+    VolumeScope, DEFAULT_VOLUME_DRIVER,
 };
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -279,6 +280,8 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         volumes_from.push(format!("{docker_name}{suffix}"));
     }
 
+    let (network_mode, port_bindings) = network_of(task, container)?;
+
     let mut links = Vec::new();
     for link in &definition.links {
         let mut parts = link.splitn(2, ':');
@@ -331,7 +334,7 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         volumes: Vec::new(),
         volumes_from,
         links,
-        port_bindings: port_bindings(definition),
+        port_bindings,
         memory: definition
             .memory_mib
             .map(mib_to_bytes)
@@ -357,7 +360,7 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             driver: log.log_driver.clone(),
             options: log.options.clone(),
         }),
-        network_mode: Some(task.network_mode.as_str().to_string()),
+        network_mode: Some(network_mode),
         stop_timeout: definition.stop_timeout_secs,
         hostname: definition.hostname.clone(),
         network_disabled: definition.disable_networking,
@@ -416,6 +419,45 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         pid_mode: task.pid_mode.map(|mode| mode.as_str().to_string()),
         ipc_mode: task.ipc_mode.map(|mode| mode.as_str().to_string()),
     })
+}
+
+/// A container's Docker network mode and the ports its create publishes. In an `awsvpc` task
+/// the sandbox is on the bridge and publishes every container's ports, each on the same host
+/// port; the other containers join its namespace and publish nothing themselves (Docker refuses
+/// ports on a joined namespace).
+fn network_of(task: &Task, container: &Container) -> Result<(String, Vec<PortBinding>), String> {
+    if task.network_mode != NetworkMode::Awsvpc {
+        return Ok((
+            task.network_mode.as_str().to_string(),
+            port_bindings(&container.definition),
+        ));
+    }
+    if container.is_sandbox() {
+        let bindings = task
+            .containers
+            .iter()
+            .flat_map(|member| &member.definition.port_mappings)
+            .flat_map(|mapping| {
+                mapping.container_ports().map(|port| PortBinding {
+                    container_port: port,
+                    protocol: mapping.protocol.as_str().to_string(),
+                    host_port: port,
+                    host_ip: String::new(),
+                })
+            })
+            .collect();
+        return Ok((NetworkMode::Bridge.as_str().to_string(), bindings));
+    }
+    let sandbox = task
+        .sandbox()
+        .and_then(|sandbox| sandbox.docker_name.clone())
+        .ok_or_else(|| {
+            format!(
+                "container {:?}: the awsvpc task has no sandbox with a Docker name",
+                container.name()
+            )
+        })?;
+    Ok((format!("container:{sandbox}"), Vec::new()))
 }
 
 /// One binding per published container port: a mapping's own port with its host port (0: Docker
@@ -539,6 +581,97 @@ mod tests {
         let mut old = create_request(&task, 0, "edge").expect("valid task");
         add_metadata_environment(&mut old, &task, 0, Some(&endpoint));
         assert_eq!(old.env.len(), 2);
+    }
+
+    #[test]
+    fn an_awsvpc_task_publishes_its_ports_on_the_sandbox_and_its_containers_join_it() {
+        let mut web = container_definition("web");
+        web.port_mappings = vec![PortMapping {
+            container_port: 8080,
+            host_port: None,
+            protocol: Protocol::Tcp,
+            container_port_range: None,
+        }];
+        let mut sidecar = container_definition("sidecar");
+        sidecar.port_mappings = vec![PortMapping {
+            container_port: 9000,
+            host_port: Some(9000),
+            protocol: Protocol::Udp,
+            container_port_range: Some(crate::task::PortRange {
+                first: 9000,
+                last: 9001,
+            }),
+        }];
+        let definition = TaskDefinition {
+            family: "web".to_string(),
+            revision: 3,
+            network_mode: NetworkMode::Awsvpc,
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![web, sidecar],
+            pid_mode: None,
+            ipc_mode: None,
+        };
+        let mut task = Task::new(
+            "0123456789abcdef0123456789abcdef".into(),
+            "edge",
+            definition,
+            1,
+            0,
+        );
+        let mut counter = 0;
+        assign_docker_names(&mut task, || {
+            counter += 1;
+            format!("{counter:04x}")
+        });
+        let sandbox_name = "deckhand-web-3-internalecspause-0003";
+        assert_eq!(
+            task.containers[2].docker_name.as_deref(),
+            Some(sandbox_name)
+        );
+
+        let sandbox = create_request(&task, 2, "edge").expect("valid task");
+        assert_eq!(sandbox.network_mode.as_deref(), Some("bridge"));
+        assert_eq!(sandbox.image, crate::task::sandbox::SANDBOX_IMAGE);
+        assert_eq!(sandbox.entrypoint, Some(vec!["/pause".to_string()]));
+        let published: Vec<(u16, u16, &str)> = sandbox
+            .port_bindings
+            .iter()
+            .map(|binding| {
+                (
+                    binding.container_port,
+                    binding.host_port,
+                    binding.protocol.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            published,
+            [
+                (8080, 8080, "tcp"),
+                (9000, 9000, "udp"),
+                (9001, 9001, "udp")
+            ]
+        );
+        assert_eq!(
+            sandbox.labels.get(LABEL_CONTAINER_NAME).map(String::as_str),
+            Some("~internal~ecs~pause")
+        );
+        for index in 0..2 {
+            let member = create_request(&task, index, "edge").expect("valid task");
+            assert_eq!(
+                member.network_mode,
+                Some(format!("container:{sandbox_name}")),
+                "{index}"
+            );
+            assert!(member.port_bindings.is_empty(), "{index}");
+        }
+
+        // Without the sandbox's name (never so once accepted) the create says why.
+        task.containers[2].docker_name = None;
+        let error = create_request(&task, 0, "edge").expect_err("no sandbox name");
+        assert!(error.contains("sandbox"), "{error}");
     }
 
     #[test]

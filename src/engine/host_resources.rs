@@ -97,13 +97,20 @@ impl ResourceNeeds {
         let mut ports = BTreeSet::new();
         for container in containers {
             for mapping in &container.port_mappings {
-                let host_port = match task.network_mode {
-                    NetworkMode::Host => Some(mapping.container_port),
-                    NetworkMode::Bridge => mapping.host_port.filter(|port| *port != 0),
-                    NetworkMode::None => None,
-                };
-                if let Some(port) = host_port {
-                    ports.insert((port, mapping.protocol));
+                match task.network_mode {
+                    // The task's own network namespace: every container port on the same host
+                    // port.
+                    NetworkMode::Host | NetworkMode::Awsvpc => {
+                        for port in mapping.container_ports() {
+                            ports.insert((port, mapping.protocol));
+                        }
+                    }
+                    NetworkMode::Bridge => {
+                        if let Some(port) = mapping.host_port.filter(|port| *port != 0) {
+                            ports.insert((port, mapping.protocol));
+                        }
+                    }
+                    NetworkMode::None => {}
                 }
             }
         }

@@ -12,6 +12,7 @@ pub mod managed_task;
 pub mod messages;
 pub mod reconcile;
 pub mod restore;
+pub mod sandbox_image;
 pub(crate) mod shared;
 #[cfg(test)]
 mod simulation;

@@ -31,6 +31,7 @@ use crate::runtime::{
 };
 use crate::state::StateStore;
 use crate::task::labels::LABEL_TASK_ARN;
+use crate::task::sandbox::SANDBOX_IMAGE;
 use crate::task::{ContainerStatus, PullBehavior, VolumeScope};
 use crate::text::panic_message;
 use std::collections::HashSet;
@@ -347,6 +348,16 @@ impl ContainerRuntime for PanicGuard {
             self.0.inspect_volume(name)
         })
     }
+    fn import_image(
+        &self,
+        tarball: &[u8],
+        repository: &str,
+        tag: &str,
+    ) -> Result<String, RuntimeError> {
+        guarded(DockerOperation::ImageImport, || {
+            self.0.import_image(tarball, repository, tag)
+        })
+    }
 }
 
 /// Runs one call of task `task_id` with image tracking (§15): a pull waits while image cleanup
@@ -383,6 +394,12 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
     let guard = PanicGuard(Arc::clone(&context.runtime));
     let runtime: &dyn ContainerRuntime = &guard;
     match call {
+        DockerCall::Pull { container, image } if image == SANDBOX_IMAGE => {
+            // Never from a registry: made here, once per host (and again if removed).
+            let result = crate::engine::sandbox_image::ensure_sandbox_image(runtime)
+                .map(|()| TransitionOutput::default());
+            transition(container, ContainerStatus::Pulled, result)
+        }
         DockerCall::Pull { container, image } => {
             let pulled_before = context.pulled_before(&image);
             let pull = should_pull(context.pull_behavior, pulled_before, || {

@@ -39,10 +39,11 @@ pub enum DockerOperation {
     VolumeInspect,
     VolumeCreate,
     VolumeRemove,
+    ImageImport,
 }
 
 impl DockerOperation {
-    pub const ALL: [DockerOperation; 13] = [
+    pub const ALL: [DockerOperation; 14] = [
         DockerOperation::Pull,
         DockerOperation::ImageInspect,
         DockerOperation::Create,
@@ -56,6 +57,7 @@ impl DockerOperation {
         DockerOperation::VolumeInspect,
         DockerOperation::VolumeCreate,
         DockerOperation::VolumeRemove,
+        DockerOperation::ImageImport,
     ];
 
     /// The `operation` label value.
@@ -74,6 +76,7 @@ impl DockerOperation {
             DockerOperation::VolumeInspect => "volume_inspect",
             DockerOperation::VolumeCreate => "volume_create",
             DockerOperation::VolumeRemove => "volume_remove",
+            DockerOperation::ImageImport => "image_import",
         }
     }
 
@@ -84,6 +87,7 @@ impl DockerOperation {
             DockerOperation::VolumeInspect => "volume inspect",
             DockerOperation::VolumeCreate => "volume create",
             DockerOperation::VolumeRemove => "volume remove",
+            DockerOperation::ImageImport => "image import",
             other => other.label(),
         }
     }

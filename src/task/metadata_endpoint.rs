@@ -37,7 +37,8 @@ impl MetadataEndpoint {
     /// gateway in bridge mode, 127.0.0.1 in host mode, none without a network.
     pub fn address_for(&self, network_mode: NetworkMode) -> Option<Ipv4Addr> {
         match network_mode {
-            NetworkMode::Bridge => self.bridge_address,
+            // An awsvpc task's namespace is its sandbox's, on the bridge.
+            NetworkMode::Bridge | NetworkMode::Awsvpc => self.bridge_address,
             NetworkMode::Host => Some(Ipv4Addr::LOCALHOST).filter(|_| self.loopback),
             NetworkMode::None => None,
         }

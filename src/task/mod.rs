@@ -7,6 +7,7 @@ pub mod labels;
 pub mod metadata_endpoint;
 pub mod model;
 pub mod reason;
+pub mod sandbox;
 pub mod status;
 pub mod time;
 

@@ -20,6 +20,9 @@ pub enum NetworkMode {
     Bridge,
     Host,
     None,
+    /// One network namespace for the whole task, held by its sandbox container on Docker's
+    /// bridge, as a task gets on Fargate (docs/ENGINE.md §16).
+    Awsvpc,
 }
 
 impl NetworkMode {
@@ -28,6 +31,33 @@ impl NetworkMode {
             NetworkMode::Bridge => "bridge",
             NetworkMode::Host => "host",
             NetworkMode::None => "none",
+            NetworkMode::Awsvpc => "awsvpc",
+        }
+    }
+}
+
+/// What a container of a task is: one of the task definition's, or one deckhand adds itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerKind {
+    /// A container of the task definition.
+    #[default]
+    Normal,
+    /// The sandbox of an `awsvpc` task: it holds the task's network namespace, which every
+    /// other container of the task joins (ECS's pause container).
+    Sandbox,
+}
+
+impl ContainerKind {
+    pub fn is_normal(&self) -> bool {
+        *self == ContainerKind::Normal
+    }
+
+    /// ECS's name for the kind (the `Type` of task metadata).
+    pub fn ecs_type(self) -> &'static str {
+        match self {
+            ContainerKind::Normal => "NORMAL",
+            ContainerKind::Sandbox => "CNI_PAUSE",
         }
     }
 }
@@ -584,6 +614,10 @@ pub struct ContainerNetwork {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Container {
     pub definition: ContainerDefinition,
+    /// Absent from checkpoints of normal containers (and of every container written before
+    /// sandboxes existed).
+    #[serde(default, skip_serializing_if = "ContainerKind::is_normal")]
+    pub kind: ContainerKind,
     /// Fixed once, before create, and checkpointed before the create call.
     pub docker_name: Option<String>,
     /// The secret path part of this container's task metadata endpoint URI (§14), fixed with
@@ -625,6 +659,7 @@ impl Container {
     pub fn new(definition: ContainerDefinition) -> Container {
         Container {
             definition,
+            kind: ContainerKind::Normal,
             docker_name: None,
             metadata_token: None,
             docker_id: None,
@@ -656,6 +691,10 @@ impl Container {
 
     pub fn essential(&self) -> bool {
         self.definition.essential
+    }
+
+    pub fn is_sandbox(&self) -> bool {
+        self.kind == ContainerKind::Sandbox
     }
 }
 
@@ -714,6 +753,14 @@ impl Task {
         now: Millis,
     ) -> Task {
         let arn = format!("arn:aws:ecs:local:000000000000:task/{cluster}/{id}");
+        let mut containers: Vec<Container> = definition
+            .containers
+            .into_iter()
+            .map(Container::new)
+            .collect();
+        if definition.network_mode == NetworkMode::Awsvpc {
+            crate::task::sandbox::add_sandbox(&mut containers);
+        }
         Task {
             id,
             arn,
@@ -723,11 +770,7 @@ impl Task {
             cpu: definition.cpu,
             memory_mib: definition.memory_mib,
             volumes: definition.volumes,
-            containers: definition
-                .containers
-                .into_iter()
-                .map(Container::new)
-                .collect(),
+            containers,
             pid_mode: definition.pid_mode,
             ipc_mode: definition.ipc_mode,
             known_status: TaskStatus::None,
@@ -752,6 +795,11 @@ impl Task {
 
     pub fn container_index(&self, name: &str) -> Option<usize> {
         self.containers.iter().position(|c| c.name() == name)
+    }
+
+    /// The sandbox of an `awsvpc` task; `None` for every other network mode.
+    pub fn sandbox(&self) -> Option<&Container> {
+        self.containers.iter().find(|c| c.is_sandbox())
     }
 }
 

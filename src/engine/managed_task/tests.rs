@@ -1779,3 +1779,111 @@ fn a_started_containers_ports_are_recorded_without_ipv6_twins_unless_configured(
         assert_eq!(recorded, expected, "exclude={exclude}");
     }
 }
+
+#[test]
+fn an_awsvpc_sandbox_runs_first_stops_last_is_removed_last_and_is_never_reported() {
+    const SANDBOX: &str = crate::task::sandbox::SANDBOX_CONTAINER_NAME;
+    let mut task = one_container_task();
+    task.network_mode = crate::task::NetworkMode::Awsvpc;
+    crate::task::sandbox::add_sandbox(&mut task.containers);
+    crate::engine::container_spec::assign_docker_names(&mut task, || "0002".into());
+    let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+    let answer =
+        |container: &str, target: ContainerStatus, docker_id: Option<&str>| Input::Transition {
+            container: container.into(),
+            target,
+            result: Ok(TransitionOutput {
+                docker_id: docker_id.map(str::to_string),
+                info: None,
+            }),
+        };
+    let calls_for = |effects: &[Effect], name: &str| -> Vec<&'static str> {
+        effects
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::Docker(DockerCall::Pull { container, .. }) if container == name => {
+                    Some("pull")
+                }
+                Effect::Docker(DockerCall::Create { container, .. }) if container == name => {
+                    Some("create")
+                }
+                Effect::Docker(DockerCall::Start { container, .. }) if container == name => {
+                    Some("start")
+                }
+                Effect::Docker(DockerCall::Stop { container, .. }) if container == name => {
+                    Some("stop")
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let sandbox_emits = |effects: &[Effect]| {
+        effects.iter().any(|effect| {
+            matches!(effect, Effect::Emit { reported: Reported::Container { name, .. }, .. }
+                if name == SANDBOX)
+        })
+    };
+    let mut all = machine.start(1_000);
+    assert_eq!(calls_for(&all, SANDBOX), ["pull"], "{all:?}");
+    assert!(
+        calls_for(&all, "app").is_empty(),
+        "the app waits for the sandbox"
+    );
+    let steps = [
+        answer(SANDBOX, ContainerStatus::Pulled, None),
+        answer(SANDBOX, ContainerStatus::Created, Some("sandbox-id")),
+    ];
+    for step in steps {
+        all.extend(machine.handle(step, 1_001));
+    }
+    assert!(
+        calls_for(&all, "app").is_empty(),
+        "not before the sandbox runs"
+    );
+    let effects = machine.handle(answer(SANDBOX, ContainerStatus::Running, None), 1_002);
+    assert_eq!(calls_for(&effects, "app"), ["pull"], "{effects:?}");
+    all.extend(effects);
+    for step in [
+        answer("app", ContainerStatus::Pulled, None),
+        answer("app", ContainerStatus::Created, Some("app-id")),
+        answer("app", ContainerStatus::Running, None),
+    ] {
+        all.extend(machine.handle(step, 1_003));
+    }
+    assert_eq!(machine.task().known_status, TaskStatus::Running);
+
+    let effects = machine.handle(
+        Input::Desired {
+            status: TaskStatus::Stopped,
+            sequence: 2,
+            registered: true,
+        },
+        2_000,
+    );
+    assert_eq!(calls_for(&effects, "app"), ["stop"], "{effects:?}");
+    assert!(
+        calls_for(&effects, SANDBOX).is_empty(),
+        "the sandbox stops last"
+    );
+    all.extend(effects);
+    let effects = machine.handle(answer("app", ContainerStatus::Stopped, None), 2_001);
+    assert_eq!(calls_for(&effects, SANDBOX), ["stop"], "{effects:?}");
+    all.extend(effects);
+    all.extend(machine.handle(answer(SANDBOX, ContainerStatus::Stopped, None), 2_002));
+    assert_eq!(machine.task().known_status, TaskStatus::Stopped);
+    assert!(!sandbox_emits(&all), "{all:?}");
+
+    let effects = machine.handle(
+        Input::Reported(Reported::Task {
+            status: TaskStatus::Stopped,
+        }),
+        3_000,
+    );
+    assert!(
+        effects.contains(&Effect::Docker(DockerCall::Remove {
+            docker_ids: vec!["app-id".to_string(), "sandbox-id".to_string()],
+            volumes: Vec::new(),
+        })),
+        "{effects:?}"
+    );
+}

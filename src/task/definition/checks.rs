@@ -50,7 +50,7 @@ impl Parser {
             self.error(containers_path, "at least one container must be essential");
         }
 
-        let mut host_ports: HashMap<(u16, &str), String> = HashMap::new();
+        let mut host_ports_seen: HashMap<(u16, &str), String> = HashMap::new();
         for (index, container) in containers.iter().enumerate() {
             let at = &paths[index];
             for (edge_index, edge) in container.depends_on.iter().enumerate() {
@@ -117,6 +117,21 @@ impl Parser {
                     ),
                 );
             }
+            if network_mode == NetworkMode::Awsvpc {
+                let asked = [
+                    ("hostname", container.hostname.is_some()),
+                    ("dnsServers", !container.dns_servers.is_empty()),
+                    ("dnsSearchDomains", !container.dns_search_domains.is_empty()),
+                    ("extraHosts", !container.extra_hosts.is_empty()),
+                ];
+                for (key, _) in asked.iter().filter(|(_, asked)| *asked) {
+                    self.error(
+                        &at.at(key),
+                        "not supported for tasks that use the awsvpc network mode: the task's \
+                         containers share one network namespace",
+                    );
+                }
+            }
             for (source_index, source) in container.volumes_from.iter().enumerate() {
                 if by_name(&source.source_container).is_none() {
                     self.error(
@@ -142,49 +157,61 @@ impl Parser {
             self.port_range_checks(container, at, network_mode);
             for (port_index, mapping) in container.port_mappings.iter().enumerate() {
                 let mapping_path = indexed(&at.at("portMappings"), port_index);
-                if mapping.container_port_range.is_some() && network_mode != NetworkMode::None {
-                    // Checked by port_range_checks; its host ports are Docker's to pick.
-                    continue;
-                }
-                let host_port = match network_mode {
+                let host_ports = match network_mode {
                     NetworkMode::None => {
                         self.error(
                             &mapping_path,
-                            "port mappings need networkMode bridge or host (this task uses none)",
+                            "port mappings need networkMode bridge, host or awsvpc (this task \
+                             uses none)",
                         );
                         continue;
                     }
-                    NetworkMode::Host => {
+                    // Checked by port_range_checks; its host ports are Docker's to pick (bridge)
+                    // or refused (host).
+                    NetworkMode::Bridge | NetworkMode::Host
+                        if mapping.container_port_range.is_some() =>
+                    {
+                        continue
+                    }
+                    // The task's network namespace is its own: each container port is published
+                    // on the same host port.
+                    NetworkMode::Host | NetworkMode::Awsvpc => {
                         if let Some(host_port) = mapping.host_port.filter(|port| *port != 0) {
-                            if host_port != mapping.container_port {
+                            if host_port != mapping.container_port
+                                || mapping.container_port_range.is_some()
+                            {
                                 self.error(
                                     &join(&mapping_path, "hostPort"),
                                     format!(
-                                        "with networkMode host, hostPort ({host_port}) must equal containerPort ({})",
+                                        "with networkMode {}, hostPort ({host_port}) must equal \
+                                         containerPort ({})",
+                                        network_mode.as_str(),
                                         mapping.container_port
                                     ),
                                 );
                             }
                         }
-                        mapping.container_port
+                        mapping.container_ports()
                     }
                     NetworkMode::Bridge => match mapping.host_port {
                         // Docker picks an ephemeral port: no clash possible.
                         None | Some(0) => continue,
-                        Some(port) => port,
+                        Some(port) => port..=port,
                     },
                 };
-                let key = (host_port, mapping.protocol.as_str());
-                if let Some(first) = host_ports.get(&key) {
-                    self.error(
-                        &mapping_path,
-                        format!(
-                            "host port {host_port}/{} is already used by {first}",
-                            mapping.protocol.as_str()
-                        ),
-                    );
-                } else {
-                    host_ports.insert(key, mapping_path);
+                for host_port in host_ports {
+                    let key = (host_port, mapping.protocol.as_str());
+                    if let Some(first) = host_ports_seen.get(&key) {
+                        self.error(
+                            &mapping_path,
+                            format!(
+                                "host port {host_port}/{} is already used by {first}",
+                                mapping.protocol.as_str()
+                            ),
+                        );
+                        break;
+                    }
+                    host_ports_seen.insert(key, mapping_path.clone());
                 }
             }
         }

@@ -150,17 +150,13 @@ impl Parser {
             "bridge" => NetworkMode::Bridge,
             "host" => NetworkMode::Host,
             "none" => NetworkMode::None,
-            "awsvpc" => {
-                self.error(
-                    &join(path, "networkMode"),
-                    "awsvpc is not supported: deckhand supports only bridge, host and none",
-                );
-                NetworkMode::Bridge
-            }
+            "awsvpc" => NetworkMode::Awsvpc,
             other => {
                 self.error(
                     &join(path, "networkMode"),
-                    format!("unknown network mode {other:?}: expected bridge, host or none"),
+                    format!(
+                        "unknown network mode {other:?}: expected bridge, host, awsvpc or none"
+                    ),
                 );
                 NetworkMode::Bridge
             }

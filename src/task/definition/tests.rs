@@ -290,8 +290,7 @@ fn validation_rules_one_row_each() {
         ("family not a string", insert("", "family", json!(5)), "family: expected a string, found a number"),
         ("revision zero", insert("", "revision", json!(0)), "revision: 0 is out of range 1–4294967295"),
         ("revision negative", insert("", "revision", json!(-1)), "revision: expected a whole number in 1–4294967295, found -1"),
-        ("awsvpc", insert("", "networkMode", json!("awsvpc")), "networkMode: awsvpc is not supported: deckhand supports only bridge, host and none"),
-        ("unknown network mode", insert("", "networkMode", json!("nat")), "networkMode: unknown network mode \"nat\": expected bridge, host or none"),
+        ("unknown network mode", insert("", "networkMode", json!("nat")), "networkMode: unknown network mode \"nat\": expected bridge, host, awsvpc or none"),
         ("task cpu nonsense", insert("", "cpu", json!("lots")), "cpu: expected a whole number or a string such as \"1024\" or \"1 vCPU\", found \"lots\""),
         ("task memory zero", insert("", "memory", json!(0)), "memory: expected a whole number or a string such as \"1024\" or \"1 GB\", found 0"),
         ("containers missing", remove("", "containerDefinitions"), "containerDefinitions: required"),
@@ -353,7 +352,27 @@ fn validation_rules_one_row_each() {
         ("port mappings with none", Box::new(|d| {
             d["networkMode"] = json!("none");
             d["containerDefinitions"][0]["links"] = json!([]);
-        }), "containerDefinitions[0].portMappings[0]: port mappings need networkMode bridge or host (this task uses none)"),
+        }), "containerDefinitions[0].portMappings[0]: port mappings need networkMode bridge, host or awsvpc (this task uses none)"),
+        ("awsvpc hostPort differs", Box::new(|d| {
+            d["networkMode"] = json!("awsvpc");
+            d["containerDefinitions"][0]["links"] = json!([]);
+        }), "containerDefinitions[0].portMappings[0].hostPort: with networkMode awsvpc, hostPort (8080) must equal containerPort (80)"),
+        ("awsvpc links", Box::new(|d| {
+            d["networkMode"] = json!("awsvpc");
+            d["containerDefinitions"][0]["portMappings"] = json!([{"containerPort": 80}]);
+        }), "containerDefinitions[0].links: links need networkMode bridge (this task uses awsvpc)"),
+        ("awsvpc hostname", Box::new(|d| {
+            d["networkMode"] = json!("awsvpc");
+            d["containerDefinitions"][0]["links"] = json!([]);
+            d["containerDefinitions"][0]["portMappings"] = json!([{"containerPort": 80, "hostPort": 80}]);
+            d["containerDefinitions"][1]["hostname"] = json!("db");
+        }), "containerDefinitions[1].hostname: not supported for tasks that use the awsvpc network mode: the task's containers share one network namespace"),
+        ("awsvpc same port twice", Box::new(|d| {
+            d["networkMode"] = json!("awsvpc");
+            d["containerDefinitions"][0]["links"] = json!([]);
+            d["containerDefinitions"][0]["portMappings"] = json!([{"containerPort": 80}]);
+            d["containerDefinitions"][1]["portMappings"] = json!([{"containerPort": 80}]);
+        }), "containerDefinitions[1].portMappings[0]: host port 80/tcp is already used by containerDefinitions[0].portMappings[0]"),
         ("containerPort zero", insert("/containerDefinitions/0/portMappings/0", "containerPort", json!(0)), "containerDefinitions[0].portMappings[0].containerPort: 0 is out of range 1–65535"),
         ("containerPort missing", remove("/containerDefinitions/0/portMappings/0", "containerPort"), "containerDefinitions[0].portMappings[0].containerPort: required"),
         ("hostPort too big", insert("/containerDefinitions/0/portMappings/0", "hostPort", json!(70000)), "containerDefinitions[0].portMappings[0].hostPort: 70000 is out of range 0–65535"),
@@ -407,7 +426,7 @@ fn syntax_errors_are_reported_at_the_document() {
 fn all_errors_are_reported_at_once() {
     let definition = json!({
         "family": "shop",
-        "networkMode": "awsvpc",
+        "networkMode": "nat",
         "containerDefinitions": [
             {"name": "web", "image": "", "essential": false},
             {"name": "web", "image": "busybox", "essential": false,
@@ -419,7 +438,7 @@ fn all_errors_are_reported_at_once() {
     assert_eq!(
         errors,
         vec![
-            "networkMode: awsvpc is not supported: deckhand supports only bridge, host and none",
+            "networkMode: unknown network mode \"nat\": expected bridge, host, awsvpc or none",
             "containerDefinitions[0].image: image must not be empty",
             "containerDefinitions[1].name: duplicate container name \"web\" (also containerDefinitions[0])",
             "containerDefinitions: at least one container must be essential",

@@ -379,7 +379,10 @@ impl ManagedTask {
     ) {
         let container = &self.task.containers[index];
         let known = container.known_status;
-        if !matches!(known, ContainerStatus::Running | ContainerStatus::Stopped)
+        // The sandbox is deckhand's, not the owner's: ECS reports no state of its pause
+        // container either.
+        if container.is_sandbox()
+            || !matches!(known, ContainerStatus::Running | ContainerStatus::Stopped)
             || self.emitted_container[index] >= known
             || container.sent_status >= known
         {

@@ -1,0 +1,91 @@
+//! The awsvpc sandbox's pause program for both architectures deckhand carries it for, run as a
+//! real process: the one of this machine natively, the other under qemu's user-mode emulator
+//! (Debian's `qemu-user`, installed on first need). Each waits, survives a signal it does not
+//! handle, and exits 0 on SIGTERM and on SIGINT.
+
+#[path = "support/packages.rs"]
+mod packages;
+
+use deckhand::engine::sandbox_image::{pause_program, Architecture};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn write_program(architecture: Architecture) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "deckhand-sandbox-program-{}-{architecture:?}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&directory).expect("temp dir");
+    let path = directory.join("pause");
+    std::fs::write(&path, pause_program(architecture)).expect("write the program");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("sh")
+        .args(["-c", &format!("kill -{name} {pid}")])
+        .status()
+        .expect("sh");
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+/// Runs `program` (through `emulator` if given) and checks it waits and ends with 0 on `stop`.
+fn check_waits_then_exits_zero(emulator: Option<&str>, program: &Path, stop: &str) {
+    let mut command = match emulator {
+        Some(emulator) => {
+            let mut command = Command::new(emulator);
+            command.arg(program);
+            command
+        }
+        None => Command::new(program),
+    };
+    let mut child = command
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the program starts");
+    // Emulated start-up takes a moment; the program must be waiting, not gone, afterwards.
+    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), "CHLD");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "{program:?} under {emulator:?} ended before any stop signal"
+    );
+    signal(child.id(), stop);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{program:?} under {emulator:?} ignored SIG{stop}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{program:?} under {emulator:?} after SIG{stop}: {status:?}"
+    );
+    if let Some(directory) = program.parent() {
+        let _ = std::fs::remove_dir_all(directory);
+    }
+}
+
+#[test]
+fn both_pause_programs_wait_and_exit_zero_on_sigterm_and_sigint() {
+    let native = Architecture::of_this_build().expect("a build deckhand carries the program for");
+    let (other, emulator) = match native {
+        Architecture::X86_64 => (Architecture::Aarch64, "qemu-aarch64"),
+        Architecture::Aarch64 => (Architecture::X86_64, "qemu-x86_64"),
+    };
+    packages::ensure_program(emulator, "qemu-user");
+    for stop in ["TERM", "INT"] {
+        check_waits_then_exits_zero(None, &write_program(native), stop);
+        check_waits_then_exits_zero(Some(emulator), &write_program(other), stop);
+    }
+}
