@@ -1,7 +1,8 @@
 //! `networkMode: awsvpc` in the whole agent on real Docker: a Fargate-shaped task definition
 //! (web server + sidecar, task-level cpu and memory, no host ports of its own) runs unchanged.
 //! Its containers share one network namespace held by the sandbox deckhand adds (the sidecar
-//! reaches the web server on 127.0.0.1), its port answers on the host, `inspect` shows the
+//! reaches the web server on 127.0.0.1; with `pidMode`/`ipcMode` `task` it also sees the web
+//! server's process and `/dev/shm`), its port answers on the host, `inspect` shows the
 //! task's address, the sandbox's image is made on the host without a registry, a `kill -9` of
 //! the agent leaves exactly one sandbox, and cleanup removes every container.
 
@@ -19,19 +20,24 @@ const SANDBOX_NAME: &str = "~internal~ecs~pause";
 
 fn fargate_definition(port: u16) -> String {
     let web = format!(
-        "mkdir -p /www && echo 'hello from awsvpc' > /www/index.html && exec httpd -f -p {port} -h /www"
+        "mkdir -p /www && echo 'hello from awsvpc' > /www/index.html && \
+         echo shared > /dev/shm/from-web && exec httpd -f -p {port} -h /www"
     );
     // The sidecar has no port of its own: it finds the web server on the task's localhost.
     let sidecar = format!(
         "trap 'exit 0' TERM; \
          until page=$(wget -q -O - http://127.0.0.1:{port}/); do sleep 0.2; done; \
          echo \"sidecar reached web: $page\"; \
+         echo \"shm: $(cat /dev/shm/from-web)\"; \
+         if ps | grep -q '[h]ttpd -f'; then echo 'pid: sees httpd'; fi; \
          while true; do sleep 1; done"
     );
     format!(
         r#"{{
   "family": "fargate-web",
   "networkMode": "awsvpc",
+  "pidMode": "task",
+  "ipcMode": "task",
   "requiresCompatibilities": ["FARGATE"],
   "cpu": "256",
   "memory": "512",
@@ -122,6 +128,9 @@ fn a_fargate_task_shares_one_namespace_publishes_its_port_survives_a_crash_and_i
         "sidecar",
         "sidecar reached web: hello from awsvpc",
     );
+    // pidMode and ipcMode task: the sidecar sees the web server's process and its /dev/shm.
+    wait_for_container_output(&agent, &task, "sidecar", "shm: shared");
+    wait_for_container_output(&agent, &task, "sidecar", "pid: sees httpd");
 
     // One sandbox, made from the image deckhand imported; the task's containers join it.
     let containers = agent.containers();

@@ -12,8 +12,8 @@ use crate::runtime::{
 };
 use crate::task::metadata_endpoint::{metadata_environment, MetadataEndpoint};
 use crate::task::{
-    Container, ContainerDefinition, DevicePermission, NetworkMode, Task, Tmpfs, Volume,
-    VolumeScope, DEFAULT_VOLUME_DRIVER,
+    Container, ContainerDefinition, DevicePermission, IpcMode, NetworkMode, PidMode, Task, Tmpfs,
+    Volume, VolumeScope, DEFAULT_VOLUME_DRIVER,
 };
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -387,8 +387,10 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             .iter()
             .map(|mount| (mount.container_path.clone(), tmpfs_options(mount)))
             .collect(),
+        // A container that joins the sandbox's IPC namespace has the sandbox's /dev/shm.
         shm_size: linux
             .shared_memory_size_mib
+            .filter(|_| task.ipc_mode != Some(IpcMode::Task))
             .map(mib_to_bytes)
             .transpose()
             .map_err(|_| too_large("linuxParameters.sharedMemorySize"))?,
@@ -416,8 +418,8 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             .map(|control| (control.namespace.clone(), control.value.clone()))
             .collect(),
         security_opt: definition.docker_security_options.clone(),
-        pid_mode: task.pid_mode.map(|mode| mode.as_str().to_string()),
-        ipc_mode: task.ipc_mode.map(|mode| mode.as_str().to_string()),
+        pid_mode: pid_mode_of(task, container)?,
+        ipc_mode: ipc_mode_of(task, container)?,
     })
 }
 
@@ -448,16 +450,42 @@ fn network_of(task: &Task, container: &Container) -> Result<(String, Vec<PortBin
             .collect();
         return Ok((NetworkMode::Bridge.as_str().to_string(), bindings));
     }
-    let sandbox = task
-        .sandbox()
-        .and_then(|sandbox| sandbox.docker_name.clone())
+    Ok((join_sandbox(task, container)?, Vec::new()))
+}
+
+/// `container:<the sandbox's Docker name>`: how a container of an awsvpc task joins one of the
+/// sandbox's namespaces.
+fn join_sandbox(task: &Task, container: &Container) -> Result<String, String> {
+    task.sandbox()
+        .and_then(|sandbox| sandbox.docker_name.as_deref())
+        .map(|name| format!("container:{name}"))
         .ok_or_else(|| {
             format!(
                 "container {:?}: the awsvpc task has no sandbox with a Docker name",
                 container.name()
             )
-        })?;
-    Ok((format!("container:{sandbox}"), Vec::new()))
+        })
+}
+
+/// Docker's `PidMode`: the host's, or with `task` the sandbox's (which keeps its own).
+fn pid_mode_of(task: &Task, container: &Container) -> Result<Option<String>, String> {
+    Ok(match task.pid_mode {
+        None => None,
+        Some(PidMode::Host) => Some("host".to_string()),
+        Some(PidMode::Task) if container.is_sandbox() => None,
+        Some(PidMode::Task) => Some(join_sandbox(task, container)?),
+    })
+}
+
+/// Docker's `IpcMode`: with `task` the sandbox's namespace is made shareable and joined.
+fn ipc_mode_of(task: &Task, container: &Container) -> Result<Option<String>, String> {
+    Ok(match task.ipc_mode {
+        None => None,
+        Some(IpcMode::Host) => Some("host".to_string()),
+        Some(IpcMode::None) => Some("none".to_string()),
+        Some(IpcMode::Task) if container.is_sandbox() => Some("shareable".to_string()),
+        Some(IpcMode::Task) => Some(join_sandbox(task, container)?),
+    })
 }
 
 /// One binding per published container port: a mapping's own port with its host port (0: Docker
@@ -667,6 +695,29 @@ mod tests {
             );
             assert!(member.port_bindings.is_empty(), "{index}");
         }
+
+        assert_eq!(
+            (sandbox.pid_mode.clone(), sandbox.ipc_mode.clone()),
+            (None, None)
+        );
+
+        // pidMode and ipcMode task: the sandbox holds both namespaces and the others join them.
+        task.pid_mode = Some(PidMode::Task);
+        task.ipc_mode = Some(IpcMode::Task);
+        task.containers[0]
+            .definition
+            .linux_parameters
+            .shared_memory_size_mib = Some(128);
+        let sandbox = create_request(&task, 2, "edge").expect("valid task");
+        assert_eq!(sandbox.pid_mode, None);
+        assert_eq!(sandbox.ipc_mode.as_deref(), Some("shareable"));
+        let web = create_request(&task, 0, "edge").expect("valid task");
+        let joined = Some(format!("container:{sandbox_name}"));
+        assert_eq!(
+            (web.pid_mode.clone(), web.ipc_mode.clone()),
+            (joined.clone(), joined)
+        );
+        assert_eq!(web.shm_size, None, "the sandbox's /dev/shm");
 
         // Without the sandbox's name (never so once accepted) the create says why.
         task.containers[2].docker_name = None;

@@ -88,6 +88,10 @@
 //!    container it created is left running.
 //! 9. No container is created before the named Docker volumes it mounts exist (every other task
 //!    mounts a task-scoped volume, every third one a shared autoprovisioned one).
+//! 10. In an awsvpc task (every fourth one), no container is created before the sandbox whose
+//!     network namespace it joins was; the simulated Docker refuses to start one while its sandbox
+//!     is not running, as Docker does, so a start before the sandbox runs is an error the task
+//!     would report.
 //!
 //! # What the simulator tolerates, and why
 //!
@@ -424,7 +428,12 @@ fn random_task(random: &mut Random, index: usize, start_sequence: u64, now: Mill
     let definition = TaskDefinition {
         family: format!("sim{index}"),
         revision: 1,
-        network_mode: NetworkMode::Bridge,
+        // Every fourth task is an awsvpc one, with its sandbox (invariant 10).
+        network_mode: if index % 4 == 3 {
+            NetworkMode::Awsvpc
+        } else {
+            NetworkMode::Bridge
+        },
         cpu: None,
         memory_mib: None,
         volumes,
@@ -1171,7 +1180,8 @@ impl Simulation {
                     .reason
                     .as_deref()
                     .is_some_and(|reason| reason.starts_with("TaskStateError"));
-                for container in &task.containers {
+                // The sandbox's states are never reported (docs/ENGINE.md §16).
+                for container in task.containers.iter().filter(|c| !c.is_sandbox()) {
                     let logged = task_log
                         .logged
                         .get(&Some(container.name().to_string()))
@@ -1297,6 +1307,12 @@ impl Simulation {
     /// No container created twice for one name; stop-before-start across tasks; every named
     /// volume it mounts made before it.
     fn check_create(&self, created: &docker::Created) {
+        if let Some(holder) = &created.missing_namespace_holder {
+            self.fail(format!(
+                "container {} created before the sandbox {holder} whose namespace it joins",
+                created.name
+            ));
+        }
         if !created.missing_volumes.is_empty() {
             self.fail(format!(
                 "container {} created before its volumes {:?} were",

@@ -352,25 +352,28 @@ pub struct SystemControl {
     pub value: String,
 }
 
-/// Task-level `pidMode`. ECS's `task` (a namespace shared through a pause container) is refused
-/// at acceptance: deckhand runs no pause container (docs/ENGINE.md §4).
+/// Task-level `pidMode`. `task` (one namespace for the task's containers) is held by the
+/// sandbox, so it needs networkMode awsvpc (docs/ENGINE.md §4, §16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PidMode {
     /// The host's process namespace.
     Host,
+    /// The sandbox's process namespace, joined by every container of the task.
+    Task,
 }
 
 impl PidMode {
-    /// Docker's `HostConfig.PidMode`.
+    /// The mode's name in a task definition.
     pub fn as_str(self) -> &'static str {
         match self {
             PidMode::Host => "host",
+            PidMode::Task => "task",
         }
     }
 }
 
-/// Task-level `ipcMode`; `task` is refused as for [`PidMode`].
+/// Task-level `ipcMode`; `task` as for [`PidMode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IpcMode {
@@ -378,6 +381,8 @@ pub enum IpcMode {
     Host,
     /// A private IPC namespace with no `/dev/shm` mounted.
     None,
+    /// The sandbox's IPC namespace, joined by every container of the task.
+    Task,
 }
 
 impl IpcMode {
@@ -386,6 +391,7 @@ impl IpcMode {
         match self {
             IpcMode::Host => "host",
             IpcMode::None => "none",
+            IpcMode::Task => "task",
         }
     }
 }

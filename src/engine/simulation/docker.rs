@@ -42,6 +42,9 @@ pub(super) struct SimContainer {
     pub(super) created_at: Millis,
     pub(super) started_at: Millis,
     pub(super) finished_at: Millis,
+    /// The container whose network namespace it joins (`container:<name>`), as in an awsvpc
+    /// task; Docker refuses to start it while that one is not running.
+    pub(super) joins: Option<String>,
 }
 
 /// A successful create, for the simulator's invariants.
@@ -53,6 +56,8 @@ pub(super) struct Created {
     /// Named volumes the container mounts that Docker did not have at its create (Docker would
     /// have made them itself, without the driver, options and labels the task asks for).
     pub(super) missing_volumes: Vec<String>,
+    /// The namespace holder it joins, when Docker never had a container of that name before.
+    pub(super) missing_namespace_holder: Option<String>,
 }
 
 /// How a call fails, decided once per runtime call.
@@ -370,6 +375,15 @@ impl ContainerRuntime for SimDocker {
             let id = format!("{:064x}", docker.next_id);
             let task_arn = spec.labels.get(LABEL_TASK_ARN).cloned().unwrap_or_default();
             let now = docker.now;
+            let joins = spec
+                .network_mode
+                .as_deref()
+                .and_then(|mode| mode.strip_prefix("container:"))
+                .map(str::to_string);
+            // Never created at all (a user may remove it between the engine's call and this).
+            let missing_namespace_holder = joins
+                .clone()
+                .filter(|holder| !docker.creates_per_name.contains_key(holder));
             docker.containers.insert(
                 id.clone(),
                 SimContainer {
@@ -383,6 +397,7 @@ impl ContainerRuntime for SimDocker {
                     created_at: now.max(1),
                     started_at: 0,
                     finished_at: 0,
+                    joins,
                 },
             );
             docker.names.insert(spec.name.clone(), id.clone());
@@ -402,9 +417,23 @@ impl ContainerRuntime for SimDocker {
                 name: spec.name.clone(),
                 task_arn,
                 missing_volumes,
+                missing_namespace_holder,
             });
             docker.event(&id, "create", None);
             Ok(id)
+        })
+    }
+
+    fn import_image(
+        &self,
+        _tarball: &[u8],
+        repository: &str,
+        tag: &str,
+    ) -> Result<String, RuntimeError> {
+        self.state().call("import", |docker| {
+            let image = format!("{repository}:{tag}");
+            docker.images.insert(image.clone());
+            Ok(format!("sha256:{}", image.len()))
         })
     }
 
@@ -413,6 +442,21 @@ impl ContainerRuntime for SimDocker {
             let Some(id) = docker.resolve(id) else {
                 return Err(DockerState::no_such(id));
             };
+            let holder = docker.containers.get(&id).and_then(|c| c.joins.clone());
+            if let Some(holder) = holder {
+                let running = docker
+                    .resolve(&holder)
+                    .and_then(|holder| docker.containers.get(&holder))
+                    .is_some_and(|holder| holder.state == SimState::Running);
+                if !running {
+                    return Err(RuntimeError::Api {
+                        status: 500,
+                        message: format!(
+                            "cannot join network of a non running container: {holder}"
+                        ),
+                    });
+                }
+            }
             docker.start(&id);
             Ok(())
         })

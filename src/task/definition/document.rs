@@ -12,10 +12,10 @@ use crate::task::{
     DEFAULT_VOLUME_DRIVER,
 };
 
-/// Why `task` is refused for `pidMode` and `ipcMode` (docs/ENGINE.md §4).
-const TASK_NAMESPACE_REFUSED: &str = "task is not supported: ECS shares a task's namespace \
-    through a pause container, which deckhand does not run; use host, or leave the key out for a \
-    namespace per container";
+/// Why `task` needs awsvpc for `pidMode` and `ipcMode` (docs/ENGINE.md §4).
+const TASK_NAMESPACE_NEEDS_AWSVPC: &str = "task needs networkMode awsvpc: deckhand shares a \
+    task's namespace through the sandbox container it adds to awsvpc tasks; use awsvpc, or host, \
+    or leave the key out for a namespace per container";
 use serde_json::{Map, Value};
 
 impl Parser {
@@ -45,8 +45,8 @@ impl Parser {
         let cpu = self.task_size(object, path, "cpu", "vCPU", 1024);
         let memory_mib = self.task_size(object, path, "memory", "GB", 1024);
         let volumes = self.volumes(object, path);
-        let pid_mode = self.pid_mode(object, path);
-        let ipc_mode = self.ipc_mode(object, path);
+        let pid_mode = self.pid_mode(object, path, network_mode);
+        let ipc_mode = self.ipc_mode(object, path, network_mode);
 
         let containers_path = join(path, "containerDefinitions");
         let mut containers = Vec::new();
@@ -105,12 +105,18 @@ impl Parser {
         Some(mode)
     }
 
-    fn pid_mode(&mut self, object: &Map<String, Value>, path: &str) -> Option<PidMode> {
+    fn pid_mode(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+        network_mode: NetworkMode,
+    ) -> Option<PidMode> {
         let mode = self.namespace_mode(object, path, "pidMode")?;
         match mode.as_str() {
             "host" => Some(PidMode::Host),
+            "task" if network_mode == NetworkMode::Awsvpc => Some(PidMode::Task),
             "task" => {
-                self.error(&join(path, "pidMode"), TASK_NAMESPACE_REFUSED);
+                self.error(&join(path, "pidMode"), TASK_NAMESPACE_NEEDS_AWSVPC);
                 None
             }
             other => {
@@ -123,13 +129,19 @@ impl Parser {
         }
     }
 
-    fn ipc_mode(&mut self, object: &Map<String, Value>, path: &str) -> Option<IpcMode> {
+    fn ipc_mode(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+        network_mode: NetworkMode,
+    ) -> Option<IpcMode> {
         let mode = self.namespace_mode(object, path, "ipcMode")?;
         match mode.as_str() {
             "host" => Some(IpcMode::Host),
             "none" => Some(IpcMode::None),
+            "task" if network_mode == NetworkMode::Awsvpc => Some(IpcMode::Task),
             "task" => {
-                self.error(&join(path, "ipcMode"), TASK_NAMESPACE_REFUSED);
+                self.error(&join(path, "ipcMode"), TASK_NAMESPACE_NEEDS_AWSVPC);
                 None
             }
             other => {

@@ -642,6 +642,11 @@ impl Parser {
                         &shm_path,
                         "ignored: with ipcMode none the container has no /dev/shm",
                     ),
+                    Some(IpcMode::Task) => self.warn(
+                        &shm_path,
+                        "ignored: with ipcMode task the containers share the sandbox's /dev/shm \
+                         (Docker's default size)",
+                    ),
                     None => {}
                 }
             }

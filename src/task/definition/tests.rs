@@ -850,6 +850,14 @@ fn linux_fields_are_parsed() {
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     let definition = &parsed.definition;
     assert_eq!((definition.pid_mode, definition.ipc_mode), (Some(PidMode::Host), None));
+    let awsvpc_task = parse_value(&mutated(|d| {
+        d["networkMode"] = json!("awsvpc");
+        d["pidMode"] = json!("task");
+        d["ipcMode"] = json!("task");
+        d["containerDefinitions"][0]["links"] = json!([]);
+        d["containerDefinitions"][0]["portMappings"] = json!([{"containerPort": 80}]);
+    })).expect("awsvpc with task namespaces is valid").definition;
+    assert_eq!((awsvpc_task.pid_mode, awsvpc_task.ipc_mode), (Some(crate::task::PidMode::Task), Some(crate::task::IpcMode::Task)));
     let with_ipc = |mode: &str| parse_value(&mutated(|d| { d["ipcMode"] = json!(mode); })).expect("valid").definition.ipc_mode;
     assert_eq!((with_ipc("host"), with_ipc("none")), (Some(IpcMode::Host), Some(IpcMode::None)));
     let app = &definition.containers[0];
@@ -950,8 +958,8 @@ fn linux_field_rules_one_row_each() {
         ("security option credentialspec", insert(c0, "dockerSecurityOptions", json!(["credentialspec:file://x.json"])), "containerDefinitions[0].dockerSecurityOptions[0]: credentialspec is for Windows containers and Active Directory; not supported on this host"),
         ("readonlyRootFilesystem not a bool", insert(c0, "readonlyRootFilesystem", json!(1)), "containerDefinitions[0].readonlyRootFilesystem: expected true or false, found a number"),
         ("pseudoTerminal not a bool", insert(c0, "pseudoTerminal", json!("true")), "containerDefinitions[0].pseudoTerminal: expected true or false, found a string"),
-        ("pidMode task", insert("", "pidMode", json!("task")), "pidMode: task is not supported: ECS shares a task's namespace through a pause container, which deckhand does not run; use host, or leave the key out for a namespace per container"),
-        ("ipcMode task", insert("", "ipcMode", json!("task")), "ipcMode: task is not supported: ECS shares a task's namespace through a pause container, which deckhand does not run; use host, or leave the key out for a namespace per container"),
+        ("pidMode task", insert("", "pidMode", json!("task")), "pidMode: task needs networkMode awsvpc: deckhand shares a task's namespace through the sandbox container it adds to awsvpc tasks; use awsvpc, or host, or leave the key out for a namespace per container"),
+        ("ipcMode task", insert("", "ipcMode", json!("task")), "ipcMode: task needs networkMode awsvpc: deckhand shares a task's namespace through the sandbox container it adds to awsvpc tasks; use awsvpc, or host, or leave the key out for a namespace per container"),
         ("pidMode unknown", insert("", "pidMode", json!("container")), "pidMode: unknown pid mode \"container\": expected host or task"),
         ("ipcMode unknown", insert("", "ipcMode", json!("shareable")), "ipcMode: unknown ipc mode \"shareable\": expected host, task or none"),
         ("port range and port", insert("/containerDefinitions/0/portMappings/0", "containerPortRange", json!("9000-9001")), "containerDefinitions[0].portMappings[0].containerPortRange: give either containerPort or containerPortRange, not both"),
