@@ -107,7 +107,10 @@ pub fn select_removable(input: &SelectionInput<'_>) -> Selection {
             .collect()
     };
     let protected = normalized(input.protected_names);
-    let excluded = normalized(input.excluded_names);
+    // The awsvpc sandbox's image is deckhand's own, like ECS's pause image that its cleanup
+    // never removes.
+    let mut excluded = normalized(input.excluded_names);
+    excluded.push(normalize_image_name(crate::task::sandbox::SANDBOX_IMAGE));
     let kept_by =
         |image: &ImageSummary, names: &[String]| names.iter().any(|name| names_image(name, image));
     let listed: HashSet<&str> = input.images.iter().map(|image| image.id.as_str()).collect();

@@ -110,6 +110,18 @@ fn selection_table() {
         },
         Case {
             images: vec![
+                listed("sha256:s", &["deckhand/sandbox:1"], 500),
+                listed("sha256:t", &["deckhand/sandbox:0"], 500),
+            ],
+            tracked: vec![tracked("sha256:s", "deckhand/sandbox:1", 2, 2, &[])],
+            untracked_cleanup: true,
+            expected: &["deckhand/sandbox:0"],
+            ..case(
+                "the awsvpc sandbox's image stays, as ECS keeps its pause image; an older tag goes",
+            )
+        },
+        Case {
+            images: vec![
                 listed("sha256:u1", &["young:1"], 0),
                 listed("sha256:u2", &["old:1"], 5),
                 listed("sha256:u3", &[], 9),
