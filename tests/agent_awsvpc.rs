@@ -2,7 +2,8 @@
 //! (web server + sidecar, task-level cpu and memory, no host ports of its own) runs unchanged.
 //! Its containers share one network namespace held by the sandbox deckhand adds (the sidecar
 //! reaches the web server on 127.0.0.1; with `pidMode`/`ipcMode` `task` it also sees the web
-//! server's process and `/dev/shm`), its port answers on the host, `inspect` shows the
+//! server's process and `/dev/shm`, and the task metadata endpoint answers it), its port answers
+//! on the host, `inspect` shows the
 //! task's address, the sandbox's image is made on the host without a registry, a `kill -9` of
 //! the agent leaves exactly one sandbox, and cleanup removes every container.
 
@@ -30,6 +31,8 @@ fn fargate_definition(port: u16) -> String {
          echo \"sidecar reached web: $page\"; \
          echo \"shm: $(cat /dev/shm/from-web)\"; \
          if ps | grep -q '[h]ttpd -f'; then echo 'pid: sees httpd'; fi; \
+         until meta=$(wget -q -O - \"$ECS_CONTAINER_METADATA_URI_V4/task\"); do sleep 0.2; done; \
+         echo \"metadata: $(echo \"$meta\" | grep -o '\"Family\":\"fargate-web\"')\"; \
          while true; do sleep 1; done"
     );
     format!(
@@ -131,6 +134,13 @@ fn a_fargate_task_shares_one_namespace_publishes_its_port_survives_a_crash_and_i
     // pidMode and ipcMode task: the sidecar sees the web server's process and its /dev/shm.
     wait_for_container_output(&agent, &task, "sidecar", "shm: shared");
     wait_for_container_output(&agent, &task, "sidecar", "pid: sees httpd");
+    // The task metadata endpoint answers inside the task's namespace, at the bridge gateway.
+    wait_for_container_output(
+        &agent,
+        &task,
+        "sidecar",
+        "metadata: \"Family\":\"fargate-web\"",
+    );
 
     // One sandbox, made from the image deckhand imported; the task's containers join it.
     let containers = agent.containers();
