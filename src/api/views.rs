@@ -285,7 +285,8 @@ fn introspection_container(task: &Task, container: &Container, docker_id: &str) 
 
 /// One task of the ECS introspection `/v1/tasks` response. `DesiredStatus` is omitted when it
 /// is behind the known status (a task that stopped on its own), as ECS does; only containers
-/// that exist in Docker are listed.
+/// that exist in Docker are listed, and not an awsvpc task's sandbox (ECS's introspection leaves
+/// its internal containers out too; the task metadata endpoint shows them).
 pub fn introspection_task(task: &Task) -> Value {
     let mut object = Map::new();
     object.insert("Arn".into(), json!(task.arn));
@@ -306,6 +307,7 @@ pub fn introspection_task(task: &Task) -> Value {
         Value::Array(
             task.containers
                 .iter()
+                .filter(|container| !container.is_sandbox())
                 .filter_map(|container| {
                     let docker_id = container.docker_id.as_deref()?;
                     Some(introspection_container(task, container, docker_id))
@@ -505,6 +507,69 @@ mod tests {
         assert_eq!(container["Networks"], expected, "introspection");
         let container = &task_metadata(&task, "edge")["Containers"][0];
         assert_eq!(container["Networks"], expected, "task metadata");
+    }
+
+    #[test]
+    fn an_awsvpc_task_shows_the_sandboxs_address_and_ports_on_its_containers() {
+        let mut task = task("a2", &[("web", Some("d1")), ("sidecar", Some("d2"))]);
+        task.network_mode = NetworkMode::Awsvpc;
+        task.containers[0].definition.port_mappings = vec![crate::task::PortMapping {
+            container_port: 8080,
+            host_port: None,
+            protocol: crate::task::Protocol::Tcp,
+            container_port_range: None,
+        }];
+        crate::task::sandbox::add_sandbox(&mut task.containers);
+        let sandbox = &mut task.containers[2];
+        sandbox.docker_id = Some("d3".into());
+        sandbox.networks = vec![crate::task::ContainerNetwork {
+            name: "bridge".into(),
+            ipv4_address: "172.17.0.9".into(),
+        }];
+        sandbox.ports = vec![PortBinding {
+            container_port: 8080,
+            protocol: "tcp".into(),
+            host_port: 8080,
+            host_ip: "0.0.0.0".into(),
+        }];
+        let awsvpc = json!([{"NetworkMode": "awsvpc", "IPv4Addresses": ["172.17.0.9"]}]);
+        let metadata = task_metadata(&task, "edge");
+        let containers = metadata["Containers"].as_array().expect("containers");
+        assert_eq!(
+            containers.len(),
+            3,
+            "the task metadata lists the sandbox, as ECS does"
+        );
+        for container in containers {
+            assert_eq!(container["Networks"], awsvpc, "{container}");
+        }
+        assert_eq!(containers[2]["Type"], "CNI_PAUSE");
+        assert_eq!(containers[0]["Type"], "NORMAL");
+        assert_eq!(containers[0]["Ports"][0]["HostPort"], 8080);
+        assert_eq!(
+            containers[1]["Ports"],
+            json!([]),
+            "the sidecar maps no port"
+        );
+        assert_eq!(
+            containers[2]["Ports"],
+            json!([]),
+            "the sandbox's are its containers'"
+        );
+
+        let introspection = introspection_task(&task);
+        let names: Vec<&str> = introspection["Containers"]
+            .as_array()
+            .expect("containers")
+            .iter()
+            .filter_map(|container| container["Name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["web", "sidecar"],
+            "introspection leaves the sandbox out"
+        );
+        assert_eq!(introspection["Containers"][0]["Ports"][0]["HostPort"], 8080);
     }
 
     #[test]
