@@ -205,6 +205,7 @@ fn managed_task_settings() -> ManagedTaskSettings {
         sent_poll_interval: Duration::from_secs(30),
         task_metadata: None,
         exclude_ipv6_port_bindings: true,
+        aws_logs: Default::default(),
     }
 }
 

@@ -610,6 +610,9 @@ pub enum ContainerErrorKind {
     DockerState,
     /// Any other error. Only in checkpoints of earlier versions.
     Other,
+    /// A secret the container needs could not be read from the local secret store (ECS:
+    /// `ResourceInitializationError`, its name for secrets it could not retrieve).
+    ResourceInitialization,
 }
 
 /// A network a container is attached to and its IPv4 address there, as Docker reported it.
@@ -660,6 +663,20 @@ pub struct Container {
     pub last_restart_at: Option<Millis>,
     /// Set once §7's re-stop was issued for this container.
     pub restopped: bool,
+    /// The container runs with another log driver than its definition asks for (an awslogs
+    /// container on a host with no AWS credentials or region), decided at its create. Absent
+    /// from checkpoints written before it existed and when the definition's driver runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_fallback: Option<LogFallback>,
+}
+
+/// The log driver a container runs with instead of the one its definition asks for, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogFallback {
+    /// The driver that runs (`DECKHAND_LOG_DRIVER_FALLBACK`), with no options.
+    pub log_driver: String,
+    /// Why the definition's driver does not run.
+    pub reason: String,
 }
 
 impl Container {
@@ -688,6 +705,7 @@ impl Container {
             restart_count: 0,
             last_restart_at: None,
             restopped: false,
+            log_fallback: None,
         }
     }
 
