@@ -17,8 +17,8 @@
 
 use super::http::{HttpRequest, HttpResponse};
 use super::views::{
-    insert_health, insert_restart_count, insert_time, metadata_task_head, networks_json,
-    volumes_json,
+    insert_health, insert_log_driver, insert_restart_count, insert_time, metadata_task_head,
+    networks_json, volumes_json,
 };
 use crate::engine::EngineHandle;
 use crate::task::labels::container_labels;
@@ -127,28 +127,7 @@ pub fn metadata_container(
         object.insert("Volumes".into(), Value::Array(volumes));
     }
     if v4 {
-        // What runs: a fallback driver (awslogs on a host that cannot ship, §13) is shown
-        // as the LogDriver, with no options, and LogDriverFallback says what was asked and
-        // why. Secret log options are never shown (their values are only in Docker's body).
-        match (
-            &container.definition.log_configuration,
-            &container.log_fallback,
-        ) {
-            (Some(log), Some(fallback)) => {
-                object.insert("LogDriver".into(), json!(fallback.log_driver));
-                object.insert(
-                    "LogDriverFallback".into(),
-                    json!({"RequestedLogDriver": log.log_driver, "Reason": fallback.reason}),
-                );
-            }
-            (Some(log), None) => {
-                object.insert("LogDriver".into(), json!(log.log_driver));
-                if !log.options.is_empty() {
-                    object.insert("LogOptions".into(), json!(log.options));
-                }
-            }
-            (None, _) => {}
-        }
+        insert_log_driver(&mut object, container);
         insert_restart_count(&mut object, container);
     }
     Value::Object(object)
