@@ -1086,7 +1086,7 @@ fn secrets_repository_credentials_and_secret_options_are_kept_as_references() {
 #[test]
 fn secret_reference_rules() {
     let c0 = "/containerDefinitions/0";
-    let table: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let table: Vec<ValidationCase> = vec![
         ("no valueFrom", insert(c0, "secrets", json!([{"name": "A"}])), "containerDefinitions[0].secrets[0].valueFrom: required"),
         ("empty valueFrom", insert(c0, "secrets", json!([{"name": "A", "valueFrom": " "}])), "containerDefinitions[0].secrets[0].valueFrom: must not be empty"),
         ("bad name", insert(c0, "secrets", json!([{"name": "A=B", "valueFrom": "x"}])), "containerDefinitions[0].secrets[0].name: \"A=B\" is not a valid environment variable name"),
@@ -1151,7 +1151,7 @@ fn unfilled_template_placeholders_are_named_as_such() {
 #[test]
 fn integer_ranges_read_as_people_write_them() {
     let c0 = "/containerDefinitions/0";
-    let table: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let table: Vec<ValidationCase> = vec![
         ("cpu negative", insert(c0, "cpu", json!(-1)), "containerDefinitions[0].cpu: expected a whole number ≥ 0, found -1"),
         ("cpu fraction", insert(c0, "cpu", json!(0.5)), "containerDefinitions[0].cpu: expected a whole number ≥ 0, found 0.5"),
         ("cpu beyond i64", insert(c0, "cpu", json!(9_223_372_036_854_775_808u64)), "containerDefinitions[0].cpu: 9223372036854775808 is too large"),
