@@ -428,8 +428,31 @@ impl EngineConfig {
             docker_concurrency: config.docker_concurrency,
             registry_credentials: Arc::new(config.registry_credentials.clone()),
             exclude_ipv6_port_bindings: config.exclude_ipv6_port_bindings,
+            secrets_file: Some(config.secrets_file.clone()),
+            aws_logs: aws_logs_setup(&config.aws_logs),
             ..EngineConfig::default()
         }
+    }
+}
+
+/// Whether awslogs containers ship (§13): a region, and AWS credentials in deckhand's
+/// environment or config file or in the shared credentials file's profile (read here, once,
+/// at start). Docker's awslogs driver takes its credentials from the Docker daemon's own
+/// environment: this is the operator's word that the host is set up to ship logs.
+pub fn aws_logs_setup(
+    config: &crate::config::AwsLogsConfig,
+) -> crate::engine::log_driver::AwsLogsSetup {
+    let in_shared_file = || {
+        config
+            .shared_credentials_file
+            .as_ref()
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .is_some_and(|text| Config::credentials_file_has_profile(&text, &config.profile))
+    };
+    crate::engine::log_driver::AwsLogsSetup {
+        fallback_driver: config.log_driver_fallback.clone(),
+        region: config.region.clone(),
+        credentials: config.access_keys || in_shared_file(),
     }
 }
 

@@ -205,6 +205,7 @@ fn managed_task_settings() -> ManagedTaskSettings {
         sent_poll_interval: Duration::from_secs(30),
         task_metadata: None,
         exclude_ipv6_port_bindings: true,
+        aws_logs: Default::default(),
     }
 }
 
@@ -528,6 +529,38 @@ pub fn metrics_files(data: &[u8]) {
     assert_eq!(labels, expected, "labels changed on the way: {line:?}");
 }
 
+/// The secret store (`DECKHAND_SECRETS_FILE`): the parser never panics, every value it keeps
+/// is found under its key, an error never quotes a value, and the store's `Debug` lists no
+/// value that is not also a key.
+pub fn secrets_file(data: &[u8]) {
+    match crate::secrets::parse_secrets(data) {
+        Ok(store) => {
+            let document: serde_json::Value =
+                serde_json::from_slice(data).expect("a parsed secrets file is JSON");
+            let entries = document
+                .as_object()
+                .expect("a parsed secrets file is an object");
+            for (key, value) in entries {
+                let kept = store.value(key).expect("every key is kept");
+                match value {
+                    serde_json::Value::String(text) => assert_eq!(kept, text),
+                    other => assert_eq!(kept, other.to_string()),
+                }
+                let _ = store.registry_credentials(key);
+            }
+            let debug = format!("{store:?}");
+            for (key, value) in entries {
+                if let Some(text) = value.as_str() {
+                    if text.len() > 8 && !entries.keys().any(|key| key.contains(text)) {
+                        assert!(!debug.contains(text), "{key}'s value in Debug");
+                    }
+                }
+            }
+        }
+        Err(message) => assert!(!message.is_empty()),
+    }
+}
+
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -544,6 +577,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("compose", compose),
     ("log_frames", log_frames),
     ("metrics_files", metrics_files),
+    ("secrets_file", secrets_file),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

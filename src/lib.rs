@@ -20,6 +20,7 @@ pub mod ports;
 pub mod registry;
 pub mod report;
 pub mod runtime;
+pub mod secrets;
 pub mod state;
 pub mod task;
 pub mod text;

@@ -34,7 +34,7 @@ use crate::encoding::base64_standard_decode;
 /// The names Docker Hub goes by in image references and credential keys.
 const DOCKER_HUB_HOSTS: &[&str] = &["docker.io", "index.docker.io", "registry-1.docker.io"];
 /// The one name deckhand uses for Docker Hub once a key or reference is read.
-const DOCKER_HUB: &str = "docker.io";
+pub const DOCKER_HUB: &str = "docker.io";
 /// The server address Docker's own clients send with Docker Hub credentials.
 pub const DOCKER_HUB_SERVER_ADDRESS: &str = "https://index.docker.io/v1/";
 

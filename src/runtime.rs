@@ -58,6 +58,12 @@ pub enum RuntimeError {
         failure: VolumeFailure,
         message: String,
     },
+    /// A secret the call needs (an environment variable, a log option, the registry credentials
+    /// of a pull) cannot be read from the local secret store. Made by the engine's workers
+    /// before the Docker call; the message names the reference and why, never a value.
+    ResourceInitialization {
+        message: String,
+    },
 }
 
 /// Which step of making a container's volume ready failed ([`RuntimeError::Volume`]).
@@ -95,6 +101,9 @@ impl fmt::Display for RuntimeError {
                 VolumeFailure::Create => write!(f, "CannotCreateVolumeError: {message}"),
                 VolumeFailure::Unusable => f.write_str(message),
             },
+            RuntimeError::ResourceInitialization { message } => {
+                write!(f, "ResourceInitializationError: {message}")
+            }
         }
     }
 }

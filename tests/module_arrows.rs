@@ -31,7 +31,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "engine",
         &[
             "task", "runtime", "state", "report", "event", "text", "clock", "ports", "registry",
-            "metrics",
+            "metrics", "secrets",
         ],
     ),
     ("report", &["task", "state", "event", "clock", "metrics"]),
@@ -39,6 +39,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("docker", &["runtime", "encoding", "text", "ports"]),
     ("config", &["text", "registry"]),
     ("registry", &["encoding"]),
+    ("secrets", &[]),
     ("runtime", &["ports"]),
     ("task", &["text", "ports"]),
     ("event", &["task"]),

@@ -32,7 +32,7 @@ use super::log_stream::{
 use super::views::{find_task, task_metadata, LookupError};
 use crate::engine::handle::LogOptions;
 use crate::engine::{EngineError, EngineHandle};
-use crate::task::{parse_task_definition, Millis};
+use crate::task::{check_task_definition, Millis};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use serde_json::json;
 use std::io::Read;
@@ -199,17 +199,19 @@ impl LocalApi {
                 "the request body is empty: send an ECS task definition (JSON)",
             );
         }
-        let parsed = match parse_task_definition(&request.body) {
+        let parsed = match check_task_definition(&request.body) {
             Ok(parsed) => parsed,
-            Err(errors) => {
-                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                return HttpResponse::json(
-                    400,
-                    &json!({
-                        "error": format!("invalid task definition: {}", messages.join("; ")),
-                        "errors": messages,
-                    }),
-                );
+            Err(invalid) => {
+                let messages: Vec<String> =
+                    invalid.errors.iter().map(ToString::to_string).collect();
+                let mut body = json!({
+                    "error": format!("invalid task definition: {}", messages.join("; ")),
+                    "errors": messages,
+                });
+                if !invalid.warnings.is_empty() {
+                    body["warnings"] = json!(invalid.warnings);
+                }
+                return HttpResponse::json(400, &body);
             }
         };
         for warning in &parsed.warnings {

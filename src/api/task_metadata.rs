@@ -17,8 +17,8 @@
 
 use super::http::{HttpRequest, HttpResponse};
 use super::views::{
-    insert_health, insert_restart_count, insert_time, metadata_task_head, networks_json,
-    shown_ports, volumes_json,
+    insert_health, insert_log_driver, insert_restart_count, insert_time, metadata_task_head,
+    networks_json, shown_ports, volumes_json,
 };
 use crate::engine::EngineHandle;
 use crate::task::labels::container_labels;
@@ -127,12 +127,7 @@ pub fn metadata_container(
         object.insert("Volumes".into(), Value::Array(volumes));
     }
     if v4 {
-        if let Some(log) = &container.definition.log_configuration {
-            object.insert("LogDriver".into(), json!(log.log_driver));
-            if !log.options.is_empty() {
-                object.insert("LogOptions".into(), json!(log.options));
-            }
-        }
+        insert_log_driver(&mut object, container);
         insert_restart_count(&mut object, container);
     }
     Value::Object(object)

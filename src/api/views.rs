@@ -92,6 +92,32 @@ pub fn task_id_from_arn(arn: &str) -> Option<&str> {
     resource.rsplit('/').next().filter(|id| !id.is_empty())
 }
 
+/// A container's `LogDriver` and `LogOptions` as they run (task metadata v4 and `deckhand
+/// inspect`): a fallback driver (awslogs on a host that cannot ship, docs/ENGINE.md §13) is
+/// the `LogDriver`, with no options, and `LogDriverFallback` says what was asked and why.
+/// Secret log options are never shown: their values are only in Docker's create body.
+pub fn insert_log_driver(object: &mut Map<String, Value>, container: &Container) {
+    match (
+        &container.definition.log_configuration,
+        &container.log_fallback,
+    ) {
+        (Some(log), Some(fallback)) => {
+            object.insert("LogDriver".into(), json!(fallback.log_driver));
+            object.insert(
+                "LogDriverFallback".into(),
+                json!({"RequestedLogDriver": log.log_driver, "Reason": fallback.reason}),
+            );
+        }
+        (Some(log), None) => {
+            object.insert("LogDriver".into(), json!(log.log_driver));
+            if !log.options.is_empty() {
+                object.insert("LogOptions".into(), json!(log.options));
+            }
+        }
+        (None, _) => {}
+    }
+}
+
 fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Value {
     let mut object = Map::new();
     object.insert("Name".into(), json!(container.name()));
@@ -131,6 +157,7 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
     insert_time(&mut object, "FinishedAt", container.finished_at);
     object.insert("Type".into(), json!(container.kind.ecs_type()));
     insert_health(&mut object, container);
+    insert_log_driver(&mut object, container);
     object.insert("Ports".into(), ports_json(task, container));
     object.insert("Networks".into(), networks_json(task, container));
     insert_restart_count(&mut object, container);

@@ -10,8 +10,8 @@
 
 use crate::task::compose::{convert_compose, looks_like_compose, ComposeContext};
 use crate::task::{
-    parse_task_definition, start_order, ParsedDefinition, ValidationError,
-    MAX_TASK_DEFINITION_BYTES,
+    check_task_definition, parse_task_definition, start_order, InvalidDefinition, ParsedDefinition,
+    ValidationError, MAX_TASK_DEFINITION_BYTES,
 };
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -46,7 +46,7 @@ pub fn run(args: &[String]) -> ExitCode {
     // Write failures (a closed pipe) must not panic the way println! would.
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
-    match parse_input(source, &input).map(|input| input.parsed) {
+    match check_input(source, &input).map(|input| input.parsed) {
         Ok(parsed) => {
             for warning in &parsed.warnings {
                 let _ = writeln!(stderr, "warning: {warning}");
@@ -54,9 +54,13 @@ pub fn run(args: &[String]) -> ExitCode {
             let _ = writeln!(stdout, "{}", summary(&parsed));
             ExitCode::SUCCESS
         }
-        Err(errors) => {
-            for error in &errors {
+        // The warnings too: an ignored key is worth knowing while the errors are fixed.
+        Err(invalid) => {
+            for error in &invalid.errors {
                 let _ = writeln!(stderr, "error: {error}");
+            }
+            for warning in &invalid.warnings {
+                let _ = writeln!(stderr, "warning: {warning}");
             }
             ExitCode::from(EXIT_INVALID)
         }
@@ -100,6 +104,21 @@ pub fn summary(parsed: &ParsedDefinition) -> String {
 pub struct Input {
     pub json: Vec<u8>,
     pub parsed: ParsedDefinition,
+}
+
+/// [`parse_input`], keeping a task definition's warnings when it also has errors.
+pub fn check_input(source: &str, bytes: &[u8]) -> Result<Input, InvalidDefinition> {
+    if !looks_like_compose(source, bytes) {
+        let parsed = check_task_definition(bytes)?;
+        return Ok(Input {
+            json: bytes.to_vec(),
+            parsed,
+        });
+    }
+    parse_input(source, bytes).map_err(|errors| InvalidDefinition {
+        errors,
+        warnings: Vec::new(),
+    })
 }
 
 /// Reads `bytes` (from `source`, a path or `-`) as task-definition JSON or, when it looks like

@@ -190,10 +190,50 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         system_default: "",
         meaning: "registry credentials: one line of JSON keyed by registry host[:port] (README: Private registries); a password here makes this file a secret, keep it mode 0640 or 0600",
     },
+    ConfigKeyDoc {
+        key: "DECKHAND_SECRETS_FILE",
+        system_default: "/etc/deckhand/secrets.json",
+        meaning: "the local secret store: a JSON object from valueFrom (secrets, secretOptions, repositoryCredentials) to its value; mode 0600, owned by the agent's user (README: Secrets)",
+    },
+    ConfigKeyDoc {
+        key: "DECKHAND_LOG_DRIVER_FALLBACK",
+        system_default: "json-file",
+        meaning: "the log driver an awslogs container runs with when no AWS credentials and region are configured (README: awslogs)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_REGION",
+        system_default: "",
+        meaning: "AWS region for awslogs containers that set no awslogs-region (AWS_DEFAULT_REGION is read when this is empty)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_DEFAULT_REGION",
+        system_default: "",
+        meaning: "AWS region, as the AWS CLI reads it, when AWS_REGION is not set",
+    },
+    ConfigKeyDoc {
+        key: "AWS_ACCESS_KEY_ID",
+        system_default: "",
+        meaning: "with AWS_SECRET_ACCESS_KEY: says that this host ships awslogs logs (Docker's awslogs driver reads the Docker daemon's own credentials)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_SECRET_ACCESS_KEY",
+        system_default: "",
+        meaning: "the secret half of AWS_ACCESS_KEY_ID; a value here makes this file a secret",
+    },
+    ConfigKeyDoc {
+        key: "AWS_SHARED_CREDENTIALS_FILE",
+        system_default: "",
+        meaning: "the AWS shared credentials file looked into for AWS_PROFILE (empty: $HOME/.aws/credentials)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_PROFILE",
+        system_default: "default",
+        meaning: "the profile of the shared credentials file that counts as AWS credentials for awslogs",
+    },
 ];
 
 /// Keys whose value is a secret: no message, warning or `Debug` output quotes it.
-pub(super) const SECRET_KEYS: &[&str] = &["ECS_ENGINE_AUTH_DATA"];
+pub(super) const SECRET_KEYS: &[&str] = &["ECS_ENGINE_AUTH_DATA", "AWS_SECRET_ACCESS_KEY"];
 
 /// Whether `key`'s value must never be quoted (see [`SECRET_KEYS`]).
 pub(super) fn is_secret_key(key: &str) -> bool {

@@ -54,7 +54,10 @@ use parse::{
     parse_image_list, parse_images_per_cycle, parse_listen_port, parse_log_level, parse_memory_mib,
     parse_percent, parse_port_list, parse_socket_addr, MinimumRule, Sources,
 };
-use scope::{default_api_socket, default_data_dir, default_tasks_dir};
+use scope::{
+    default_api_socket, default_data_dir, default_secrets_file, default_shared_credentials_file,
+    default_tasks_dir,
+};
 
 /// The exit code for bad configuration: `EX_CONFIG` from sysexits.h. The systemd unit names it in
 /// `RestartPreventExitStatus=` so systemd does not restart an agent that cannot start.
@@ -206,6 +209,10 @@ pub struct Config {
     pub registry_credentials: RegistryCredentials,
     /// The image cleanup keys (`ECS_DISABLE_IMAGE_CLEANUP` and its companions).
     pub image_cleanup: ImageCleanupConfig,
+    /// `DECKHAND_SECRETS_FILE`: the local secret store (read by the engine when a task needs it).
+    pub secrets_file: PathBuf,
+    /// What says that awslogs containers can ship their logs (README: awslogs).
+    pub aws_logs: AwsLogsConfig,
     /// Whose defaults were used.
     pub scope: Scope,
     /// The config file that was read, if one existed.
@@ -242,6 +249,23 @@ impl std::str::FromStr for ImagePullBehavior {
             )),
         }
     }
+}
+
+/// The keys behind the awslogs decision (docs/ENGINE.md §13): with credentials and a region
+/// configured, awslogs goes to Docker's driver; otherwise the container runs with
+/// `log_driver_fallback`. Holds no secret: only whether the access keys are set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsLogsConfig {
+    /// `DECKHAND_LOG_DRIVER_FALLBACK`.
+    pub log_driver_fallback: String,
+    /// `AWS_REGION`, else `AWS_DEFAULT_REGION`.
+    pub region: Option<String>,
+    /// `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` are both set.
+    pub access_keys: bool,
+    /// `AWS_SHARED_CREDENTIALS_FILE`, else `$HOME/.aws/credentials` (`None` without a `HOME`).
+    pub shared_credentials_file: Option<PathBuf>,
+    /// `AWS_PROFILE`.
+    pub profile: String,
 }
 
 /// Image cleanup (docs/ENGINE.md §15), ECS's keys with ECS's defaults plus the disk marks.
@@ -538,6 +562,11 @@ impl Config {
                 .expect("the built-in ECS_RESERVED_MEMORY parses"),
         };
         let registry_credentials = read_registry_credentials(&sources)?;
+        let secrets_file = match sources.value("DECKHAND_SECRETS_FILE") {
+            Some(raw) => raw.parse_with(parse_absolute_path)?,
+            None => default_secrets_file(scope, env)?,
+        };
+        let aws_logs = read_aws_logs(&sources, env)?;
         let image_cleanup = read_image_cleanup(&sources, &mut warnings)?;
         let log_level = match sources.value("ECS_LOGLEVEL") {
             Some(raw) => raw.parse_with(parse_log_level)?,
@@ -572,10 +601,39 @@ impl Config {
             docker_concurrency,
             registry_credentials,
             image_cleanup,
+            secrets_file,
+            aws_logs,
             scope,
             config_file: file.map(|(path, _)| path.to_path_buf()),
             warnings,
         })
+    }
+
+    /// Whether the AWS shared credentials file `text` has a section for `profile` with both
+    /// access keys (the INI format of `~/.aws/credentials`). Pure; the agent reads the file.
+    pub fn credentials_file_has_profile(text: &str, profile: &str) -> bool {
+        let mut in_profile = false;
+        let (mut key_id, mut secret) = (false, false);
+        for line in text.lines() {
+            let line = line.trim();
+            if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                if in_profile && key_id && secret {
+                    return true;
+                }
+                in_profile = section.trim() == profile;
+                (key_id, secret) = (false, false);
+            } else if in_profile {
+                if let Some((key, value)) = line.split_once('=') {
+                    let set = !value.trim().is_empty();
+                    match key.trim() {
+                        "aws_access_key_id" => key_id |= set,
+                        "aws_secret_access_key" => secret |= set,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        in_profile && key_id && secret
     }
 
     /// The documented keys (name, system default, meaning), for help output and the packaged
@@ -583,6 +641,40 @@ impl Config {
     pub fn describe() -> &'static [ConfigKeyDoc] {
         CONFIG_KEYS
     }
+}
+
+/// The awslogs keys: the fallback driver (not empty), the region, whether the access keys are
+/// both set, the shared credentials file and profile.
+fn read_aws_logs(
+    sources: &Sources,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<AwsLogsConfig, ConfigError> {
+    let text = |key: &'static str| sources.value(key).map(|raw| raw.value.clone());
+    let log_driver_fallback = text("DECKHAND_LOG_DRIVER_FALLBACK")
+        .unwrap_or_else(|| default_of("DECKHAND_LOG_DRIVER_FALLBACK").to_string());
+    if let Some(raw) = sources.value("DECKHAND_LOG_DRIVER_FALLBACK") {
+        raw.parse_with(|value| {
+            if value == "awslogs" || value.contains(char::is_whitespace) {
+                Err(
+                    "must be a local Docker log driver such as json-file, local or none"
+                        .to_string(),
+                )
+            } else {
+                Ok(())
+            }
+        })?;
+    }
+    let shared_credentials_file = match sources.value("AWS_SHARED_CREDENTIALS_FILE") {
+        Some(raw) => Some(raw.parse_with(parse_absolute_path)?),
+        None => default_shared_credentials_file(env),
+    };
+    Ok(AwsLogsConfig {
+        log_driver_fallback,
+        region: text("AWS_REGION").or_else(|| text("AWS_DEFAULT_REGION")),
+        access_keys: text("AWS_ACCESS_KEY_ID").is_some() && text("AWS_SECRET_ACCESS_KEY").is_some(),
+        shared_credentials_file,
+        profile: text("AWS_PROFILE").unwrap_or_else(|| default_of("AWS_PROFILE").to_string()),
+    })
 }
 
 #[cfg(test)]

@@ -111,6 +111,28 @@ pub(super) fn default_tasks_dir(
     })
 }
 
+/// `DECKHAND_SECRETS_FILE` when not set: the system file, or
+/// `$XDG_CONFIG_HOME/deckhand/secrets.json` (`~/.config/deckhand/secrets.json`).
+pub(super) fn default_secrets_file(
+    scope: Scope,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<PathBuf, ConfigError> {
+    Ok(match scope {
+        Scope::System => PathBuf::from(default_of("DECKHAND_SECRETS_FILE")),
+        Scope::User => user_directory(env, "DECKHAND_SECRETS_FILE", "XDG_CONFIG_HOME", ".config")?
+            .join("deckhand")
+            .join("secrets.json"),
+    })
+}
+
+/// The AWS shared credentials file when `AWS_SHARED_CREDENTIALS_FILE` is not set:
+/// `$HOME/.aws/credentials`, as the AWS SDKs look for it; `None` without a `HOME`.
+pub(super) fn default_shared_credentials_file(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<PathBuf> {
+    absolute_env_path(env, "HOME").map(|home| home.join(".aws").join("credentials"))
+}
+
 /// An XDG variable's value if it is an absolute path; the XDG spec says to ignore relative ones.
 fn absolute_env_path(env: &dyn Fn(&str) -> Option<String>, variable: &str) -> Option<PathBuf> {
     env(variable)

@@ -78,11 +78,89 @@ fn system_defaults_match_the_documented_table() {
                 disk_high_percent: 85,
                 disk_low_percent: 80,
             },
+            secrets_file: PathBuf::from("/etc/deckhand/secrets.json"),
+            aws_logs: AwsLogsConfig {
+                log_driver_fallback: "json-file".into(),
+                region: None,
+                access_keys: false,
+                shared_credentials_file: None,
+                profile: "default".into(),
+            },
             scope: Scope::System,
             config_file: None,
             warnings: vec![],
         }
     );
+}
+
+#[test]
+fn the_awslogs_keys_and_the_secrets_file() {
+    let config = system_config(
+        Some("AWS_ACCESS_KEY_ID=AKIDEXAMPLE\nAWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI\nAWS_DEFAULT_REGION=eu-west-1\n"),
+        &[("HOME", "/root"), ("DECKHAND_SECRETS_FILE", "/srv/secrets.json")],
+    )
+    .expect("loads");
+    assert_eq!(config.secrets_file, PathBuf::from("/srv/secrets.json"));
+    assert_eq!(config.aws_logs.region.as_deref(), Some("eu-west-1"));
+    assert!(config.aws_logs.access_keys);
+    assert_eq!(
+        config.aws_logs.shared_credentials_file,
+        Some(PathBuf::from("/root/.aws/credentials"))
+    );
+    assert!(
+        !format!("{config:?}").contains("wJalrXUtnFEMI"),
+        "no secret in Debug"
+    );
+    let error =
+        system_config(None, &[("DECKHAND_LOG_DRIVER_FALLBACK", "awslogs")]).expect_err("refused");
+    assert!(
+        error.to_string().contains("DECKHAND_LOG_DRIVER_FALLBACK"),
+        "{error}"
+    );
+    let error = system_config(Some("AWS_SECRET_ACCESS_KEY=\"wJalr\n"), &[]).expect_err("refused");
+    assert!(!error.to_string().contains("wJalr"), "{error}");
+    let user =
+        Config::from_sources(None, &env_of(&[("HOME", "/home/u")]), Scope::User).expect("loads");
+    assert_eq!(
+        user.secrets_file,
+        PathBuf::from("/home/u/.config/deckhand/secrets.json")
+    );
+}
+
+#[test]
+fn shared_credentials_profiles() {
+    // (file, profile, has it)
+    let table = [
+        (
+            "[default]\naws_access_key_id = A\naws_secret_access_key = S\n",
+            "default",
+            true,
+        ),
+        ("[default]\naws_access_key_id = A\n", "default", false),
+        (
+            "[edge]\naws_access_key_id=A\naws_secret_access_key=S\n[default]\nregion=x\n",
+            "default",
+            false,
+        ),
+        (
+            "[edge]\naws_access_key_id=A\naws_secret_access_key=S\n[default]\nregion=x\n",
+            "edge",
+            true,
+        ),
+        ("", "default", false),
+        (
+            "[default]\naws_access_key_id =\naws_secret_access_key = S\n",
+            "default",
+            false,
+        ),
+    ];
+    for (text, profile, expected) in table {
+        assert_eq!(
+            Config::credentials_file_has_profile(text, profile),
+            expected,
+            "{text:?} {profile}"
+        );
+    }
 }
 
 #[test]
@@ -193,6 +271,7 @@ fn user_scope_without_home_or_xdg_names_the_key_to_set() {
     let env = env_of(&[
         ("ECS_DATADIR", "/srv/dh"),
         ("DECKHAND_TASKS_DIR", "/srv/dh/tasks.d"),
+        ("DECKHAND_SECRETS_FILE", "/srv/dh/secrets.json"),
     ]);
     let config = Config::from_sources(None, &env, Scope::User).expect("explicit paths");
     assert_eq!(config.api_socket, PathBuf::from("/srv/dh/api.sock"));
@@ -331,13 +410,41 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("DECKHAND_IMAGE_CLEANUP_DISK_LOW", "50", "50", |c| {
         c.image_cleanup.disk_low_percent.to_string()
     }),
+    ("DECKHAND_SECRETS_FILE", "/srv/s.json", "/srv/s.json", |c| {
+        c.secrets_file.display().to_string()
+    }),
+    ("DECKHAND_LOG_DRIVER_FALLBACK", "local", "local", |c| {
+        c.aws_logs.log_driver_fallback.clone()
+    }),
+    ("AWS_REGION", "eu-west-1", "eu-west-1", |c| {
+        c.aws_logs.region.clone().unwrap_or_default()
+    }),
+    ("AWS_DEFAULT_REGION", "us-east-2", "us-east-2", |c| {
+        c.aws_logs.region.clone().unwrap_or_default()
+    }),
+    ("AWS_SHARED_CREDENTIALS_FILE", "/srv/aws", "/srv/aws", |c| {
+        c.aws_logs
+            .shared_credentials_file
+            .as_ref()
+            .map(|path| path.display().to_string())
+            .unwrap_or_default()
+    }),
+    ("AWS_PROFILE", "edge", "edge", |c| {
+        c.aws_logs.profile.clone()
+    }),
 ];
 
 #[test]
 fn every_key_is_covered_by_the_non_default_table() {
     // Read only as a pair; `registry_credentials_load_in_both_formats_from_file_or_environment`
     // covers them (file, environment, and the environment over the file).
-    let paired = ["ECS_ENGINE_AUTH_TYPE", "ECS_ENGINE_AUTH_DATA"];
+    // The AWS access keys likewise: `the_awslogs_keys_and_the_secrets_file`.
+    let paired = [
+        "ECS_ENGINE_AUTH_TYPE",
+        "ECS_ENGINE_AUTH_DATA",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ];
     for doc in CONFIG_KEYS.iter().filter(|doc| !paired.contains(&doc.key)) {
         assert!(
             NON_DEFAULT_VALUES.iter().any(|(key, ..)| *key == doc.key),

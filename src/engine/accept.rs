@@ -124,7 +124,42 @@ impl TaskEngine {
             create_request(task, index, &self.shared.config.cluster)
                 .map_err(|reason| EngineError::Rejected { reason })?;
         }
-        Ok(())
+        self.reject_if_secrets_missing(task)
+    }
+
+    /// A task whose secrets (`secrets`, `secretOptions`, `repositoryCredentials`) the local
+    /// secret store cannot answer would fail at its first create: refused now, naming every
+    /// missing reference (or the store's problem). The store is read again at each create.
+    fn reject_if_secrets_missing(&self, task: &Task) -> Result<(), EngineError> {
+        let wanted: Vec<&str> = task
+            .containers
+            .iter()
+            .flat_map(|container| container.definition.secret_references())
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let Some(path) = &self.shared.config.secrets_file else {
+            return Err(EngineError::Rejected {
+                reason: "secrets: the task needs secrets and no secret store is configured \
+                         (DECKHAND_SECRETS_FILE)"
+                    .to_string(),
+            });
+        };
+        let store = crate::secrets::load(path).map_err(|error| EngineError::Rejected {
+            reason: format!("secrets: {error}"),
+        })?;
+        let missing = store.missing(wanted);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(EngineError::Rejected {
+            reason: format!(
+                "secrets: the secret store {} holds no value for {}",
+                path.display(),
+                crate::engine::workers::quoted_list(&missing)
+            ),
+        })
     }
 }
 

@@ -845,6 +845,7 @@ mod tests {
         app.log_configuration = Some(LogConfiguration {
             log_driver: "json-file".into(),
             options: BTreeMap::from([("max-size".to_string(), "1m".to_string())]),
+            secret_options: Vec::new(),
         });
         let volumes = vec![
             Volume::new("data"),

@@ -139,6 +139,9 @@ pub enum DockerCall {
     Pull {
         container: String,
         image: String,
+        /// `repositoryCredentials.credentialsParameter`: the secret-store reference of the
+        /// credentials this pull sends, over the `ECS_ENGINE_AUTH_*` ones for its registry.
+        credentials_parameter: Option<String>,
     },
     /// Makes each of `volumes` ready first (docs/ENGINE.md §2, Docker volumes), then creates
     /// the container; a volume that cannot be used is the create's error.
@@ -146,6 +149,8 @@ pub enum DockerCall {
         container: String,
         spec: Box<CreateContainer>,
         volumes: Vec<VolumeRequirement>,
+        /// Read from the secret store and added to `spec` just before the create.
+        secrets: Vec<SecretUse>,
     },
     Start {
         container: String,
@@ -174,6 +179,27 @@ pub enum DockerCall {
         docker_ids: Vec<String>,
         volumes: Vec<OwnedVolume>,
     },
+}
+
+/// A value the create worker reads from the local secret store and adds to the create request:
+/// only the reference travels in the call (and in anything that logs or records it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretUse {
+    pub target: SecretTarget,
+    /// The environment variable or log option name.
+    pub name: String,
+    /// The store's key, as the task definition writes it.
+    pub value_from: String,
+}
+
+/// Where a secret goes in the create request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretTarget {
+    /// `secrets[]`: an environment variable (it replaces an `environment` entry of that name,
+    /// as ECS merges secrets over the environment).
+    Environment,
+    /// `logConfiguration.secretOptions[]`: a log option.
+    LogOption,
 }
 
 /// A Docker volume a container mounts, as the create worker makes it ready: the volume to

@@ -8,6 +8,7 @@ pub mod docker_events;
 pub mod handle;
 pub mod host_resources;
 pub mod image_cleanup;
+pub mod log_driver;
 pub mod managed_task;
 pub mod messages;
 pub mod reconcile;

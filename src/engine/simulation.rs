@@ -547,6 +547,7 @@ impl Simulation {
                 port: 51679,
             }),
             exclude_ipv6_port_bindings: true,
+            aws_logs: Default::default(),
         };
         let context = Self::worker_context(&docker, pull_behavior);
         let (crash_per_mille_step, crash_per_mille_effect) = match random.below(4) {
@@ -618,6 +619,7 @@ impl Simulation {
             },
             store: None,
             registry_credentials: Default::default(),
+            secrets_file: None,
             images: None,
         }
     }

@@ -29,6 +29,7 @@ use crate::engine::image_cleanup::{
     forget_pulled_images, ImageCleaner, ImageCleanupCounters, ImageCleanupSettings, ImageTracker,
     ProtectedImages,
 };
+use crate::engine::log_driver::AwsLogsSetup;
 use crate::engine::managed_task::{
     run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
     DOCKER_EVENT_INBOX_CAPACITY,
@@ -46,6 +47,7 @@ use crate::task::metadata_endpoint::MetadataEndpoint;
 use crate::task::{PullBehavior, Task};
 use crossbeam_channel::{bounded, unbounded, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -97,6 +99,11 @@ pub struct EngineConfig {
     /// `ECS_EXCLUDE_IPV6_PORTBINDING`: record a container's port bindings without the IPv6 twins
     /// of its IPv4 ones (`ports::reported_port_bindings`).
     pub exclude_ipv6_port_bindings: bool,
+    /// `DECKHAND_SECRETS_FILE`: the local secret store, read at submit and at each create and
+    /// pull that needs a secret; `None`: there is none, and a task that needs one is refused.
+    pub secrets_file: Option<PathBuf>,
+    /// What says whether awslogs containers can ship their logs (§13).
+    pub aws_logs: AwsLogsSetup,
 }
 
 impl Default for EngineConfig {
@@ -124,6 +131,8 @@ impl Default for EngineConfig {
             task_metadata: None,
             registry_credentials: Arc::new(RegistryCredentials::default()),
             exclude_ipv6_port_bindings: true,
+            secrets_file: None,
+            aws_logs: AwsLogsSetup::default(),
         }
     }
 }
@@ -163,6 +172,7 @@ impl EngineShared {
             sent_poll_interval: self.config.sent_poll_interval,
             task_metadata: self.config.task_metadata,
             exclude_ipv6_port_bindings: self.config.exclude_ipv6_port_bindings,
+            aws_logs: self.config.aws_logs.clone(),
         }
     }
 }
@@ -234,6 +244,7 @@ impl TaskEngine {
                     stop_retry: config.stop_retry,
                     store: store.clone(),
                     registry_credentials: Arc::clone(&config.registry_credentials),
+                    secrets_file: config.secrets_file.clone(),
                     images: Some(Arc::new(ImageTracker::new(
                         store
                             .as_ref()

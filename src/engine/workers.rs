@@ -19,7 +19,7 @@
 
 use crate::engine::image_cleanup::ImageTracker;
 use crate::engine::messages::{
-    DockerCall, Input, OwnedVolume, TransitionOutput, VolumeRequirement,
+    DockerCall, Input, OwnedVolume, SecretTarget, SecretUse, TransitionOutput, VolumeRequirement,
 };
 use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::engine::worker_pool::CallClass;
@@ -29,6 +29,7 @@ use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
     EventStream, ImageInfo, RegistryAuth, RuntimeError, VolumeFailure, VolumeInfo,
 };
+use crate::secrets::SecretStore;
 use crate::state::StateStore;
 use crate::task::labels::LABEL_TASK_ARN;
 use crate::task::sandbox::SANDBOX_IMAGE;
@@ -68,6 +69,9 @@ pub struct WorkerContext {
     pub store: Option<Arc<StateStore>>,
     /// What each pull sends for its image's registry (§13).
     pub registry_credentials: Arc<RegistryCredentials>,
+    /// `DECKHAND_SECRETS_FILE`: read at each create and pull that needs a secret, so a rotated
+    /// value is used by the next one; `None`: no store (such a call fails).
+    pub secrets_file: Option<std::path::PathBuf>,
     /// The images tasks use, for image cleanup (§15); `None` where nothing tracks them (the
     /// simulator).
     pub images: Option<Arc<ImageTracker>>,
@@ -110,6 +114,93 @@ pub fn registry_auth_for(context: &WorkerContext, image: &str) -> Option<Registr
             password: matched.credential.password.clone(),
             server_address: matched.server_address.to_string(),
         })
+}
+
+/// The secret store, read now (so a rotated value is used by this call); its failure is the
+/// call's, named as ECS names a secret it could not retrieve.
+fn read_secret_store(context: &WorkerContext) -> Result<SecretStore, RuntimeError> {
+    let Some(path) = &context.secrets_file else {
+        return Err(RuntimeError::ResourceInitialization {
+            message: "no secret store is configured (DECKHAND_SECRETS_FILE)".to_string(),
+        });
+    };
+    crate::secrets::load(path).map_err(|error| RuntimeError::ResourceInitialization {
+        message: format!("unable to read secrets: {error}"),
+    })
+}
+
+/// `repositoryCredentials`: the `{"username","password"}` the store holds under `reference`,
+/// for `image`'s registry.
+fn repository_credentials(
+    context: &WorkerContext,
+    reference: &str,
+    image: &str,
+) -> Result<RegistryAuth, RuntimeError> {
+    let store = read_secret_store(context)?;
+    let (username, password) = store.registry_credentials(reference).map_err(|why| {
+        RuntimeError::ResourceInitialization {
+            message: format!("unable to retrieve the registry credentials: {why}"),
+        }
+    })?;
+    let (host, _) = crate::registry::registry_of_image(image);
+    let server_address = if host == crate::registry::DOCKER_HUB {
+        crate::registry::DOCKER_HUB_SERVER_ADDRESS.to_string()
+    } else {
+        host
+    };
+    Ok(RegistryAuth {
+        username,
+        password,
+        server_address,
+    })
+}
+
+/// Adds each secret of a create to its request: an environment variable replacing one of the
+/// same name (ECS merges secrets over `environment`), or a log option. Every reference the
+/// store lacks is named in the error; no value ever is.
+fn add_secrets(
+    context: &WorkerContext,
+    spec: &mut CreateContainer,
+    secrets: &[SecretUse],
+) -> Result<(), RuntimeError> {
+    if secrets.is_empty() {
+        return Ok(());
+    }
+    let store = read_secret_store(context)?;
+    let missing = store.missing(secrets.iter().map(|secret| secret.value_from.as_str()));
+    if !missing.is_empty() {
+        return Err(RuntimeError::ResourceInitialization {
+            message: format!(
+                "unable to retrieve secrets: the secret store holds no value for {}",
+                quoted_list(&missing)
+            ),
+        });
+    }
+    for secret in secrets {
+        let value = store.value(&secret.value_from).unwrap_or_default();
+        match secret.target {
+            SecretTarget::Environment => {
+                spec.env
+                    .retain(|entry| entry.split('=').next().unwrap_or_default() != secret.name);
+                spec.env.push(format!("{}={value}", secret.name));
+            }
+            SecretTarget::LogOption => {
+                if let Some(log) = &mut spec.log_config {
+                    log.options.insert(secret.name.clone(), value.to_string());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `"a", "b"`, for naming references.
+pub fn quoted_list(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|item| format!("{item:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// §13: whether to pull under `behavior`. `present_locally` is only asked for `prefer-cached`.
@@ -394,19 +485,36 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
     let guard = PanicGuard(Arc::clone(&context.runtime));
     let runtime: &dyn ContainerRuntime = &guard;
     match call {
-        DockerCall::Pull { container, image } if image == SANDBOX_IMAGE => {
+        DockerCall::Pull {
+            container, image, ..
+        } if image == SANDBOX_IMAGE => {
             // Never from a registry: made here, once per host (and again if removed).
             let result = crate::engine::sandbox_image::ensure_sandbox_image(runtime)
                 .map(|()| TransitionOutput::default());
             transition(container, ContainerStatus::Pulled, result)
         }
-        DockerCall::Pull { container, image } => {
+        DockerCall::Pull {
+            container,
+            image,
+            credentials_parameter,
+        } => {
+            // repositoryCredentials: read from the store now, over ECS_ENGINE_AUTH_* for this
+            // pull; a reference the store cannot answer fails the pull without calling Docker.
+            let auth = match &credentials_parameter {
+                Some(reference) => match repository_credentials(context, reference, &image) {
+                    Ok(auth) => Some(auth),
+                    Err(error) => {
+                        return transition(container, ContainerStatus::Pulled, Err(error));
+                    }
+                },
+                None => registry_auth_for(context, &image),
+            };
             let pulled_before = context.pulled_before(&image);
             let pull = should_pull(context.pull_behavior, pulled_before, || {
                 runtime.inspect_image(&image).is_ok()
             });
             let result = if pull {
-                match runtime.pull_image(&image, registry_auth_for(context, &image).as_ref()) {
+                match runtime.pull_image(&image, auth.as_ref()) {
                     Ok(()) => {
                         context.record_pulled(&image);
                         pull_fallback_logged(&image, false);
@@ -438,11 +546,15 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
         }
         DockerCall::Create {
             container,
-            spec,
+            mut spec,
             volumes,
+            secrets,
         } => {
-            let result =
-                prepare_volumes(runtime, &volumes).and_then(|()| create_or_adopt(runtime, &spec));
+            let result = add_secrets(context, &mut spec, &secrets)
+                .and_then(|()| prepare_volumes(runtime, &volumes))
+                .and_then(|()| create_or_adopt(runtime, &spec));
+            // The values leave with the create body; nothing else keeps them.
+            drop(spec);
             transition(
                 container,
                 ContainerStatus::Created,
@@ -779,6 +891,7 @@ mod tests {
                 DockerCall::Pull {
                     container: container(),
                     image: "app:1".to_string(),
+                    credentials_parameter: None,
                 },
                 transition(ContainerStatus::Pulled, "pull"),
             ),
@@ -787,6 +900,7 @@ mod tests {
                     container: container(),
                     spec: Box::default(),
                     volumes: Vec::new(),
+                    secrets: Vec::new(),
                 },
                 transition(ContainerStatus::Created, "create"),
             ),
@@ -942,6 +1056,7 @@ mod tests {
         let pull = DockerCall::Pull {
             container: "app".to_string(),
             image: "app:1".to_string(),
+            credentials_parameter: None,
         };
         let stop = DockerCall::Stop {
             container: "app".to_string(),
@@ -1093,6 +1208,7 @@ mod tests {
             stop_retry: StopRetry::default(),
             store: None,
             registry_credentials: Arc::new(credentials),
+            secrets_file: None,
             images: None,
         };
         let table = [

@@ -12,8 +12,8 @@ pub mod status;
 pub mod time;
 
 pub use definition::{
-    parse_task_definition, shutdown_order, start_order, ParsedDefinition, ValidationError,
-    MAX_TASK_DEFINITION_BYTES,
+    check_task_definition, parse_task_definition, shutdown_order, start_order, InvalidDefinition,
+    ParsedDefinition, ValidationError, MAX_TASK_DEFINITION_BYTES,
 };
 pub use model::*;
 pub use status::{ContainerStatus, TaskStatus};

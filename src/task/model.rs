@@ -257,6 +257,23 @@ pub struct HealthCheck {
 pub struct LogConfiguration {
     pub log_driver: String,
     pub options: BTreeMap<String, String>,
+    /// `secretOptions[]`: log options whose values come from the secret store at create. Absent
+    /// from checkpoints written before deckhand supported them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_options: Vec<SecretReference>,
+}
+
+/// A value a container gets from deckhand's local secret store when it is created: a
+/// `secrets[]` entry (an environment variable) or a log configuration's `secretOptions[]` entry
+/// (a log option). Only the reference is held — in the model, the checkpoint and every view —;
+/// the value is read from the store at create and sent to Docker, nowhere else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretReference {
+    /// The variable or option name.
+    pub name: String,
+    /// `valueFrom` as written: a Secrets Manager ARN (with or without a JSON key suffix), an SSM
+    /// parameter ARN or name; the key of the value in the secret store.
+    pub value_from: String,
 }
 
 /// Per-container restart policy (§12).
@@ -460,6 +477,13 @@ pub struct ContainerDefinition {
     /// Docker's `Tty`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub pseudo_terminal: bool,
+    /// `secrets[]`: environment variables whose values come from the secret store at create.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretReference>,
+    /// `repositoryCredentials.credentialsParameter`: the secret-store reference of the
+    /// `{"username","password"}` this container's pull sends to its registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_credentials: Option<String>,
 }
 
 impl ContainerDefinition {
@@ -503,7 +527,24 @@ impl ContainerDefinition {
             disable_networking: false,
             interactive: false,
             pseudo_terminal: false,
+            secrets: Vec::new(),
+            repository_credentials: None,
         }
+    }
+
+    /// Every secret-store reference this container needs at pull and create, in definition
+    /// order (repeats kept).
+    pub fn secret_references(&self) -> Vec<&str> {
+        let log_options = self
+            .log_configuration
+            .iter()
+            .flat_map(|log| log.secret_options.iter());
+        self.secrets
+            .iter()
+            .chain(log_options)
+            .map(|secret| secret.value_from.as_str())
+            .chain(self.repository_credentials.as_deref())
+            .collect()
     }
 
     /// Every dependency edge of this container: explicit `dependsOn`, implicit START for each
@@ -605,6 +646,9 @@ pub enum ContainerErrorKind {
     DockerState,
     /// Any other error. Only in checkpoints of earlier versions.
     Other,
+    /// A secret the container needs could not be read from the local secret store (ECS:
+    /// `ResourceInitializationError`, its name for secrets it could not retrieve).
+    ResourceInitialization,
 }
 
 /// A network a container is attached to and its IPv4 address there, as Docker reported it.
@@ -659,6 +703,20 @@ pub struct Container {
     pub last_restart_at: Option<Millis>,
     /// Set once §7's re-stop was issued for this container.
     pub restopped: bool,
+    /// The container runs with another log driver than its definition asks for (an awslogs
+    /// container on a host with no AWS credentials or region), decided at its create. Absent
+    /// from checkpoints written before it existed and when the definition's driver runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_fallback: Option<LogFallback>,
+}
+
+/// The log driver a container runs with instead of the one its definition asks for, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogFallback {
+    /// The driver that runs (`DECKHAND_LOG_DRIVER_FALLBACK`), with no options.
+    pub log_driver: String,
+    /// Why the definition's driver does not run.
+    pub reason: String,
 }
 
 impl Container {
@@ -688,6 +746,7 @@ impl Container {
             restart_count: 0,
             last_restart_at: None,
             restopped: false,
+            log_fallback: None,
         }
     }
 

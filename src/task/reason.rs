@@ -32,6 +32,7 @@ impl ContainerErrorKind {
             ContainerErrorKind::Vanished => "ContainerVanishedError",
             ContainerErrorKind::OutOfMemory => "OutOfMemoryError",
             ContainerErrorKind::DockerState => "DockerStateError",
+            ContainerErrorKind::ResourceInitialization => "ResourceInitializationError",
             // Kinds of earlier checkpoints that do not say which call failed.
             ContainerErrorKind::Unreachable | ContainerErrorKind::Other => UNKNOWN_ERROR_NAME,
         }
@@ -73,7 +74,7 @@ impl ContainerError {
 mod tests {
     use super::*;
 
-    const EVERY_KIND: [ContainerErrorKind; 16] = [
+    const EVERY_KIND: [ContainerErrorKind; 17] = [
         ContainerErrorKind::Timeout,
         ContainerErrorKind::CannotInspectVolume,
         ContainerErrorKind::CannotCreateVolume,
@@ -90,6 +91,7 @@ mod tests {
         ContainerErrorKind::OutOfMemory,
         ContainerErrorKind::DockerState,
         ContainerErrorKind::Other,
+        ContainerErrorKind::ResourceInitialization,
     ];
 
     #[test]
@@ -129,6 +131,10 @@ mod tests {
             (ContainerErrorKind::Unreachable, "UnknownError"),
             (ContainerErrorKind::OutOfMemory, "OutOfMemoryError"),
             (ContainerErrorKind::DockerState, "DockerStateError"),
+            (
+                ContainerErrorKind::ResourceInitialization,
+                "ResourceInitializationError",
+            ),
             (ContainerErrorKind::Other, "UnknownError"),
         ];
         assert_eq!(table.len(), EVERY_KIND.len(), "every kind is in the table");

@@ -21,6 +21,7 @@ fn sample_task() -> Task {
     web.log_configuration = Some(LogConfiguration {
         log_driver: "json-file".into(),
         options: BTreeMap::from([("max-size".to_string(), "10m".to_string())]),
+        secret_options: Vec::new(),
     });
     let sidecar = ContainerDefinition::new("sidecar", "busybox:latest");
     let definition = TaskDefinition {

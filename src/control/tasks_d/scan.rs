@@ -9,7 +9,9 @@
 //! the Compose file and its `.env`, so editing either replaces the task.
 
 use crate::task::compose::{convert_compose, ComposeContext};
-use crate::task::{parse_task_definition, TaskDefinition, MAX_TASK_DEFINITION_BYTES};
+use crate::task::{
+    check_task_definition, parse_task_definition, TaskDefinition, MAX_TASK_DEFINITION_BYTES,
+};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::Path;
@@ -190,9 +192,17 @@ fn read_file(path: &Path) -> FileContent {
                 .unwrap_or_default();
             compose_definition(directory, &project, &bytes)
         }
-        Ok(_) => parse_task_definition(&bytes)
+        // The log lists the errors, then the warnings, which help fixing the file too.
+        Ok(_) => check_task_definition(&bytes)
             .map(|parsed| parsed.definition)
-            .map_err(|errors| errors.iter().map(ToString::to_string).collect()),
+            .map_err(|invalid| {
+                let errors = invalid.errors.iter().map(ToString::to_string);
+                let warnings = invalid
+                    .warnings
+                    .iter()
+                    .map(|warning| format!("warning: {warning}"));
+                errors.chain(warnings).collect()
+            }),
     };
     FileContent { hash, definition }
 }

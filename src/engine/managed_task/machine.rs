@@ -13,6 +13,7 @@ mod progress;
 use crate::engine::container_spec::{
     add_metadata_environment, create_request, owned_volumes, volume_requirements,
 };
+use crate::engine::log_driver::AwsLogsSetup;
 use crate::engine::messages::{
     DockerCall, DockerObservation, Effect, Input, Reported, TimerKind, TransitionOutput,
 };
@@ -58,6 +59,8 @@ pub struct ManagedTaskSettings {
     pub task_metadata: Option<MetadataEndpoint>,
     /// `ECS_EXCLUDE_IPV6_PORTBINDING`: record port bindings without IPv6 twins.
     pub exclude_ipv6_port_bindings: bool,
+    /// Whether awslogs containers ship their logs or run with the fallback driver (§13).
+    pub aws_logs: AwsLogsSetup,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,6 +42,7 @@ fn settings(cleanup_wait: Duration) -> ManagedTaskSettings {
         sent_poll_interval: Duration::from_secs(30),
         task_metadata: None,
         exclude_ipv6_port_bindings: true,
+        aws_logs: Default::default(),
     }
 }
 

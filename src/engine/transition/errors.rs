@@ -82,6 +82,7 @@ pub fn error_outcome(
             | ContainerErrorKind::CannotInspectVolume
             | ContainerErrorKind::CannotCreateVolume
             | ContainerErrorKind::CannotStart
+            | ContainerErrorKind::ResourceInitialization
             | ContainerErrorKind::CannotStop => ErrorOutcome {
                 reset_known: true,
                 ..ErrorOutcome::default()
@@ -176,7 +177,8 @@ pub fn docker_away(call: DockerCallKind, error: &RuntimeError) -> bool {
         | RuntimeError::CannotPull { .. }
         | RuntimeError::Api { .. }
         | RuntimeError::Panicked { .. }
-        | RuntimeError::Volume { .. } => false,
+        | RuntimeError::Volume { .. }
+        | RuntimeError::ResourceInitialization { .. } => false,
     }
 }
 
@@ -242,6 +244,10 @@ pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> Containe
         (ContainerStatus::Stopped, RuntimeError::NoSuchContainer { .. }) => {
             ContainerErrorKind::NoSuchContainer
         }
+        // A secret the call needed is not in the store: ECS's name, whichever call it was for.
+        (_, RuntimeError::ResourceInitialization { .. }) => {
+            ContainerErrorKind::ResourceInitialization
+        }
         (ContainerStatus::Pulled, _) => ContainerErrorKind::CannotPull,
         // A volume the create needs could not be made ready: named for the volume call that
         // failed, as ECS names it; a volume the task may not use is a failed create.
@@ -278,6 +284,7 @@ pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> Containe
         RuntimeError::CannotPull { message } => message.clone(),
         // The kind carries the volume call's name; the message says which volume and why.
         RuntimeError::Volume { message, .. } => message.clone(),
+        RuntimeError::ResourceInitialization { message } => message.clone(),
         other => other.to_string(),
     };
     ContainerError { kind, message }

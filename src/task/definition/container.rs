@@ -6,12 +6,15 @@
 use super::json::{indexed, join, Parser};
 use super::keys::{
     CONTAINER_KEYS, DEPENDS_ON_KEYS, ENVIRONMENT_KEYS, HEALTH_CHECK_KEYS, LOG_CONFIGURATION_KEYS,
-    MOUNT_POINT_KEYS, PORT_MAPPING_KEYS, RESTART_POLICY_KEYS, VOLUMES_FROM_KEYS,
+    MOUNT_POINT_KEYS, PORT_MAPPING_KEYS, REPOSITORY_CREDENTIALS_KEYS, RESTART_POLICY_KEYS,
+    SECRET_KEYS, VOLUMES_FROM_KEYS,
 };
-use super::names::{check_container_name, check_image_reference};
+use super::names::{
+    check_container_name, check_image_reference, placeholder_message, template_placeholder,
+};
 use crate::task::{
     ContainerDefinition, Dependency, DependencyCondition, HealthCheck, LogConfiguration,
-    MountPoint, PortMapping, PortRange, Protocol, RestartPolicy, VolumeFrom,
+    MountPoint, PortMapping, PortRange, Protocol, RestartPolicy, SecretReference, VolumeFrom,
 };
 use serde_json::{Map, Value};
 
@@ -68,8 +71,14 @@ impl Parser {
             .required_string(object, path, "image")
             .unwrap_or_default();
         if Self::field(object, "image").is_some_and(Value::is_string) {
-            check_image_reference(&image)
-                .unwrap_or_else(|message| self.error(&join(path, "image"), message));
+            match template_placeholder(&image) {
+                Some(placeholder) => self.error(
+                    &join(path, "image"),
+                    placeholder_message(&placeholder, "the image to run"),
+                ),
+                None => check_image_reference(&image)
+                    .unwrap_or_else(|message| self.error(&join(path, "image"), message)),
+            }
         }
         let essential = self.bool(object, path, "essential").unwrap_or(true);
         let command = self.string_list(object, path, "command");
@@ -141,6 +150,14 @@ impl Parser {
             .unwrap_or(false);
         let interactive = self.bool(object, path, "interactive").unwrap_or(false);
         let pseudo_terminal = self.bool(object, path, "pseudoTerminal").unwrap_or(false);
+        let secrets = self.secret_references(object, path, "secrets", true);
+        let repository_credentials = self.repository_credentials(object, path);
+        if Self::field(object, "firelensConfiguration").is_some_and(|value| match value {
+            Value::Object(map) => !map.is_empty(),
+            _ => true,
+        }) {
+            self.firelens_router = true;
+        }
         ContainerDefinition {
             name,
             image,
@@ -177,7 +194,80 @@ impl Parser {
             disable_networking,
             interactive,
             pseudo_terminal,
+            secrets,
+            repository_credentials,
         }
+    }
+
+    /// `secrets[]` (environment variables: `names_are_variables`) or a log configuration's
+    /// `secretOptions[]`: each a `name` and the `valueFrom` the secret store holds its value
+    /// under. Only the reference is read here; whether the store holds it is checked at submit.
+    pub(super) fn secret_references(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+        key: &str,
+        names_are_variables: bool,
+    ) -> Vec<SecretReference> {
+        let mut references: Vec<SecretReference> = Vec::new();
+        for (item_path, map) in self.objects(object, path, key) {
+            self.check_keys(&item_path, map, &SECRET_KEYS);
+            let name = self.required_string(map, &item_path, "name");
+            let value_from = self.required_string(map, &item_path, "valueFrom");
+            if let Some(name) = &name {
+                let invalid = name.is_empty()
+                    || name.contains('\0')
+                    || (names_are_variables && name.contains('='));
+                if invalid {
+                    let what = if names_are_variables {
+                        "environment variable"
+                    } else {
+                        "log option"
+                    };
+                    self.error(
+                        &join(&item_path, "name"),
+                        format!("{name:?} is not a valid {what} name"),
+                    );
+                } else if references.iter().any(|reference| &reference.name == name) {
+                    self.error(
+                        &join(&item_path, "name"),
+                        format!("{name:?} is given twice in {key}"),
+                    );
+                }
+            }
+            if value_from
+                .as_deref()
+                .is_some_and(|value| value.trim().is_empty())
+            {
+                self.error(&join(&item_path, "valueFrom"), "must not be empty");
+            }
+            if let (Some(name), Some(value_from)) = (name, value_from) {
+                references.push(SecretReference { name, value_from });
+            }
+        }
+        references
+    }
+
+    /// `repositoryCredentials`: `credentialsParameter`, the secret-store reference of the
+    /// registry credentials (`{"username","password"}`) for this container's pull.
+    fn repository_credentials(
+        &mut self,
+        object: &Map<String, Value>,
+        path: &str,
+    ) -> Option<String> {
+        let value = Self::field(object, "repositoryCredentials")?;
+        let credentials_path = join(path, "repositoryCredentials");
+        let map = self.object(&credentials_path, value)?;
+        self.check_keys(&credentials_path, map, &REPOSITORY_CREDENTIALS_KEYS);
+        let parameter = self.required_string(map, &credentials_path, "credentialsParameter")?;
+        if parameter.trim().is_empty() {
+            self.error(
+                &join(&credentials_path, "credentialsParameter"),
+                "must not be empty",
+            );
+            return None;
+        }
+        Some(parameter)
     }
 
     fn environment(&mut self, object: &Map<String, Value>, path: &str) -> Vec<(String, String)> {
@@ -419,9 +509,22 @@ impl Parser {
             self.error(&join(&config_path, "logDriver"), "must not be empty");
         }
         let options = self.string_map(map, &config_path, "options");
+        let secret_options = self.secret_references(map, &config_path, "secretOptions", false);
+        for option in &secret_options {
+            if options.contains_key(&option.name) {
+                self.error(
+                    &join(&config_path, "secretOptions"),
+                    format!(
+                        "{:?} is both an option and a secret option; give it once",
+                        option.name
+                    ),
+                );
+            }
+        }
         Some(LogConfiguration {
             log_driver,
             options,
+            secret_options,
         })
     }
 

@@ -42,11 +42,53 @@ pub(super) fn indexed(path: &str, index: usize) -> String {
     format!("{path}[{index}]")
 }
 
+/// The range of a whole number as the messages write it: an end at or beyond `u32`'s limits
+/// (4294967295 seconds, 8796093022207 MiB, `i64::MAX` CPU units) is no limit at all for a
+/// person, so it is left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WholeNumberBounds {
+    min: Option<i128>,
+    max: Option<i128>,
+}
+
+impl WholeNumberBounds {
+    pub(super) fn new(min: i128, max: i128) -> WholeNumberBounds {
+        WholeNumberBounds {
+            min: (min > -i128::from(u32::MAX)).then_some(min),
+            max: (max < i128::from(u32::MAX)).then_some(max),
+        }
+    }
+
+    /// `a whole number in 1–65535`, `a whole number ≥ 0`, `a whole number ≤ 10`, `a whole
+    /// number`.
+    pub(super) fn expected(self) -> String {
+        match (self.min, self.max) {
+            (Some(min), Some(max)) => format!("a whole number in {min}–{max}"),
+            (Some(min), None) => format!("a whole number ≥ {min}"),
+            (None, Some(max)) => format!("a whole number ≤ {max}"),
+            (None, None) => "a whole number".to_string(),
+        }
+    }
+
+    /// Why `number` (a whole number outside the range) is refused.
+    pub(super) fn out_of_range(self, number: i128) -> String {
+        match (self.min, self.max) {
+            (Some(min), Some(max)) => format!("{number} is out of range {min}–{max}"),
+            (Some(min), _) if number < min => format!("{number} is too small: at least {min}"),
+            (_, Some(max)) if number > max => format!("{number} is too large: at most {max}"),
+            (_, _) => format!("{number} is too large"),
+        }
+    }
+}
+
 /// Collects errors and warnings while walking the document.
 #[derive(Default)]
 pub(super) struct Parser {
     pub(super) errors: Vec<ValidationError>,
     pub(super) warnings: Vec<String>,
+    /// Some container of the task carries a `firelensConfiguration` (a FireLens log router),
+    /// which `awsfirelens` log configurations need.
+    pub(super) firelens_router: bool,
 }
 
 /// Where a container's fields sit in the document, for cross-container errors.
@@ -183,8 +225,9 @@ impl Parser {
     }
 
     /// A whole number in `min..=max`, read as `read` reads JSON numbers; the error names the
-    /// range and what was found instead.
-    fn whole_number<T: Copy + PartialOrd + std::fmt::Display>(
+    /// range as people write it (an end at the type's limit is no limit: "≥ 0", not
+    /// "0–9223372036854775807") and what was found instead.
+    fn whole_number<T: Copy + PartialOrd + std::fmt::Display + Into<i128>>(
         &mut self,
         object: &Map<String, Value>,
         path: &str,
@@ -195,10 +238,11 @@ impl Parser {
     ) -> Option<T> {
         let value = Self::field(object, key)?;
         let key_path = join(path, key);
+        let bounds = WholeNumberBounds::new(min.into(), max.into());
         match read(value) {
             Some(number) if (min..=max).contains(&number) => Some(number),
             Some(number) => {
-                self.error(&key_path, format!("{number} is out of range {min}–{max}"));
+                self.error(&key_path, bounds.out_of_range(number.into()));
                 None
             }
             None => {
@@ -208,7 +252,7 @@ impl Parser {
                 };
                 self.error(
                     &key_path,
-                    format!("expected a whole number in {min}–{max}, found {found}"),
+                    format!("expected {}, found {found}", bounds.expected()),
                 );
                 None
             }

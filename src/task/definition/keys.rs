@@ -46,12 +46,9 @@ pub(super) const TASK_KEYS: KeySpec = KeySpec {
         "compatibilities",
         "requiresAttributes",
         "enableFaultInjection",
-    ],
-    unsupported: &[
-        "proxyConfiguration",
         "ephemeralStorage",
-        "inferenceAccelerators",
     ],
+    unsupported: &["proxyConfiguration", "inferenceAccelerators"],
 };
 
 pub(super) const VOLUME_KEYS: KeySpec = KeySpec {
@@ -113,12 +110,12 @@ pub(super) const CONTAINER_KEYS: KeySpec = KeySpec {
         "dockerSecurityOptions",
         "interactive",
         "pseudoTerminal",
+        "secrets",
+        "repositoryCredentials",
     ],
     // Image digest pinning is done by the ECS control plane at run-task time.
     ignored: &["versionConsistency"],
     unsupported: &[
-        "repositoryCredentials",
-        "secrets",
         "environmentFiles",
         "firelensConfiguration",
         "resourceRequirements",
@@ -222,9 +219,22 @@ pub(super) const HEALTH_CHECK_KEYS: KeySpec = KeySpec {
 };
 
 pub(super) const LOG_CONFIGURATION_KEYS: KeySpec = KeySpec {
-    supported: &["logDriver", "options"],
+    supported: &["logDriver", "options", "secretOptions"],
     ignored: &[],
-    unsupported: &["secretOptions"],
+    unsupported: &[],
+};
+
+/// One of `secrets[]` or `secretOptions[]`.
+pub(super) const SECRET_KEYS: KeySpec = KeySpec {
+    supported: &["name", "valueFrom"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const REPOSITORY_CREDENTIALS_KEYS: KeySpec = KeySpec {
+    supported: &["credentialsParameter"],
+    ignored: &[],
+    unsupported: &[],
 };
 
 pub(super) const RESTART_POLICY_KEYS: KeySpec = KeySpec {
@@ -283,19 +293,33 @@ fn suggestion(key: &str, spec: &KeySpec) -> Option<&'static str> {
         .map(|(_, candidate)| candidate)
 }
 
+/// Ignored keys whose warning says more than "no effect": why this host does without them.
+const IGNORED_BECAUSE: &[(&str, &str)] = &[(
+    "ephemeralStorage",
+    "ignored: a Fargate sizing promise (the task's ephemeral storage); on this host a \
+     container's storage is the Docker host's disk",
+)];
+
 impl Parser {
-    /// Classify every key of `object` into the classes the docs of [`super`] describe.
+    /// Classify every key of `object` into the classes the docs of [`super`] describe. The keys
+    /// that are ignored because they are empty (`null`, `[]`, …, as a `describe` output or a
+    /// CLI skeleton has them) are named together in one warning for the object.
     pub(super) fn check_keys(&mut self, path: &str, object: &Map<String, Value>, spec: &KeySpec) {
+        let mut empty: Vec<&str> = Vec::new();
         for (key, value) in object {
             let key_path = join(path, key);
             if spec.supported.contains(&key.as_str()) {
                 continue;
             }
             if spec.ignored.contains(&key.as_str()) {
-                self.warn(&key_path, "ignored: it has no effect on this host");
+                match IGNORED_BECAUSE.iter().find(|(ignored, _)| ignored == key) {
+                    Some((_, why)) => self.warn(&key_path, why),
+                    None if is_empty_value(value) => empty.push(key),
+                    None => self.warn(&key_path, "ignored: it has no effect on this host"),
+                }
             } else if spec.unsupported.contains(&key.as_str()) {
                 if is_empty_value(value) {
-                    self.warn(&key_path, "ignored: empty");
+                    empty.push(key);
                 } else {
                     self.error(
                         &key_path,
@@ -310,6 +334,14 @@ impl Parser {
                     }
                     None => self.error(&key_path, "unknown key"),
                 }
+            }
+        }
+        match empty.as_slice() {
+            [] => {}
+            [key] => self.warn(&join(path, key), "ignored: empty"),
+            keys => {
+                let object_path = if path.is_empty() { "$" } else { path };
+                self.warn(object_path, format!("ignored, empty: {}", keys.join(", ")));
             }
         }
     }

@@ -36,7 +36,7 @@ pub use container::{
     RESTART_ATTEMPT_PERIOD_DEFAULT, RESTART_ATTEMPT_PERIOD_RANGE, RESTART_MAX_IGNORED_EXIT_CODES,
 };
 pub use linux::{CAPABILITY_NAMES, TMPFS_MOUNT_OPTIONS, ULIMIT_NAMES};
-pub use names::{check_container_name, check_image_reference};
+pub use names::{check_container_name, check_image_reference, template_placeholder};
 pub use order::{shutdown_order, start_order};
 
 use crate::task::TaskDefinition;
@@ -70,15 +70,32 @@ impl fmt::Display for ValidationError {
 
 impl std::error::Error for ValidationError {}
 
+/// A definition that does not validate: every error, and the warnings met on the way (an
+/// ignored key is still worth knowing about while the errors are being fixed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidDefinition {
+    pub errors: Vec<ValidationError>,
+    pub warnings: Vec<String>,
+}
+
 /// Parse and validate a task definition, reporting every error at once.
 pub fn parse_task_definition(json: &[u8]) -> Result<ParsedDefinition, Vec<ValidationError>> {
+    check_task_definition(json).map_err(|invalid| invalid.errors)
+}
+
+/// [`parse_task_definition`], keeping the warnings when there are errors too: what `deckhand
+/// validate`, the API's 400 answer and the `tasks.d` log show.
+pub fn check_task_definition(json: &[u8]) -> Result<ParsedDefinition, InvalidDefinition> {
     let document: Value = match serde_json::from_slice(json) {
         Ok(document) => document,
         Err(error) => {
-            return Err(vec![ValidationError {
-                path: "$".to_string(),
-                message: format!("not valid JSON: {error}"),
-            }])
+            return Err(InvalidDefinition {
+                errors: vec![ValidationError {
+                    path: "$".to_string(),
+                    message: format!("not valid JSON: {error}"),
+                }],
+                warnings: Vec::new(),
+            })
         }
     };
     let mut parser = Parser::default();
@@ -94,7 +111,10 @@ pub fn parse_task_definition(json: &[u8]) -> Result<ParsedDefinition, Vec<Valida
     if parser.errors.is_empty() {
         parser.error("$", "no task definition found");
     }
-    Err(parser.errors)
+    Err(InvalidDefinition {
+        errors: parser.errors,
+        warnings: parser.warnings,
+    })
 }
 
 #[cfg(test)]

@@ -45,6 +45,64 @@ pub fn check_container_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The first unfilled template placeholder in `text`, as written: `<IMAGE1_NAME>` (CodePipeline's
+/// image definitions), `{{image}}` (Jinja, Helm, Go templates), `${TAG}` or `$TAG` (shell,
+/// envsubst, Compose) and `%IMAGE%` (Windows batch, some CI tools). A file that still holds one
+/// was published before its pipeline filled it in, which no other message would say.
+pub fn template_placeholder(text: &str) -> Option<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let collect = |from: usize, to: usize| chars[from..to].iter().collect::<String>();
+    let find = |from: usize, wanted: &[char]| {
+        (from..chars.len()).find(|&index| chars[index..].starts_with(wanted))
+    };
+    for (index, &character) in chars.iter().enumerate() {
+        let next = chars.get(index + 1).copied();
+        match (character, next) {
+            ('{', Some('{')) => {
+                if let Some(end) = find(index + 2, &['}', '}']) {
+                    return Some(collect(index, end + 2));
+                }
+            }
+            ('$', Some('{')) => {
+                if let Some(end) = find(index + 2, &['}']) {
+                    return Some(collect(index, end + 1));
+                }
+            }
+            ('$', Some(first)) if first.is_ascii_alphabetic() || first == '_' => {
+                let end = (index + 1..chars.len())
+                    .find(|&at| !is_name(chars[at]))
+                    .unwrap_or(chars.len());
+                return Some(collect(index, end));
+            }
+            ('<', Some(_)) => {
+                if let Some(end) = find(index + 1, &['>']) {
+                    if end > index + 1 {
+                        return Some(collect(index, end + 1));
+                    }
+                }
+            }
+            ('%', Some(first)) if is_name(first) => {
+                let end = (index + 1..chars.len()).find(|&at| !is_name(chars[at]));
+                if let Some(end) = end.filter(|&end| chars[end] == '%') {
+                    return Some(collect(index, end + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The message for a value that still holds a template placeholder; `what` is what belongs there
+/// ("the image to run").
+pub fn placeholder_message(placeholder: &str, what: &str) -> String {
+    format!(
+        "looks like an unfilled template placeholder {placeholder:?}; replace it with {what} \
+         (the pipeline or script that renders this file fills it in) before running the task"
+    )
+}
+
 /// A Docker image reference: `[host[:port]/]path[:tag][@algorithm:hex]`.
 pub fn check_image_reference(reference: &str) -> Result<(), String> {
     let invalid = |why: &str| {

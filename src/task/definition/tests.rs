@@ -175,19 +175,17 @@ fn describe_task_definition_output_is_accepted_with_warnings() {
 
 #[test]
 fn describe_output_errors_carry_the_wrapper_path() {
-    let value = json!({"taskDefinition": {"family": "x", "containerDefinitions": [{"name": "a", "image": "busybox", "secrets": [{"name": "A", "valueFrom": "arn"}]}]}});
+    let value = json!({"taskDefinition": {"family": "x", "containerDefinitions": [{"name": "a", "image": "busybox", "environmentFiles": [{"value": "arn", "type": "s3"}]}]}});
     assert_eq!(
         errors_of(&value),
-        vec!["taskDefinition.containerDefinitions[0].secrets: not supported by deckhand yet; refusing to run the container differently from what was asked"]
+        vec!["taskDefinition.containerDefinitions[0].environmentFiles: not supported by deckhand yet; refusing to run the container differently from what was asked"]
     );
 }
 
 #[test]
 fn unsupported_keys_are_errors_naming_the_path() {
     let container_keys = [
-        ("secrets", json!([{"name": "A", "valueFrom": "arn"}])),
         ("firelensConfiguration", json!({"type": "fluentbit"})),
-        ("repositoryCredentials", json!({"credentialsParameter": "arn"})),
         ("resourceRequirements", json!([{"type": "GPU", "value": "1"}])),
         ("environmentFiles", json!([{"value": "arn", "type": "s3"}])),
         ("credentialSpecs", json!(["credentialspec:arn"])),
@@ -200,7 +198,6 @@ fn unsupported_keys_are_errors_naming_the_path() {
     }
     let task_keys = [
         ("proxyConfiguration", json!({"containerName": "envoy"})),
-        ("ephemeralStorage", json!({"sizeInGiB": 30})),
         ("inferenceAccelerators", json!([{"deviceName": "a", "deviceType": "eia2.medium"}])),
     ];
     for (key, value) in task_keys {
@@ -229,8 +226,13 @@ fn unsupported_keys_with_empty_values_are_warnings() {
         d["pidMode"] = json!("");
     });
     let parsed = parse_value(&definition).expect("empty unsupported values ask for nothing");
-    assert_eq!(parsed.warnings.len(), 4, "{:?}", parsed.warnings);
-    assert!(parsed.warnings.iter().all(|w| w.ends_with("ignored: empty")));
+    assert_eq!(
+        parsed.warnings,
+        vec![
+            "pidMode: ignored: empty".to_string(),
+            "containerDefinitions[0]: ignored, empty: environmentFiles, firelensConfiguration".to_string(),
+        ]
+    );
 }
 
 #[test]
@@ -288,8 +290,8 @@ fn validation_rules_one_row_each() {
         ("family empty", insert("", "family", json!("")), "family: family must not be empty"),
         ("family bad chars", insert("", "family", json!("my shop")), "family: family \"my shop\" may contain only letters, digits, hyphens and underscores"),
         ("family not a string", insert("", "family", json!(5)), "family: expected a string, found a number"),
-        ("revision zero", insert("", "revision", json!(0)), "revision: 0 is out of range 1–4294967295"),
-        ("revision negative", insert("", "revision", json!(-1)), "revision: expected a whole number in 1–4294967295, found -1"),
+        ("revision zero", insert("", "revision", json!(0)), "revision: 0 is too small: at least 1"),
+        ("revision negative", insert("", "revision", json!(-1)), "revision: expected a whole number ≥ 1, found -1"),
         ("unknown network mode", insert("", "networkMode", json!("nat")), "networkMode: unknown network mode \"nat\": expected bridge, host, awsvpc or none"),
         ("task cpu nonsense", insert("", "cpu", json!("lots")), "cpu: expected a whole number or a string such as \"1024\" or \"1 vCPU\", found \"lots\""),
         ("task memory zero", insert("", "memory", json!(0)), "memory: expected a whole number or a string such as \"1024\" or \"1 GB\", found 0"),
@@ -388,7 +390,7 @@ fn validation_rules_one_row_each() {
         ("restart period high", insert(c1, "restartPolicy", json!({"enabled": true, "restartAttemptPeriod": 1801})), "containerDefinitions[1].restartPolicy.restartAttemptPeriod: 1801 is out of range 60–1800"),
         ("restart too many codes", insert(c1, "restartPolicy", json!({"enabled": true, "ignoredExitCodes": (0..51).collect::<Vec<i64>>()})), "containerDefinitions[1].restartPolicy.ignoredExitCodes: 51 exit codes given, at most 50 are allowed"),
         ("restart enabled missing", insert(c1, "restartPolicy", json!({"restartAttemptPeriod": 60})), "containerDefinitions[1].restartPolicy.enabled: required"),
-        ("memory below Docker's minimum", insert(c1, "memory", json!(4)), "containerDefinitions[1].memory: 4 is out of range 6–8796093022207"),
+        ("memory below Docker's minimum", insert(c1, "memory", json!(4)), "containerDefinitions[1].memory: 4 is too small: at least 6"),
         ("reservation above limit", Box::new(|d| {
             d["containerDefinitions"][1]["memory"] = json!(64);
             d["containerDefinitions"][1]["memoryReservation"] = json!(128);
@@ -398,8 +400,8 @@ fn validation_rules_one_row_each() {
         ("environment value not a string", insert(c1, "environment", json!([{"name": "A", "value": 1}])), "containerDefinitions[1].environment[0].value: expected a string, found a number"),
         ("dockerLabels value not a string", insert(c1, "dockerLabels", json!({"a": 1})), "containerDefinitions[1].dockerLabels.a: expected a string, found a number"),
         ("logDriver missing", insert(c1, "logConfiguration", json!({"options": {}})), "containerDefinitions[1].logConfiguration.logDriver: required"),
-        ("log secretOptions", insert(c1, "logConfiguration", json!({"logDriver": "awslogs", "secretOptions": [{"name": "a", "valueFrom": "b"}]})), "containerDefinitions[1].logConfiguration.secretOptions: not supported by deckhand yet; refusing to run the container differently from what was asked"),
-        ("stopTimeout negative", insert(c1, "stopTimeout", json!(-5)), "containerDefinitions[1].stopTimeout: expected a whole number in 0–4294967295, found -5"),
+        ("log secretOptions twice", insert(c1, "logConfiguration", json!({"logDriver": "splunk", "options": {"splunk-token": "x"}, "secretOptions": [{"name": "splunk-token", "valueFrom": "b"}]})), "containerDefinitions[1].logConfiguration.secretOptions: \"splunk-token\" is both an option and a secret option; give it once"),
+        ("stopTimeout negative", insert(c1, "stopTimeout", json!(-5)), "containerDefinitions[1].stopTimeout: expected a whole number ≥ 0, found -5"),
     ];
     let count = cases.len();
     for (name, mutate, expected) in cases {
@@ -915,7 +917,7 @@ fn linux_field_rules_one_row_each() {
         ("device containerPath relative", insert(c0, "linuxParameters", json!({"devices": [{"hostPath": "/dev/null", "containerPath": "null"}]})), "containerDefinitions[0].linuxParameters.devices[0].containerPath: \"null\" must be an absolute path"),
         ("device permission unknown", insert(c0, "linuxParameters", json!({"devices": [{"hostPath": "/dev/null", "permissions": ["read", "exec"]}]})), "containerDefinitions[0].linuxParameters.devices[0].permissions[1]: unknown permission \"exec\": expected read, write or mknod"),
         ("tmpfs size missing", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t"}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].size: required"),
-        ("tmpfs size zero", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t", "size": 0}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].size: 0 is out of range 1–8796093022207"),
+        ("tmpfs size zero", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t", "size": 0}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].size: 0 is too small: at least 1"),
         ("tmpfs path missing", insert(c0, "linuxParameters", json!({"tmpfs": [{"size": 1}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].containerPath: required"),
         ("tmpfs path relative", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "t", "size": 1}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].containerPath: \"t\" must be an absolute path"),
         ("tmpfs option unknown", insert(c0, "linuxParameters", json!({"tmpfs": [{"containerPath": "/t", "size": 1, "mountOptions": ["noexec", "size=5m"]}]})), "containerDefinitions[0].linuxParameters.tmpfs[0].mountOptions[1]: \"size=5m\" is not a tmpfs mount option ECS accepts (for example noexec, nosuid or mode=1777)"),
@@ -926,9 +928,9 @@ fn linux_field_rules_one_row_each() {
             d["containerDefinitions"][0]["mountPoints"] = json!([{"sourceVolume": "data", "containerPath": "/t"}]);
             d["containerDefinitions"][0]["linuxParameters"] = json!({"tmpfs": [{"containerPath": "/t", "size": 1}]});
         }), "containerDefinitions[0].linuxParameters.tmpfs[0].containerPath: \"/t\" is also a mountPoints containerPath"),
-        ("sharedMemorySize zero", insert(c0, "linuxParameters", json!({"sharedMemorySize": 0})), "containerDefinitions[0].linuxParameters.sharedMemorySize: 0 is out of range 1–8796093022207"),
+        ("sharedMemorySize zero", insert(c0, "linuxParameters", json!({"sharedMemorySize": 0})), "containerDefinitions[0].linuxParameters.sharedMemorySize: 0 is too small: at least 1"),
         ("maxSwap without memory", insert(c0, "linuxParameters", json!({"maxSwap": 0})), "containerDefinitions[0].linuxParameters.maxSwap: needs the container's memory (hard limit) to be set: the swap limit is memory plus maxSwap"),
-        ("maxSwap negative", insert(c0, "linuxParameters", json!({"maxSwap": -1})), "containerDefinitions[0].linuxParameters.maxSwap: expected a whole number in 0–8796093022207, found -1"),
+        ("maxSwap negative", insert(c0, "linuxParameters", json!({"maxSwap": -1})), "containerDefinitions[0].linuxParameters.maxSwap: expected a whole number ≥ 0, found -1"),
         ("swappiness above 100", Box::new(|d| {
             d["containerDefinitions"][0]["memory"] = json!(64);
             d["containerDefinitions"][0]["linuxParameters"] = json!({"maxSwap": 10, "swappiness": 101});
@@ -1078,4 +1080,154 @@ fn checkpoints_written_before_the_linux_fields_still_load() {
     let full = parse_value(&linux_definition()).expect("valid").definition.containers[0].clone();
     let round_trip: ContainerDefinition = serde_json::from_value(serde_json::to_value(&full).expect("serialises")).expect("loads");
     assert_eq!(round_trip, full);
+}
+
+#[test]
+fn secrets_repository_credentials_and_secret_options_are_kept_as_references() {
+    let definition = mutated(|d| {
+        d["containerDefinitions"][0]["secrets"] = json!([
+            {"name": "DB_PASSWORD", "valueFrom": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf:password::"},
+            {"name": "API_KEY", "valueFrom": "/shop/api-key"}
+        ]);
+        d["containerDefinitions"][0]["repositoryCredentials"] = json!({"credentialsParameter": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry-XyZ"});
+        d["containerDefinitions"][0]["logConfiguration"] = json!({"logDriver": "splunk", "options": {"splunk-url": "https://splunk:8088"}, "secretOptions": [{"name": "splunk-token", "valueFrom": "arn:aws:ssm:eu-west-1:123456789012:parameter/splunk-token"}]});
+    });
+    let parsed = parse_value(&definition).expect("valid");
+    let web = &parsed.definition.containers[0];
+    assert_eq!(web.secrets.iter().map(|s| (s.name.as_str(), s.value_from.as_str())).collect::<Vec<_>>(), vec![
+        ("DB_PASSWORD", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf:password::"),
+        ("API_KEY", "/shop/api-key"),
+    ]);
+    assert_eq!(web.repository_credentials.as_deref(), Some("arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry-XyZ"));
+    let log = web.log_configuration.as_ref().expect("log configuration");
+    assert_eq!(log.secret_options[0].name, "splunk-token");
+    assert_eq!(web.secret_references(), vec![
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf:password::",
+        "/shop/api-key",
+        "arn:aws:ssm:eu-west-1:123456789012:parameter/splunk-token",
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry-XyZ",
+    ]);
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+}
+
+#[test]
+fn secret_reference_rules() {
+    let c0 = "/containerDefinitions/0";
+    let table: Vec<ValidationCase> = vec![
+        ("no valueFrom", insert(c0, "secrets", json!([{"name": "A"}])), "containerDefinitions[0].secrets[0].valueFrom: required"),
+        ("empty valueFrom", insert(c0, "secrets", json!([{"name": "A", "valueFrom": " "}])), "containerDefinitions[0].secrets[0].valueFrom: must not be empty"),
+        ("bad name", insert(c0, "secrets", json!([{"name": "A=B", "valueFrom": "x"}])), "containerDefinitions[0].secrets[0].name: \"A=B\" is not a valid environment variable name"),
+        ("twice", insert(c0, "secrets", json!([{"name": "A", "valueFrom": "x"}, {"name": "A", "valueFrom": "y"}])), "containerDefinitions[0].secrets[1].name: \"A\" is given twice in secrets"),
+        ("unknown key", insert(c0, "secrets", json!([{"name": "A", "valueFrom": "x", "type": "env"}])), "containerDefinitions[0].secrets[0].type: unknown key"),
+        ("no parameter", insert(c0, "repositoryCredentials", json!({})), "containerDefinitions[0].repositoryCredentials.credentialsParameter: required"),
+        ("parameter not a string", insert(c0, "repositoryCredentials", json!({"credentialsParameter": 1})), "containerDefinitions[0].repositoryCredentials.credentialsParameter: expected a string, found a number"),
+    ];
+    for (name, mutate, expected) in table {
+        let mut definition = base();
+        mutate(&mut definition);
+        let errors = errors_of(&definition);
+        assert_eq!(errors, vec![expected.to_string()], "{name}");
+    }
+}
+
+#[test]
+fn awsfirelens_without_a_log_router_is_refused_with_a_message() {
+    let definition = mutated(|d| {
+        d["containerDefinitions"][0]["logConfiguration"] = json!({"logDriver": "awsfirelens", "options": {"Name": "cloudwatch"}});
+    });
+    let errors = errors_of(&definition);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("containerDefinitions[0].logConfiguration.logDriver: awsfirelens sends the logs to the task's FireLens log router"), "{errors:?}");
+    // With a router the router's own firelensConfiguration is what is refused.
+    let with_router = mutated(|d| {
+        d["containerDefinitions"][0]["logConfiguration"] = json!({"logDriver": "awsfirelens"});
+        d["containerDefinitions"][1]["firelensConfiguration"] = json!({"type": "fluentbit"});
+    });
+    let errors = errors_of(&with_router);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("containerDefinitions[1].firelensConfiguration: not supported"), "{errors:?}");
+}
+
+#[test]
+fn unfilled_template_placeholders_are_named_as_such() {
+    // (image, the placeholder named)
+    let table = [
+        ("<IMAGE1_NAME>", "<IMAGE1_NAME>"),
+        ("123456789012.dkr.ecr.eu-west-1.amazonaws.com/shop:<TAG>", "<TAG>"),
+        ("{{image}}", "{{image}}"),
+        ("{{ .Values.image }}", "{{ .Values.image }}"),
+        ("registry.example.com/shop:${TAG}", "${TAG}"),
+        ("shop:$TAG", "$TAG"),
+        ("%IMAGE%", "%IMAGE%"),
+    ];
+    for (image, placeholder) in table {
+        let definition = mutated(|d| { d["containerDefinitions"][0]["image"] = json!(image); });
+        let errors = errors_of(&definition);
+        assert_eq!(errors, vec![format!(
+            "containerDefinitions[0].image: looks like an unfilled template placeholder {placeholder:?}; replace it with the image to run (the pipeline or script that renders this file fills it in) before running the task"
+        )], "{image}");
+    }
+    for fine in ["busybox", "registry:5000/team/app:v1.2", "app@sha256:0123456789abcdef0123456789abcdef"] {
+        assert_eq!(template_placeholder(fine), None, "{fine}");
+    }
+    assert_eq!(template_placeholder("50%"), None);
+    assert_eq!(template_placeholder("a<>b"), None);
+    assert_eq!(template_placeholder("é<ünïcode>"), Some("<ünïcode>".to_string()));
+}
+
+#[test]
+fn integer_ranges_read_as_people_write_them() {
+    let c0 = "/containerDefinitions/0";
+    let table: Vec<ValidationCase> = vec![
+        ("cpu negative", insert(c0, "cpu", json!(-1)), "containerDefinitions[0].cpu: expected a whole number ≥ 0, found -1"),
+        ("cpu fraction", insert(c0, "cpu", json!(0.5)), "containerDefinitions[0].cpu: expected a whole number ≥ 0, found 0.5"),
+        ("cpu beyond i64", insert(c0, "cpu", json!(9_223_372_036_854_775_808u64)), "containerDefinitions[0].cpu: 9223372036854775808 is too large"),
+        ("stopTimeout a string", insert(c0, "stopTimeout", json!("30")), "containerDefinitions[0].stopTimeout: expected a whole number ≥ 0, found a string"),
+        ("memory too small", insert(c0, "memory", json!(2)), "containerDefinitions[0].memory: 2 is too small: at least 6"),
+        ("port still bounded", insert("/containerDefinitions/0/portMappings/0", "hostPort", json!(-1)), "containerDefinitions[0].portMappings[0].hostPort: expected a whole number in 0–65535, found -1"),
+    ];
+    for (name, mutate, expected) in table {
+        let mut definition = base();
+        mutate(&mut definition);
+        assert_eq!(errors_of(&definition), vec![expected.to_string()], "{name}");
+    }
+}
+
+#[test]
+fn warnings_survive_errors() {
+    let definition = mutated(|d| {
+        d["status"] = json!("ACTIVE");
+        d["containerDefinitions"][0]["image"] = json!("<IMAGE1_NAME>");
+    });
+    let invalid = check_task_definition(definition.to_string().as_bytes()).expect_err("invalid");
+    assert_eq!(invalid.errors.len(), 1, "{:?}", invalid.errors);
+    assert_eq!(invalid.warnings, vec!["status: ignored: it has no effect on this host".to_string()]);
+}
+
+#[test]
+fn a_describe_output_full_of_nulls_gives_one_line_per_object() {
+    let value = json!({"taskDefinition": {
+        "family": "shop", "taskRoleArn": null, "executionRoleArn": null, "networkMode": "bridge",
+        "volumes": [], "placementConstraints": [], "requiresCompatibilities": ["EC2"],
+        "cpu": null, "memory": null, "proxyConfiguration": null, "inferenceAccelerators": [],
+        "containerDefinitions": [{
+            "name": "web", "image": "busybox", "secrets": null, "repositoryCredentials": null,
+            "environmentFiles": [], "firelensConfiguration": null, "resourceRequirements": [],
+            "credentialSpecs": null, "gpu": null, "environment": [], "portMappings": []
+        }]
+    }, "tags": []});
+    let parsed = parse_value(&value).expect("valid");
+    assert_eq!(parsed.warnings, vec![
+        "tags: ignored: empty".to_string(),
+        "taskDefinition.requiresCompatibilities: ignored: it has no effect on this host".to_string(),
+        "taskDefinition: ignored, empty: executionRoleArn, inferenceAccelerators, placementConstraints, proxyConfiguration, taskRoleArn".to_string(),
+        "taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, environmentFiles, firelensConfiguration, gpu, resourceRequirements".to_string(),
+    ]);
+}
+
+#[test]
+fn ephemeral_storage_is_a_fargate_sizing_promise_and_ignored() {
+    let definition = mutated(|d| { d["ephemeralStorage"] = json!({"sizeInGiB": 30}); });
+    let parsed = parse_value(&definition).expect("ignored, not refused");
+    assert_eq!(parsed.warnings, vec!["ephemeralStorage: ignored: a Fargate sizing promise (the task's ephemeral storage); on this host a container's storage is the Docker host's disk".to_string()]);
 }

@@ -2,6 +2,7 @@
 //! timers it arms, and the Docker calls that begin a transition.
 
 use super::*;
+use crate::engine::log_driver::{docker_log_config, environment_secrets};
 
 impl ManagedTask {
     pub(super) fn millis(duration: Duration) -> Millis {
@@ -115,6 +116,37 @@ impl ManagedTask {
         }
     }
 
+    /// Records which log driver container `index` runs with, saying once per task (in the log,
+    /// with the task id) that an awslogs container runs with the fallback driver instead.
+    fn record_log_fallback(
+        &mut self,
+        index: usize,
+        fallback: Option<crate::task::LogFallback>,
+        effects: &mut Vec<Effect>,
+    ) {
+        if let Some(fallback) = &fallback {
+            let already_said = self
+                .task
+                .containers
+                .iter()
+                .any(|container| container.log_fallback.is_some());
+            if !already_said {
+                effects.push(Effect::Log {
+                    level: log::Level::Warn,
+                    message: format!(
+                        "container {}: awslogs does not ship logs from this host ({}); its \
+                         logs go to the {} driver, readable with deckhand logs (said once per \
+                         task; inspect shows LogDriverFallback for each such container)",
+                        self.task.containers[index].name(),
+                        fallback.reason,
+                        fallback.log_driver
+                    ),
+                });
+            }
+        }
+        self.task.containers[index].log_fallback = fallback;
+    }
+
     /// A no-call STOPPED goes through the task's own inbox so it takes the normal change path.
     pub(super) fn post_synthetic_stop(&mut self, index: usize, error: Option<ContainerError>) {
         let name = self.task.containers[index].name().to_string();
@@ -144,6 +176,7 @@ impl ManagedTask {
                 Ok(DockerCall::Pull {
                     container: name.clone(),
                     image: container.definition.image.clone(),
+                    credentials_parameter: container.definition.repository_credentials.clone(),
                 })
             }
             DockerAction::Create => create_request(&self.task, index, &self.settings.cluster)
@@ -155,11 +188,28 @@ impl ManagedTask {
                         self.settings.task_metadata.as_ref(),
                     );
                     let volumes = volume_requirements(&self.task, index, &self.settings.cluster)?;
-                    Ok(DockerCall::Create {
-                        container: name.clone(),
-                        spec: Box::new(spec),
-                        volumes,
-                    })
+                    // §13 awslogs: the ECS-only options translated, or the fallback driver.
+                    let (log_config, fallback, log_secrets) = docker_log_config(
+                        &self.task,
+                        &container.definition,
+                        &self.settings.aws_logs,
+                    );
+                    spec.log_config = log_config;
+                    let mut secrets = environment_secrets(&container.definition);
+                    secrets.extend(log_secrets);
+                    Ok((
+                        DockerCall::Create {
+                            container: name.clone(),
+                            spec: Box::new(spec),
+                            volumes,
+                            secrets,
+                        },
+                        fallback,
+                    ))
+                })
+                .map(|(call, fallback)| {
+                    self.record_log_fallback(index, fallback, effects);
+                    call
                 }),
             DockerAction::Start => match &container.docker_id {
                 Some(docker_id) => Ok(DockerCall::Start {
