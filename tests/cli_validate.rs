@@ -162,7 +162,7 @@ fn linux_fields_validate_and_their_rules_name_the_path() {
     assert_eq!(invalid.status.code(), Some(2));
     let stderr = text(&invalid.stderr);
     for expected in [
-        "error: pidMode: task is not supported",
+        "error: pidMode: task needs networkMode awsvpc",
         "error: containerDefinitions[0].ulimits[0].name: unknown ulimit \"files\"",
         "error: containerDefinitions[0].systemControls[0].namespace: \"net.core.somaxconn\" is a network parameter",
     ] {
