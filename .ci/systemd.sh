@@ -211,6 +211,10 @@ grep -q '^process_start_time_seconds [0-9]' "$scratch/metrics" \
 inside test -S /run/deckhand/api.sock || fail "expected the API socket /run/deckhand/api.sock"
 [ "$(inside stat -c '%a %G' /run/deckhand/api.sock)" = "660 deckhand" ] \
     || fail "expected the API socket mode 660, group deckhand; it is $(inside stat -c '%a %G' /run/deckhand/api.sock)"
+# A member of group deckhand uses the system agent without root (no home: purge is checked for
+# files named deckhand below).
+inside useradd --no-create-home --groups deckhand edgeops
+inside su -s /bin/sh edgeops -c 'deckhand ps' >/dev/null || fail "expected a member of group deckhand to run deckhand ps"
 
 step "a task submitted through the CLI runs on the host's Docker"
 # The agent's own settings for this test: a cluster of its own (its containers are found by it),
