@@ -89,11 +89,31 @@ fn group_id(name: &str) -> Option<u32> {
     })
 }
 
+/// The id of group deckhand, for root only. A fresh machine has no such group until a package
+/// is installed (`.ci/packages.sh` runs after the tests), so root makes it here as the packages'
+/// scripts do.
+fn deckhand_group_id_as_root() -> Option<u32> {
+    if !is_root() {
+        return None;
+    }
+    if group_id("deckhand").is_none() {
+        let made = Command::new("groupadd")
+            .args(["--system", "deckhand"])
+            .status()
+            .map(|status| status.success())
+            .unwrap_or(false);
+        assert!(made, "groupadd --system deckhand failed");
+    }
+    group_id("deckhand")
+}
+
 #[test]
 fn logs_through_the_agent_prefix_split_tail_since_follow_and_outlive_the_task() {
     let Some(docker) = docker_support::docker_client_or_skip("agent logs") else {
         return;
     };
+    // Before the agent starts: it gives its socket to the group when the group exists then.
+    let deckhand_gid = deckhand_group_id_as_root();
     let agent = Agent::start(docker, AgentOptions::default());
     let family = format!("logs-{}", docker_support::unique_id());
     let id = agent.submit(&definition(&family));
@@ -177,7 +197,7 @@ fn logs_through_the_agent_prefix_split_tail_since_follow_and_outlive_the_task() 
     );
 
     // A user in group deckhand, not in group docker, reads logs through the agent alone.
-    if let Some(deckhand_gid) = group_id("deckhand").filter(|_| is_root()) {
+    if let Some(deckhand_gid) = deckhand_gid {
         use std::os::unix::fs::PermissionsExt;
         // The test's own directories are private; the path to the socket must be open to the
         // user (the socket itself is 0660, group deckhand, as the system agent makes it).
