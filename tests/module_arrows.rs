@@ -18,6 +18,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "api",
         &[
             "engine", "task", "event", "report", "config", "encoding", "text", "clock", "metrics",
+            "ports",
         ],
     ),
     (
