@@ -547,10 +547,20 @@ mod tests {
     }
 
     fn task_with(containers: Vec<ContainerDefinition>, volumes: Vec<Volume>) -> Task {
+        task_in(NetworkMode::Bridge, containers, volumes)
+    }
+
+    /// Task `web:3` in `network_mode`, its containers (an awsvpc task's sandbox included) named
+    /// with suffixes 0001, 0002, … in order.
+    fn task_in(
+        network_mode: NetworkMode,
+        containers: Vec<ContainerDefinition>,
+        volumes: Vec<Volume>,
+    ) -> Task {
         let definition = TaskDefinition {
             family: "web".to_string(),
             revision: 3,
-            network_mode: NetworkMode::Bridge,
+            network_mode,
             cpu: None,
             memory_mib: None,
             volumes,
@@ -630,29 +640,7 @@ mod tests {
                 last: 9001,
             }),
         }];
-        let definition = TaskDefinition {
-            family: "web".to_string(),
-            revision: 3,
-            network_mode: NetworkMode::Awsvpc,
-            cpu: None,
-            memory_mib: None,
-            volumes: Vec::new(),
-            containers: vec![web, sidecar],
-            pid_mode: None,
-            ipc_mode: None,
-        };
-        let mut task = Task::new(
-            "0123456789abcdef0123456789abcdef".into(),
-            "edge",
-            definition,
-            1,
-            0,
-        );
-        let mut counter = 0;
-        assign_docker_names(&mut task, || {
-            counter += 1;
-            format!("{counter:04x}")
-        });
+        let mut task = task_in(NetworkMode::Awsvpc, vec![web, sidecar], Vec::new());
         let sandbox_name = "deckhand-web-3-internalecspause-0003";
         assert_eq!(
             task.containers[2].docker_name.as_deref(),
