@@ -2,7 +2,7 @@
 //!
 //! The Compose file is read into a tree of YAML nodes with their lines (`node.rs`, serde-saphyr),
 //! interpolated (`${VAR}` from the environment and the `.env` beside the file, `values.rs`), and
-//! mapped key by key onto the ECS task-definition JSON (`service.rs`). That JSON then goes through
+//! mapped key by key onto the ECS task-definition JSON (`service/`, one file per key family). That JSON then goes through
 //! [`parse_task_definition`](super::parse_task_definition) like any other definition, so a
 //! converted file obeys every rule a hand-written one does, and `deckhand convert` prints exactly
 //! what the agent runs.
