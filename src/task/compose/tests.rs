@@ -585,3 +585,113 @@ fn hostile_yaml_is_an_error_not_a_panic() {
         assert!(convert(input).is_err(), "{input:?}");
     }
 }
+
+#[test]
+fn linux_settings_become_ecs_fields() {
+    let yaml = "name: edge
+services:
+  modem:
+    image: modem
+    pid: host
+    ipc: host
+    devices:
+      - /dev/ttyUSB0
+      - /dev/sda:/dev/xvda
+      - /dev/snd:/dev/snd:rw
+      - source: /dev/video0
+        target: /dev/cam
+        permissions: rwm
+    sysctls:
+      net.core.somaxconn: 1024
+      net.ipv4.tcp_syncookies: 0
+    security_opt: [no-new-privileges:true, apparmor=docker-default, 'label:type:svirt_apache_t', no-new-privileges]
+    shm_size: 1gb
+  logger:
+    image: logger
+    pid: host
+    ipc: host
+    sysctls: [net.ipv4.ip_forward=1]
+    security_opt: [label=disable]
+    shm_size: 67108864
+";
+    assert_eq!(json_of(yaml), json!({
+        "family": "edge", "networkMode": "bridge", "pidMode": "host", "ipcMode": "host",
+        "containerDefinitions": [
+            {"name": "modem", "image": "modem", "essential": true,
+             "linuxParameters": {
+                "devices": [
+                    {"hostPath": "/dev/ttyUSB0", "containerPath": "/dev/ttyUSB0"},
+                    {"hostPath": "/dev/sda", "containerPath": "/dev/xvda"},
+                    {"hostPath": "/dev/snd", "containerPath": "/dev/snd", "permissions": ["read", "write"]},
+                    {"hostPath": "/dev/video0", "containerPath": "/dev/cam", "permissions": ["read", "write", "mknod"]}
+                ],
+                "sharedMemorySize": 1024
+             },
+             "systemControls": [{"namespace": "net.core.somaxconn", "value": "1024"}, {"namespace": "net.ipv4.tcp_syncookies", "value": "0"}],
+             "dockerSecurityOptions": ["no-new-privileges", "apparmor:docker-default", "label:type:svirt_apache_t"]},
+            {"name": "logger", "image": "logger", "essential": true,
+             "linuxParameters": {"sharedMemorySize": 64},
+             "systemControls": [{"namespace": "net.ipv4.ip_forward", "value": "1"}],
+             "dockerSecurityOptions": ["label:disable"]}
+        ]
+    }));
+    // With ipcMode host the task definition warns that shm_size changes nothing.
+    assert!(warnings_of(yaml).iter().any(|w| w.contains("sharedMemorySize: ignored: with ipcMode host")), "{:#?}", warnings_of(yaml));
+
+    let shm = |size: &str| convert(&format!("services:\n  a:\n    image: a\n    shm_size: {size}\n")).map(|c| (c.json["containerDefinitions"][0]["linuxParameters"]["sharedMemorySize"].clone(), c.parsed.warnings));
+    assert_eq!(shm("64m").map(|(mib, _)| mib), Ok(json!(64)));
+    assert_eq!(shm("'256MB'").map(|(mib, _)| mib), Ok(json!(256)));
+    let (mib, warnings) = shm("1500000").unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(mib, json!(2));
+    assert_eq!(warnings, ["services.a.shm_size (line 4): 1500000 is not a whole number of MiB; using 2 MiB (ECS's sharedMemorySize is in MiB)"]);
+    let (mib, warnings) = shm("0").unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(mib, json!(null));
+    assert_eq!(warnings, ["services.a.shm_size (line 4): ignored: 0 leaves Docker's default (64 MiB)"]);
+    let (_, warnings) = convert("services:\n  a:\n    image: a\n    security_opt: ['no-new-privileges:false']\n").map(|c| (c.json, c.parsed.warnings)).unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(warnings, ["services.a.security_opt[0] (line 4): ignored: no-new-privileges:false is Docker's default"]);
+
+    // ipc: none is ECS's ipcMode none.
+    assert_eq!(json_of("services:\n  a:\n    image: a\n    ipc: none\n")["ipcMode"], json!("none"));
+}
+
+#[test]
+fn linux_settings_ecs_cannot_take_are_refused_with_path_and_line() {
+    let cases: &[(&str, &str)] = &[
+        ("    devices: [vendor.com/gpu=all]\n", "services.a.devices[0] (line 4): \"vendor.com/gpu=all\" is not a device path: ECS devices are host paths such as /dev/ttyUSB0 (CDI device names are not supported)"),
+        ("    devices: ['/dev/a:/dev/b:rwx']\n", "services.a.devices[0] (line 4): \"rwx\" are not device permissions: r (read), w (write) and m (mknod), like rwm"),
+        ("    devices: ['/dev/a:/dev/b:rr']\n", "services.a.devices[0] (line 4): \"rr\" are not device permissions"),
+        ("    devices: ['/dev/a:dev/b']\n", "services.a.devices[0] (line 4): the container path \"dev/b\" must be absolute"),
+        ("    devices: ['/dev/a:/dev/b:r:x']\n", "services.a.devices[0] (line 4): \"/dev/a:/dev/b:r:x\" is not HOST_PATH[:CONTAINER_PATH[:PERMISSIONS]]"),
+        ("    devices: /dev/a\n", "services.a.devices (line 4): must be a list"),
+        ("    devices:\n      - target: /dev/b\n", "services.a.devices[0].source (line 5): required"),
+        ("    sysctls: {kernel.pid_max: 100}\n", "services.a.sysctls.kernel.pid_max (line 4): \"kernel.pid_max\" is not a namespaced kernel parameter Docker sets per container (net.*, fs.mqueue.*, kernel.msg*, kernel.sem, kernel.shm*)"),
+        ("    sysctls: [net.core.somaxconn]\n", "services.a.sysctls.net.core.somaxconn (line 4): needs a value (NAME=VALUE)"),
+        ("    security_opt: [seccomp=unconfined]\n", "services.a.security_opt[0] (line 4): \"seccomp=unconfined\" is not a security option ECS accepts: expected no-new-privileges, apparmor:PROFILE or label:VALUE"),
+        ("    security_opt: ['apparmor:']\n", "services.a.security_opt[0] (line 4): \"apparmor:\" is not a security option ECS accepts"),
+        ("    security_opt: ['credentialspec=file://x.json']\n", "services.a.security_opt[0] (line 4): credentialspec is for Windows containers and Active Directory; not supported on this host"),
+        ("    shm_size: lots\n", "services.a.shm_size (line 4): \"lots\" is not a size (like 512m, 1g or 1024)"),
+        ("    pid: service:b\n", "services.a.pid (line 4): \"service:b\" is not supported: pid may be host (ECS's pidMode, for the whole task); sharing a service's or a container's namespace has no ECS field"),
+        ("    pid: container:abc\n", "services.a.pid (line 4): \"container:abc\" is not supported"),
+        ("    ipc: shareable\n", "services.a.ipc (line 4): \"shareable\" is not supported: ipc may be host or none (ECS's ipcMode, for the whole task)"),
+        ("    stop_signal: SIGINT\n", "services.a.stop_signal (line 4): ECS task definitions have no stop signal"),
+    ];
+    for (body, wanted) in cases {
+        let yaml = format!("services:\n  a:\n    image: a\n{body}");
+        let errors = errors_of(&yaml);
+        assert!(errors.iter().any(|error| error.starts_with(wanted)), "{yaml}\nwanted {wanted:?}\ngot {errors:#?}");
+    }
+    // SIGTERM is what deckhand stops with: accepted.
+    assert!(convert("services:\n  a:\n    image: a\n    stop_signal: SIGTERM\n").is_ok());
+
+    // pid and ipc are task-wide: services that disagree, or one that has none, are errors
+    // naming both services.
+    let errors = errors_of("services:\n  a:\n    image: a\n    pid: host\n  b:\n    image: b\n  c:\n    image: c\n    ipc: host\n  d:\n    image: d\n    ipc: none\n");
+    assert_eq!(errors, [
+        "services.a.pid (line 4): pid is set for the whole task in ECS: a has pid: host and b has none (give every service pid: host, or none of them)",
+        "services.d.ipc (line 12): ipc is set for the whole task in ECS: c has ipc: host and d has ipc: none",
+        "services.c.ipc (line 9): ipc is set for the whole task in ECS: c has ipc: host and a has none (give every service ipc: host, or none of them)",
+    ]);
+    // A sysctl of the IPC namespace with ipc: host is refused by the task definition's rule.
+    let errors = errors_of("services:\n  a:\n    image: a\n    ipc: host\n    sysctls: {kernel.shmmax: 1}\n");
+    assert!(errors.iter().any(|error| error.contains("is an IPC parameter: with ipcMode host")), "{errors:#?}");
+}

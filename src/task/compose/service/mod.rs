@@ -45,12 +45,6 @@ const REFUSED_SERVICE_KEYS: &[(&str, &str)] = &[
     ("extends", "extends is not supported: write the service out in full"),
     ("networks", "user-defined networks are not supported: a task's services share Docker's bridge"),
     ("volumes_from", "not supported by the Compose mapping yet"),
-    ("devices", "not supported by the Compose mapping yet"),
-    ("sysctls", "not supported by the Compose mapping yet"),
-    ("security_opt", "not supported by the Compose mapping yet"),
-    ("shm_size", "not supported by the Compose mapping yet"),
-    ("pid", "not supported by the Compose mapping yet"),
-    ("ipc", "not supported by the Compose mapping yet"),
     ("mac_address", "ECS task definitions cannot set a MAC address"),
     ("cgroup_parent", "ECS task definitions cannot set a cgroup parent"),
     ("userns_mode", "ECS task definitions cannot set a user namespace"),
@@ -98,6 +92,12 @@ const MAPPED_SERVICE_KEYS: &[&str] = &[
     "scale",
     "stdin_open",
     "tty",
+    "devices",
+    "sysctls",
+    "security_opt",
+    "shm_size",
+    "pid",
+    "ipc",
     "x-deckhand-essential",
 ];
 
@@ -114,6 +114,8 @@ pub(super) struct TaskBuilder {
     pub containers: Vec<Json>,
     pub pid_mode: Option<String>,
     pub ipc_mode: Option<String>,
+    pid_requests: Vec<linux::NamespaceRequest>,
+    ipc_requests: Vec<linux::NamespaceRequest>,
 }
 
 /// A `depends_on` edge.
@@ -135,6 +137,8 @@ impl TaskBuilder {
             containers: Vec::new(),
             pid_mode: None,
             ipc_mode: None,
+            pid_requests: Vec::new(),
+            ipc_requests: Vec::new(),
         }
     }
 
@@ -165,6 +169,7 @@ impl TaskBuilder {
                 }
             }
         }
+        let mut mapped = Vec::new();
         for (name, line, service) in services {
             let path = join("services", name);
             if let Some(profiles) = service.get("profiles") {
@@ -200,7 +205,9 @@ impl TaskBuilder {
                 essential_default,
             );
             self.containers.push(container);
+            mapped.push(name.clone());
         }
+        self.settle_namespace_modes(mapper, &mapped);
     }
 
     fn map_service(
@@ -457,6 +464,8 @@ impl TaskBuilder {
         health::stopping(mapper, service, path, &mut container);
         volumes::tmpfs_key(mapper, service, path, &mut linux);
         linux::settings(mapper, service, path, &mut container, &mut linux);
+        linux::kernel_settings(mapper, service, path, &mut container, &mut linux);
+        self.namespace_keys(mapper, service, path, name);
         if !linux.is_empty() {
             container.insert("linuxParameters".into(), Json::Object(linux));
         }
