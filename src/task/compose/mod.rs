@@ -1,8 +1,8 @@
 //! Compose files as tasks: one Compose project becomes one ECS task definition.
 //!
 //! The Compose file is read into a tree of YAML nodes with their lines (`node.rs`, serde-saphyr),
-//! interpolated (`${VAR}` from the environment and the `.env` beside the file, `values.rs`), and
-//! mapped key by key onto the ECS task-definition JSON (`service/`, one file per key family). That JSON then goes through
+//! interpolated (`${VAR}` from the environment and the `.env` beside the file, `values.rs`), its
+//! services' `extends` resolved (`extends.rs`), and mapped key by key onto the ECS task-definition JSON (`service/`, one file per key family). That JSON then goes through
 //! [`parse_task_definition`](super::parse_task_definition) like any other definition, so a
 //! converted file obeys every rule a hand-written one does, and `deckhand convert` prints exactly
 //! what the agent runs.
@@ -13,6 +13,7 @@
 //!
 //! No I/O here: the caller supplies the variables, the `.env` text and a reader for `env_file`.
 
+mod extends;
 mod node;
 mod service;
 mod values;
@@ -240,7 +241,7 @@ impl<'a> Mapper<'a> {
             }
         }
         let family = self.family(&document);
-        let services = match document.get("services") {
+        let mut services = match document.get("services") {
             Some(Node {
                 value: Value::Mapping(services),
                 ..
@@ -258,9 +259,10 @@ impl<'a> Mapper<'a> {
                 return None;
             }
         };
+        let failed = extends::resolve(self, &mut services);
         let top_volumes = document.get("volumes").cloned();
         let mut task = service::TaskBuilder::new(&family, top_volumes);
-        task.map_services(self, &services);
+        task.map_services(self, &services, &failed);
         let mut object = Map::new();
         object.insert("family".to_string(), json!(family));
         object.insert("networkMode".to_string(), json!(task.network_mode));

@@ -304,13 +304,14 @@ services:
     scale: 3
     deploy:
       replicas: 2
-    extends:
-      file: base.yml
-      service: api
     networks: [backend]
     network_mode: service:web
     stop_signal: SIGINT
     frobnicate: 1
+  worker:
+    extends:
+      file: base.yml
+      service: api
 networks:
   backend: {}
 secrets:
@@ -325,17 +326,17 @@ bogus: 1
 ",
     );
     let expected = [
-        "networks.backend (line 21): user-defined networks are not supported",
-        "secrets (line 22): ECS secrets and configs come from AWS services",
-        "configs (line 25): ECS secrets and configs come from AWS services",
-        "include (line 28): include is not supported",
-        "bogus (line 30): unknown top-level key",
+        "networks.backend (line 22): user-defined networks are not supported",
+        "secrets (line 23): ECS secrets and configs come from AWS services",
+        "configs (line 26): ECS secrets and configs come from AWS services",
+        "include (line 29): include is not supported",
+        "bogus (line 31): unknown top-level key",
         "services.web.profiles (line 7): the service is in profiles debug and none is selected",
-        "services.api.extends (line 13): extends is not supported",
-        "services.api.networks (line 16): user-defined networks are not supported",
-        "services.api.frobnicate (line 19): unknown or unsupported service key",
-        "services.api.network_mode (line 17): \"service:web\" is not supported",
-        "services.api.stop_signal (line 18): ECS task definitions have no stop signal",
+        "services.worker.extends.file (line 19): extends from another file (\"base.yml\") is not supported",
+        "services.api.networks (line 13): user-defined networks are not supported",
+        "services.api.frobnicate (line 16): unknown or unsupported service key",
+        "services.api.network_mode (line 14): \"service:web\" is not supported",
+        "services.api.stop_signal (line 15): ECS task definitions have no stop signal",
         "services.api.deploy.replicas (line 12): a task runs each service once",
         "services.api.scale (line 10): a task runs each service once",
     ];
@@ -694,4 +695,162 @@ fn linux_settings_ecs_cannot_take_are_refused_with_path_and_line() {
     // A sysctl of the IPC namespace with ipc: host is refused by the task definition's rule.
     let errors = errors_of("services:\n  a:\n    image: a\n    ipc: host\n    sysctls: {kernel.shmmax: 1}\n");
     assert!(errors.iter().any(|error| error.contains("is an IPC parameter: with ipcMode host")), "{errors:#?}");
+}
+
+#[test]
+fn extends_merges_as_the_compose_specification_says() {
+    let yaml = "name: shop
+x-logs: &logs
+  driver: json-file
+services:
+  base:
+    image: app:1
+    command: [serve, --base]
+    entrypoint: /base-entry
+    environment:
+      MODE: base
+      KEEP: kept
+    labels: [tier=back, owner=ops]
+    ports: ['80', '9000']
+    expose: ['7000']
+    dns: 1.1.1.1
+    cap_add: [NET_ADMIN]
+    volumes:
+      - ./base:/data
+      - /cache
+    tmpfs: ['/run:size=8m']
+    devices: ['/dev/ttyUSB0']
+    sysctls: {net.core.somaxconn: 128}
+    extra_hosts: ['db:10.0.0.1']
+    healthcheck:
+      test: [CMD, base-check]
+      interval: 10s
+      retries: 2
+    logging:
+      <<: *logs
+      options: {max-size: 1m}
+    deploy:
+      resources:
+        limits: {memory: 128m, cpus: '0.5'}
+    depends_on: [cache]
+    links: [cache]
+    x-deckhand-essential: false
+  cache:
+    image: redis:7
+  web:
+    extends: base
+    command: [serve, --web]
+    environment: [MODE=web, EXTRA=1]
+    labels: {tier: front}
+    ports: ['80', '8443:443']
+    expose: ['7000', '7001']
+    dns: [8.8.8.8]
+    cap_add: [NET_ADMIN, SYS_TIME]
+    volumes:
+      - ./web:/data:ro
+    tmpfs: /run:size=16m
+    devices: ['/dev/ttyUSB1:/dev/ttyUSB0']
+    sysctls: [net.core.somaxconn=1024]
+    extra_hosts: {db: 10.0.0.2}
+    healthcheck:
+      test: [CMD, web-check]
+    logging:
+      options: {max-file: '3'}
+    deploy:
+      resources:
+        limits: {memory: 256m}
+    x-deckhand-essential: true
+";
+    let converted = json_of(yaml);
+    let web = converted["containerDefinitions"][2].clone();
+    assert_eq!(web, json!({
+        "name": "web", "image": "app:1", "essential": true,
+        "command": ["serve", "--web"],
+        "entryPoint": ["/base-entry"],
+        "environment": [
+            {"name": "EXTRA", "value": "1"}, {"name": "KEEP", "value": "kept"}, {"name": "MODE", "value": "web"}
+        ],
+        "portMappings": [
+            {"containerPort": 80, "protocol": "tcp"},
+            {"containerPort": 9000, "protocol": "tcp"},
+            {"containerPort": 443, "hostPort": 8443, "protocol": "tcp"}
+        ],
+        "mountPoints": [
+            {"sourceVolume": "bind-2", "containerPath": "/data", "readOnly": true},
+            {"sourceVolume": "anonymous-2", "containerPath": "/cache", "readOnly": false}
+        ],
+        "linuxParameters": {
+            "tmpfs": [{"containerPath": "/run", "size": 16}],
+            "capabilities": {"add": ["NET_ADMIN", "SYS_TIME"]},
+            "devices": [{"hostPath": "/dev/ttyUSB1", "containerPath": "/dev/ttyUSB0"}]
+        },
+        "healthCheck": {"command": ["CMD", "web-check"], "interval": 10, "timeout": 9, "retries": 2, "startPeriod": 0},
+        "memory": 256, "cpu": 512,
+        "dockerLabels": {"owner": "ops", "tier": "front"},
+        "logConfiguration": {"logDriver": "json-file", "options": {"max-size": "1m", "max-file": "3"}},
+        "dnsServers": ["1.1.1.1", "8.8.8.8"],
+        "extraHosts": [{"hostname": "db", "ipAddress": "10.0.0.2"}],
+        "systemControls": [{"namespace": "net.core.somaxconn", "value": "1024"}]
+    }));
+    // depends_on and links are not inherited: web neither waits for nor links to cache.
+    assert_eq!(web.get("dependsOn"), None);
+    assert_eq!(web.get("links"), None);
+    // The extended service still runs as itself.
+    assert_eq!(converted["containerDefinitions"][0]["command"], json!(["serve", "--base"]));
+    assert_eq!(converted["containerDefinitions"][0]["dependsOn"], json!([{"containerName": "cache", "condition": "START"}]));
+
+    // A different logging driver replaces the options instead of merging them.
+    let logging = json_of("services:\n  a:\n    image: a\n    logging: {driver: syslog, options: {tag: a}}\n  b:\n    extends: {service: a}\n    logging: {driver: json-file, options: {max-size: 1m}}\n");
+    assert_eq!(logging["containerDefinitions"][1]["logConfiguration"], json!({"logDriver": "json-file", "options": {"max-size": "1m"}}));
+}
+
+#[test]
+fn extends_chains_and_errors() {
+    // A chain: c extends b extends a; each level overrides the one below.
+    let chain = json_of("services:\n  a:\n    image: a\n    environment: {A: a, B: a, C: a}\n  b:\n    extends: a\n    environment: {B: b, C: b}\n  c:\n    extends:\n      service: b\n    image: c\n    environment: {C: c}\n");
+    assert_eq!(chain["containerDefinitions"][2], json!({
+        "name": "c", "image": "c", "essential": true,
+        "environment": [{"name": "A", "value": "a"}, {"name": "B", "value": "b"}, {"name": "C", "value": "c"}]
+    }));
+    // The order of the services does not matter.
+    let backwards = json_of("services:\n  c:\n    extends: b\n  b:\n    extends: a\n  a:\n    image: a\n    user: '1000'\n");
+    assert_eq!(backwards["containerDefinitions"][0], json!({"name": "c", "image": "a", "essential": true, "user": "1000"}));
+
+    let cases: &[(&str, &[&str])] = &[
+        ("services:\n  a:\n    image: a\n    extends: b\n  b:\n    image: b\n    extends: a\n",
+         &["services.b.extends (line 7): extends cycle: a → b → a"]),
+        ("services:\n  a:\n    image: a\n    extends: a\n",
+         &["services.a.extends (line 4): extends cycle: a → a"]),
+        ("services:\n  a:\n    extends: b\n  b:\n    extends: c\n  c:\n    extends: a\n  d:\n    image: d\n",
+         &["services.c.extends (line 7): extends cycle: a → b → c → a"]),
+        ("services:\n  a:\n    image: a\n    extends: nope\n",
+         &["services.a.extends (line 4): no service named \"nope\" to extend"]),
+        ("services:\n  a:\n    image: a\n    extends:\n      file: common.yml\n      service: base\n",
+         &["services.a.extends.file (line 5): extends from another file (\"common.yml\") is not supported: deckhand reads one Compose file; copy the service into this file and extend it by name"]),
+        ("services:\n  a:\n    image: a\n    extends: {}\n  b:\n    image: b\n",
+         &["services.a.extends.service (line 4): required: the service to extend"]),
+        ("services:\n  a:\n    image: a\n    extends: {service: b, with: x}\n  b:\n    image: b\n",
+         &["services.a.extends.with (line 4): unknown or unsupported key (known here: service, file)"]),
+        ("services:\n  a:\n    image: a\n    extends: [b]\n  b:\n    image: b\n",
+         &["services.a.extends (line 4): must be a service name or {service: NAME}"]),
+        // A base's own error is reported once; a service extending a failed base is not mapped.
+        ("services:\n  a:\n    image: a\n    extends: nope\n  b:\n    extends: a\n  c:\n    image: c\n",
+         &["services.a.extends (line 4): no service named \"nope\" to extend"]),
+        // Errors in inherited values name the extending service's path and the line they are on.
+        ("services:\n  a:\n    image: a\n    restart: sometimes\n  b:\n    extends: a\n",
+         &["services.a.restart (line 4): \"sometimes\": expected no, always, on-failure[:N] or unless-stopped",
+           "services.b.restart (line 4): \"sometimes\": expected no, always, on-failure[:N] or unless-stopped"]),
+    ];
+    for (yaml, wanted) in cases {
+        assert_eq!(errors_of(yaml), *wanted, "{yaml}");
+    }
+
+    // A long chain, written from its end, is followed without recursion.
+    let mut long = String::from("services:\n");
+    for index in (1..=200).rev() {
+        long.push_str(&format!("  s{index}:\n    extends: s{}\n", index - 1));
+    }
+    long.push_str("  s0:\n    image: a\n    environment: {DEPTH: '0'}\n");
+    let converted = json_of(&long);
+    assert_eq!(converted["containerDefinitions"][0], json!({"name": "s200", "image": "a", "essential": true, "environment": [{"name": "DEPTH", "value": "0"}]}));
 }

@@ -42,7 +42,6 @@ const REFUSED_SERVICE_KEYS: &[(&str, &str)] = &[
     ("build", "build the image first (docker build -t NAME .) and give image: NAME; deckhand runs images"),
     ("secrets", "ECS secrets come from AWS services deckhand does not use; mount the file with a bind volume instead"),
     ("configs", "ECS configs come from AWS services deckhand does not use; mount the file with a bind volume instead"),
-    ("extends", "extends is not supported: write the service out in full"),
     ("networks", "user-defined networks are not supported: a task's services share Docker's bridge"),
     ("volumes_from", "not supported by the Compose mapping yet"),
     ("mac_address", "ECS task definitions cannot set a MAC address"),
@@ -99,6 +98,8 @@ const MAPPED_SERVICE_KEYS: &[&str] = &[
     "pid",
     "ipc",
     "x-deckhand-essential",
+    // Resolved before the mapping (extends.rs).
+    "extends",
 ];
 
 /// The task being built from the services.
@@ -142,7 +143,13 @@ impl TaskBuilder {
         }
     }
 
-    pub fn map_services(&mut self, mapper: &mut Mapper, services: &[(String, u64, Node)]) {
+    /// Maps every service but those in `skip` (their `extends` failed, and said so).
+    pub fn map_services(
+        &mut self,
+        mapper: &mut Mapper,
+        services: &[(String, u64, Node)],
+        skip: &BTreeSet<String>,
+    ) {
         let selected_profiles: BTreeSet<String> = mapper
             .variable("COMPOSE_PROFILES")
             .unwrap_or("")
@@ -171,6 +178,9 @@ impl TaskBuilder {
         }
         let mut mapped = Vec::new();
         for (name, line, service) in services {
+            if skip.contains(name) {
+                continue;
+            }
             let path = join("services", name);
             if let Some(profiles) = service.get("profiles") {
                 let listed = string_list(mapper, profiles, &join(&path, "profiles"));
