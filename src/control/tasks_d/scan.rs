@@ -133,8 +133,12 @@ fn compose_definition(
         String::from_utf8(read_limited(path)?)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
     };
+    // The agent's own COMPOSE_PROJECT_NAME would give every file's project the same name (and
+    // the same `<project>_<volume>` volumes): only `name:` or the `.env` beside the file name a
+    // project here.
     let environment = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, _)| name != "COMPOSE_PROJECT_NAME")
         .collect();
     let mut context =
         ComposeContext::in_directory(directory, environment, &read).map_err(|error| vec![error])?;

@@ -507,8 +507,10 @@ fn interpolation() {
 
 #[test]
 fn env_files() {
+    let none = BTreeMap::new();
+    let entries = |text: &str| parse_env_file(text, &none).map(|file| file.entries);
     assert_eq!(
-        parse_env_file("# c\n\nA=1\nexport B = two words # note\nC='single # kept'\nD=\"x\\ny\"\nE\nF=\n"),
+        entries("# c\n\nA=1\nexport B = two words # note\nC='single # kept'\nD=\"x\\ny\"\nE\nF=\nG: colon\nH='it\\'s'\nI=\"a\\rb\" # after\nJ=a#b\n"),
         Ok(vec![
             ("A".into(), Some("1".into())),
             ("B".into(), Some("two words".into())),
@@ -516,10 +518,115 @@ fn env_files() {
             ("D".into(), Some("x\ny".into())),
             ("E".into(), None),
             ("F".into(), Some(String::new())),
+            ("G".into(), Some("colon".into())),
+            ("H".into(), Some("it's".into())),
+            ("I".into(), Some("a\rb".into())),
+            ("J".into(), Some("a#b".into())),
         ])
     );
-    assert_eq!(parse_env_file("A=\"open\n"), Err("line 1: unterminated double quote".into()));
-    assert_eq!(parse_env_file("NOT A KEY\n"), Err("line 1: not KEY=VALUE".into()));
+    assert_eq!(entries("A=\"open\n"), Err("line 1: unterminated double quote".into()));
+    assert_eq!(entries("NOT A KEY\n"), Err("line 1: not KEY=VALUE".into()));
+}
+
+#[test]
+fn env_file_values_are_interpolated_as_compose_does() {
+    let environment: BTreeMap<String, String> = [("HOST", "db.internal"), ("PORT", "5432"), ("EMPTY", "")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    type Expected<'a> = Result<(&'a [(&'a str, &'a str)], &'a [&'a str]), &'a str>;
+    let cases: &[(&str, Expected)] = &[
+        // Unquoted and double-quoted values are interpolated; single-quoted ones are literal.
+        ("URL=postgres://${HOST}:$PORT/app\n", Ok((&[("URL", "postgres://db.internal:5432/app")], &[]))),
+        ("A=\"${HOST}\"\nB='${HOST}'\n", Ok((&[("A", "db.internal"), ("B", "${HOST}")], &[]))),
+        // Earlier lines are variables for later ones.
+        ("USER=app\nDSN=${USER}@${HOST}\n", Ok((&[("USER", "app"), ("DSN", "app@db.internal")], &[]))),
+        // The environment wins over a line of the file.
+        ("HOST=local\nTARGET=$HOST\n", Ok((&[("HOST", "local"), ("TARGET", "db.internal")], &[]))),
+        // Defaults, $$, and an unset variable (empty, reported).
+        ("A=${MISSING:-fallback}\nB=$$HOST\nC=${EMPTY:-e}\nD=${NOPE}x\n", Ok((&[("A", "fallback"), ("B", "$HOST"), ("C", "e"), ("D", "x")], &["NOPE"]))),
+        // A required variable that is missing is an error naming the line.
+        ("A=1\nB=${SECRET:?set SECRET}\n", Err("line 2: required variable SECRET is not set: set SECRET")),
+        ("A=${unclosed\n", Err("line 1: unterminated ${ in \"${unclosed\"")),
+    ];
+    for (text, expected) in cases {
+        let actual = parse_env_file(text, &environment);
+        match expected {
+            Ok((pairs, unset)) => {
+                let file = actual.unwrap_or_else(|error| panic!("{text}: {error}"));
+                let wanted: Vec<(String, Option<String>)> = pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect();
+                assert_eq!(file.entries, wanted, "{text}");
+                assert_eq!(file.unset, *unset, "{text}");
+            }
+            Err(message) => assert_eq!(actual, Err(message.to_string()), "{text}"),
+        }
+    }
+
+    // In a Compose file: an env_file refers to the file's variables (environment over .env),
+    // and .env refers to the environment and its own earlier lines.
+    let read = |path: &Path| -> std::io::Result<String> {
+        match path.to_str().unwrap_or_default() {
+            "/srv/my_app/app.env" => Ok("GREETING=hello ${WHO}\nIMAGE_TAG=$TAG\nLATER=${GREETING}!\nLOST=${GONE}\n".to_string()),
+            _ => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory")),
+        }
+    };
+    let mut context = context_with(&read, Some("WHO=world\nTAG_COPY=${TAG}\nBOTH=${WHO}-${TAG_COPY}\n"));
+    context.environment.insert("TAG".into(), "2.0".into());
+    let converted = convert_compose(b"services:\n  web:\n    image: a:${BOTH}\n    env_file: app.env\n", &context).unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(converted.json["containerDefinitions"][0]["image"], json!("a:world-2.0"));
+    assert_eq!(converted.json["containerDefinitions"][0]["environment"], json!([
+        {"name": "GREETING", "value": "hello world"},
+        {"name": "IMAGE_TAG", "value": "2.0"},
+        {"name": "LATER", "value": "hello world!"},
+        {"name": "LOST", "value": ""}
+    ]));
+    assert!(converted.parsed.warnings.contains(&"services.web.env_file (line 4): app.env: variable GONE is not set; using an empty string".to_string()), "{:#?}", converted.parsed.warnings);
+    let context = context_with(&read, Some("BAD=${NEEDED:?give NEEDED}\n"));
+    let errors: Vec<String> = convert_compose(b"services:\n  web:\n    image: a\n", &context).err().unwrap_or_default().iter().map(ToString::to_string).collect();
+    assert_eq!(errors, [".env: line 1: required variable NEEDED is not set: give NEEDED"]);
+}
+
+#[test]
+fn compose_project_name_wins_over_name_as_in_compose() {
+    let read = |_: &Path| -> std::io::Result<String> { Err(std::io::Error::new(std::io::ErrorKind::NotFound, "none")) };
+    let family = |environment: Option<&str>, dot_env: Option<&str>, yaml: &str| -> Result<serde_json::Value, Vec<String>> {
+        let mut context = context_with(&read, dot_env);
+        if let Some(name) = environment {
+            context.environment.insert("COMPOSE_PROJECT_NAME".into(), name.into());
+        }
+        convert_compose(yaml.as_bytes(), &context)
+            .map(|converted| converted.json["family"].clone())
+            .map_err(|errors| errors.iter().map(ToString::to_string).collect())
+    };
+    let named = "name: from-file\nservices:\n  a:\n    image: a\n";
+    let unnamed = "services:\n  a:\n    image: a\n";
+    /// (COMPOSE_PROJECT_NAME in the environment, the .env, the file, the family or the error)
+    type Case<'a> = (Option<&'a str>, Option<&'a str>, &'a str, Result<&'a str, &'a str>);
+    let cases: &[Case] = &[
+        // 1. the environment, 2. the .env beside the file, 3. name:, 4. the directory.
+        (Some("From_Env"), Some("COMPOSE_PROJECT_NAME=from-dot-env\n"), named, Ok("from_env")),
+        (None, Some("COMPOSE_PROJECT_NAME=from-dot-env\n"), named, Ok("from-dot-env")),
+        (None, None, named, Ok("from-file")),
+        (None, None, unnamed, Ok("my_appv2")),
+        (Some("Shop"), None, unnamed, Ok("shop")),
+        // An empty variable is no name.
+        (Some(""), None, named, Ok("from-file")),
+        (Some("..."), None, named, Err("COMPOSE_PROJECT_NAME: COMPOSE_PROJECT_NAME has no letter or digit")),
+    ];
+    for (environment, dot_env, yaml, expected) in cases {
+        let actual = family(*environment, *dot_env, yaml);
+        match expected {
+            Ok(name) => assert_eq!(actual, Ok(json!(name)), "{environment:?} {dot_env:?} {yaml}"),
+            Err(message) => assert_eq!(actual, Err(vec![message.to_string()]), "{environment:?} {dot_env:?}"),
+        }
+    }
+    // The project name names the Compose volumes too.
+    let volumes = family(Some("other"), None, "name: shop\nservices:\n  a:\n    image: a\n    volumes: [data:/data]\nvolumes: {data: {}}\n");
+    assert_eq!(volumes, Ok(json!("other")));
+    let mut context = context_with(&read, None);
+    context.environment.insert("COMPOSE_PROJECT_NAME".into(), "other".into());
+    let converted = convert_compose(b"name: shop\nservices:\n  a:\n    image: a\n    volumes: [data:/data]\nvolumes: {data: {}}\n", &context).unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(converted.json["volumes"][0]["name"], json!("other_data"));
 }
 
 #[test]

@@ -536,9 +536,19 @@ impl TaskBuilder {
                     (mapper.context.read_file)(&full).ok()
                 };
                 let Some(text) = text else { continue };
-                match values::parse_env_file(&text) {
-                    Ok(entries) => {
-                        for (key, value) in entries {
+                // Its values may refer to the Compose file's variables and to the lines above.
+                match values::parse_env_file(&text, &mapper.variables) {
+                    Ok(parsed) => {
+                        for name in parsed.unset {
+                            mapper.warn(
+                                &files_path,
+                                files.line,
+                                format!(
+                                    "{file}: variable {name} is not set; using an empty string"
+                                ),
+                            );
+                        }
+                        for (key, value) in parsed.entries {
                             let value = value.or_else(|| mapper.variable(&key).map(str::to_string));
                             if let Some(value) = value {
                                 environment.insert(key, value);
