@@ -54,11 +54,31 @@ pub fn parse_source_mark(source: &str) -> Option<(String, u64)> {
     Some((file.to_string(), u64::from_str_radix(hash, 16).ok()?))
 }
 
-/// One file as read from the directory: its hash and its definition or every error.
+/// One file as read from the directory: its hash, its definition or every error, and the
+/// warnings of a definition that was accepted (a Compose file's conversion warnings, then the
+/// task definition's), which the watcher logs once per content.
 #[derive(Debug, Clone)]
 pub struct FileContent {
     pub hash: u64,
     pub definition: Result<TaskDefinition, Vec<String>>,
+    pub warnings: Vec<String>,
+}
+
+impl FileContent {
+    fn new(hash: u64, read: Result<(TaskDefinition, Vec<String>), Vec<String>>) -> FileContent {
+        match read {
+            Ok((definition, warnings)) => FileContent {
+                hash,
+                definition: Ok(definition),
+                warnings,
+            },
+            Err(errors) => FileContent {
+                hash,
+                definition: Err(errors),
+                warnings: Vec::new(),
+            },
+        }
+    }
 }
 
 /// Reads every task file (`*.json`, `*.yaml`, `*.yml`) that is a regular, non-hidden file of
@@ -105,10 +125,10 @@ fn read_compose_directory(path: &Path, name: &str) -> Option<FileContent> {
     let mut bytes = match read_limited(&compose) {
         Ok(bytes) => bytes,
         Err(error) => {
-            return Some(FileContent {
-                hash: 0,
-                definition: Err(vec![format!("cannot read {}: {error}", compose.display())]),
-            })
+            return Some(FileContent::new(
+                0,
+                Err(vec![format!("cannot read {}: {error}", compose.display())]),
+            ))
         }
     };
     let compose_length = bytes.len();
@@ -118,17 +138,20 @@ fn read_compose_directory(path: &Path, name: &str) -> Option<FileContent> {
         bytes.extend_from_slice(&dot_env);
     }
     let hash = content_hash(&bytes);
-    let definition = compose_definition(path, name, &bytes[..compose_length]);
-    Some(FileContent { hash, definition })
+    let bytes = bytes.get(..compose_length).unwrap_or_default();
+    Some(FileContent::new(
+        hash,
+        compose_definition(path, name, bytes),
+    ))
 }
 
-/// Converts a Compose file found in `directory` into its task definition; `project` is the
-/// project name when the file has no `name:`.
+/// Converts a Compose file found in `directory` into its task definition and warnings;
+/// `project` is the project name when the file has no `name:`.
 fn compose_definition(
     directory: &Path,
     project: &str,
     bytes: &[u8],
-) -> Result<TaskDefinition, Vec<String>> {
+) -> Result<(TaskDefinition, Vec<String>), Vec<String>> {
     let read = |path: &Path| -> io::Result<String> {
         String::from_utf8(read_limited(path)?)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
@@ -144,7 +167,7 @@ fn compose_definition(
         ComposeContext::in_directory(directory, environment, &read).map_err(|error| vec![error])?;
     context.directory_name = Some(project.to_string());
     convert_compose(bytes, &context)
-        .map(|converted| converted.parsed.definition)
+        .map(|converted| (converted.parsed.definition, converted.parsed.warnings))
         .map_err(|errors| errors.iter().map(ToString::to_string).collect())
 }
 
@@ -195,10 +218,10 @@ fn read_file(path: &Path) -> FileContent {
             compose_definition(directory, &project, &bytes)
         }
         Ok(_) => parse_task_definition(&bytes)
-            .map(|parsed| parsed.definition)
+            .map(|parsed| (parsed.definition, parsed.warnings))
             .map_err(|errors| errors.iter().map(ToString::to_string).collect()),
     };
-    FileContent { hash, definition }
+    FileContent::new(hash, definition)
 }
 
 /// The image names a task file declares, for image cleanup, which never removes them (so the
