@@ -58,8 +58,15 @@ pub(super) fn resolve(
     services: &mut [(String, u64, Node)],
 ) -> BTreeSet<String> {
     let originals: Vec<(String, u64, Node)> = services.to_vec();
+    let index: BTreeMap<&str, usize> = originals
+        .iter()
+        .enumerate()
+        .map(|(at, (name, _, _))| (name.as_str(), at))
+        .rev()
+        .collect();
     let mut resolver = Resolver {
         originals: &originals,
+        index: &index,
         resolved: BTreeMap::new(),
         failed: BTreeSet::new(),
         merged_nodes: 0,
@@ -74,6 +81,8 @@ pub(super) fn resolve(
 
 struct Resolver<'a> {
     originals: &'a [(String, u64, Node)],
+    /// A service's place in `originals` (the first, should a name repeat).
+    index: &'a BTreeMap<&'a str, usize>,
     resolved: BTreeMap<String, Node>,
     failed: BTreeSet<String>,
     merged_nodes: usize,
@@ -135,9 +144,9 @@ impl Resolver<'_> {
                 return None;
             }
         }
-        let originals = self.originals;
+        let (originals, index) = (self.originals, self.index);
         for member in chain.iter().rev() {
-            let (_, line, service) = originals.iter().find(|(service, _, _)| service == member)?;
+            let (_, line, service) = originals.get(*index.get(member.as_str())?)?;
             let base = service
                 .get("extends")
                 .and_then(|extends| match &extends.value {
@@ -145,10 +154,12 @@ impl Resolver<'_> {
                     _ => extends.get("service").and_then(Node::scalar_text),
                 })
                 .and_then(|base| self.resolved.get(&base));
-            let merged = match base {
-                Some(base) => merge_service(base, service, *line),
-                None => service.clone(),
+            let Some(base) = base else {
+                self.resolved.insert(member.clone(), service.clone());
+                continue;
             };
+            let merged = merge_service(base, service, *line);
+            // Only what merging creates counts: a large file without extends is not refused.
             self.merged_nodes = self.merged_nodes.saturating_add(count_nodes(&merged));
             if self.merged_nodes > MAX_MERGED_NODES {
                 mapper.error(
@@ -167,9 +178,7 @@ impl Resolver<'_> {
     }
 
     fn original(&self, name: &str) -> Option<&(String, u64, Node)> {
-        self.originals
-            .iter()
-            .find(|(service, _, _)| service == name)
+        self.originals.get(*self.index.get(name)?)
     }
 }
 
@@ -255,7 +264,8 @@ fn merge_service(base: &Node, main: &Node, main_line: u64) -> Node {
 fn merge_key(key: &str, base: &Node, main: &Node) -> Node {
     match key {
         "command" | "entrypoint" => main.clone(),
-        "volumes" | "tmpfs" => merge_by(base, main, mount_target),
+        "volumes" => merge_by(base, main, mount_target),
+        "tmpfs" => merge_by(base, main, tmpfs_target),
         "devices" => merge_by(base, main, device_target),
         "ports" => merge_by(base, main, port_key),
         "extra_hosts" => merge_named(base, main, host_entries),
@@ -347,14 +357,26 @@ fn merge_by(base: &Node, main: &Node, key_of: fn(&Node) -> Option<String>) -> No
         return main.clone();
     }
     let mut list = items(base);
+    // Each key's place in `list`, computed once (a long list stays linear).
+    let mut places: BTreeMap<String, usize> = BTreeMap::new();
+    for (at, item) in list.iter().enumerate() {
+        if let Some(key) = key_of(item) {
+            places.entry(key).or_insert(at);
+        }
+    }
     for item in items(main) {
-        let key = key_of(&item);
-        let existing = key.as_ref().and_then(|key| {
-            list.iter()
-                .position(|existing| key_of(existing).as_ref() == Some(key))
-        });
-        match existing {
-            Some(at) => list[at] = item,
+        match key_of(&item) {
+            Some(key) => match places.get(&key) {
+                Some(&at) => {
+                    if let Some(slot) = list.get_mut(at) {
+                        *slot = item;
+                    }
+                }
+                None => {
+                    places.insert(key, list.len());
+                    list.push(item);
+                }
+            },
             None => list.push(item),
         }
     }
@@ -364,22 +386,21 @@ fn merge_by(base: &Node, main: &Node, key_of: fn(&Node) -> Option<String>) -> No
     }
 }
 
-/// A volume's or tmpfs's container path: `SOURCE:TARGET[:MODE]`, `TARGET`, `TARGET:OPTIONS`
-/// (tmpfs), or the long form's `target`.
+/// A volume's container path: `SOURCE:TARGET[:MODE]`, `TARGET`, or the long form's `target`.
 fn mount_target(item: &Node) -> Option<String> {
     if let Value::Mapping(_) = item.value {
         return item.get("target").and_then(Node::scalar_text);
     }
     let text = item.scalar_text()?;
-    let parts: Vec<&str> = text.split(':').collect();
-    let target = match parts.as_slice() {
-        [target] => *target,
-        // A tmpfs's `TARGET:OPTIONS` has options with `=`; a volume's `SOURCE:TARGET` does not.
-        [target, options] if options.contains('=') => *target,
-        [_, target, ..] => *target,
-        _ => return None,
-    };
-    Some(target.to_string())
+    let mut parts = text.split(':');
+    let first = parts.next()?;
+    Some(parts.next().unwrap_or(first).to_string())
+}
+
+/// A tmpfs's container path: `TARGET[:OPTIONS]`.
+fn tmpfs_target(item: &Node) -> Option<String> {
+    let text = item.scalar_text()?;
+    text.split(':').next().map(str::to_string)
 }
 
 /// A device's container path: `HOST[:CONTAINER[:PERMISSIONS]]` or the long form.

@@ -961,3 +961,22 @@ fn extends_chains_and_errors() {
     let converted = json_of(&long);
     assert_eq!(converted["containerDefinitions"][0], json!({"name": "s200", "image": "a", "essential": true, "environment": [{"name": "DEPTH", "value": "0"}]}));
 }
+
+#[test]
+fn extends_merges_tmpfs_by_path_and_bounds_what_merging_creates() {
+    let merged = json_of("services:\n  a:\n    image: a\n    tmpfs: ['/run:rw,noexec', /tmp]\n  b:\n    extends: a\n    tmpfs: ['/run:size=16m']\n");
+    assert_eq!(merged["containerDefinitions"][1]["linuxParameters"]["tmpfs"], json!([{"containerPath": "/run", "size": 16}, {"containerPath": "/tmp", "size": 64}]));
+
+    // Many services extending one large service: refused before it fills memory.
+    let mut yaml = String::from("services:\n  base:\n    image: a\n    labels: [");
+    yaml.push_str(&vec!["l"; 2000].join(", "));
+    yaml.push_str("]\n");
+    for index in 0..110 {
+        yaml.push_str(&format!("  s{index}:\n    extends: base\n"));
+    }
+    let errors = errors_of(&yaml);
+    assert!(errors.iter().any(|error| error.ends_with("extends makes the file too large (more than 200000 values)")), "{errors:#?}");
+    // The same large service, extended a few times, is fine.
+    let few: String = yaml.lines().take(4 + 2 * 3).collect::<Vec<_>>().join("\n") + "\n";
+    assert_eq!(json_of(&few)["containerDefinitions"].as_array().map(Vec::len), Some(4));
+}
