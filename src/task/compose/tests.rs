@@ -980,3 +980,18 @@ fn extends_merges_tmpfs_by_path_and_bounds_what_merging_creates() {
     let few: String = yaml.lines().take(4 + 2 * 3).collect::<Vec<_>>().join("\n") + "\n";
     assert_eq!(json_of(&few)["containerDefinitions"].as_array().map(Vec::len), Some(4));
 }
+
+#[test]
+fn reset_and_override_tags_are_refused_not_dropped() {
+    for (yaml, line) in [
+        ("services:\n  a:\n    image: a\n    ports: ['80']\n  b:\n    extends: a\n    ports: !reset []\n", 7),
+        ("services:\n  a:\n    image: a\n    ports: ['80']\n  b:\n    extends: a\n    ports: !override ['81']\n", 7),
+        ("services:\n  a:\n    image: !custom a\n", 3),
+    ] {
+        let errors = errors_of(yaml);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(errors[0].starts_with(&format!("$ (line {line}): not valid YAML: ")), "{errors:#?}");
+    }
+    // YAML's own tags still work.
+    assert_eq!(json_of("services:\n  a:\n    image: !!str a\n    environment: {N: !!str 10}\n")["containerDefinitions"][0]["environment"], json!([{"name": "N", "value": "10"}]));
+}
