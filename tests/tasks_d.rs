@@ -534,3 +534,36 @@ fn compose_files_and_compose_directories_are_tasks() {
         "{summary:?}"
     );
 }
+
+#[test]
+fn a_compose_files_warnings_are_logged_once_per_content() {
+    let setup = setup();
+    let with_warning = "services:\n  web:\n    image: busybox:latest\n    container_name: my-web\n";
+    setup.write("web.yaml", with_warning);
+    setup.write("worker.json", WORKER_DEFINITION);
+    let watcher = setup.watcher(NO_TICK);
+    // Logged by the first scan, at start: a rescan of the unchanged files logs nothing again.
+    assert_eq!(rescan(&watcher), ScanSummary::default());
+    assert_eq!(rescan(&watcher).warned, Vec::<String>::new());
+
+    // A new version of the file is loaded: its warnings are logged, once.
+    setup.write("web.yaml", &format!("{with_warning}    expose: ['80']\n"));
+    let summary = rescan(&watcher);
+    assert_eq!(
+        summary.replaced,
+        vec!["web.yaml".to_string()],
+        "{summary:?}"
+    );
+    assert_eq!(summary.warned, vec!["web.yaml".to_string()], "{summary:?}");
+    assert_eq!(rescan(&watcher).warned, Vec::<String>::new());
+
+    // A file without warnings logs none; a new file with warnings logs them when it is loaded.
+    setup.write("quiet.yaml", "services:\n  q:\n    image: busybox:latest\n");
+    setup.write(
+        "cache.yml",
+        "services:\n  redis:\n    image: busybox:latest\n    pull_policy: always\n",
+    );
+    let summary = rescan(&watcher);
+    assert_eq!(summary.warned, vec!["cache.yml".to_string()], "{summary:?}");
+    assert_eq!(rescan(&watcher), ScanSummary::default());
+}

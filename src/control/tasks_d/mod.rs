@@ -7,6 +7,8 @@
 //! - a changed file (its content hash differs) stops the old task, then starts the new one;
 //! - an invalid file is logged with its name and every error, and changes nothing: the task it
 //!   would replace keeps running.
+//! - a valid file's warnings (a Compose file's conversion warnings, a definition's ignored keys)
+//!   are logged with its name once per content, when that version is loaded.
 //!
 //! Order matters for replacements that reuse a host port: every stop of a rescan is sent to the
 //! engine before any start, so each start's sequence number is higher than every stop's and the

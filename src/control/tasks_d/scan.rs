@@ -56,11 +56,31 @@ pub fn parse_source_mark(source: &str) -> Option<(String, u64)> {
     Some((file.to_string(), u64::from_str_radix(hash, 16).ok()?))
 }
 
-/// One file as read from the directory: its hash and its definition or every error.
+/// One file as read from the directory: its hash, its definition or every error, and the
+/// warnings of a definition that was accepted (a Compose file's conversion warnings, then the
+/// task definition's), which the watcher logs once per content.
 #[derive(Debug, Clone)]
 pub struct FileContent {
     pub hash: u64,
     pub definition: Result<TaskDefinition, Vec<String>>,
+    pub warnings: Vec<String>,
+}
+
+impl FileContent {
+    fn new(hash: u64, read: Result<(TaskDefinition, Vec<String>), Vec<String>>) -> FileContent {
+        match read {
+            Ok((definition, warnings)) => FileContent {
+                hash,
+                definition: Ok(definition),
+                warnings,
+            },
+            Err(errors) => FileContent {
+                hash,
+                definition: Err(errors),
+                warnings: Vec::new(),
+            },
+        }
+    }
 }
 
 /// Reads every task file (`*.json`, `*.yaml`, `*.yml`) that is a regular, non-hidden file of
@@ -107,10 +127,10 @@ fn read_compose_directory(path: &Path, name: &str) -> Option<FileContent> {
     let mut bytes = match read_limited(&compose) {
         Ok(bytes) => bytes,
         Err(error) => {
-            return Some(FileContent {
-                hash: 0,
-                definition: Err(vec![format!("cannot read {}: {error}", compose.display())]),
-            })
+            return Some(FileContent::new(
+                0,
+                Err(vec![format!("cannot read {}: {error}", compose.display())]),
+            ))
         }
     };
     let compose_length = bytes.len();
@@ -120,29 +140,36 @@ fn read_compose_directory(path: &Path, name: &str) -> Option<FileContent> {
         bytes.extend_from_slice(&dot_env);
     }
     let hash = content_hash(&bytes);
-    let definition = compose_definition(path, name, &bytes[..compose_length]);
-    Some(FileContent { hash, definition })
+    let bytes = bytes.get(..compose_length).unwrap_or_default();
+    Some(FileContent::new(
+        hash,
+        compose_definition(path, name, bytes),
+    ))
 }
 
-/// Converts a Compose file found in `directory` into its task definition; `project` is the
-/// project name when the file has no `name:`.
+/// Converts a Compose file found in `directory` into its task definition and warnings;
+/// `project` is the project name when the file has no `name:`.
 fn compose_definition(
     directory: &Path,
     project: &str,
     bytes: &[u8],
-) -> Result<TaskDefinition, Vec<String>> {
+) -> Result<(TaskDefinition, Vec<String>), Vec<String>> {
     let read = |path: &Path| -> io::Result<String> {
         String::from_utf8(read_limited(path)?)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
     };
+    // The agent's own COMPOSE_PROJECT_NAME would give every file's project the same name (and
+    // the same `<project>_<volume>` volumes): only `name:` or the `.env` beside the file name a
+    // project here.
     let environment = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, _)| name != "COMPOSE_PROJECT_NAME")
         .collect();
     let mut context =
         ComposeContext::in_directory(directory, environment, &read).map_err(|error| vec![error])?;
     context.directory_name = Some(project.to_string());
     convert_compose(bytes, &context)
-        .map(|converted| converted.parsed.definition)
+        .map(|converted| (converted.parsed.definition, converted.parsed.warnings))
         .map_err(|errors| errors.iter().map(ToString::to_string).collect())
 }
 
@@ -192,9 +219,10 @@ fn read_file(path: &Path) -> FileContent {
                 .unwrap_or_default();
             compose_definition(directory, &project, &bytes)
         }
-        // The log lists the errors, then the warnings, which help fixing the file too.
+        // An invalid file's log lists the errors, then the warnings, which help fixing it too;
+        // a valid one's warnings are logged once per content.
         Ok(_) => check_task_definition(&bytes)
-            .map(|parsed| parsed.definition)
+            .map(|parsed| (parsed.definition, parsed.warnings))
             .map_err(|invalid| {
                 let errors = invalid.errors.iter().map(ToString::to_string);
                 let warnings = invalid
@@ -204,7 +232,7 @@ fn read_file(path: &Path) -> FileContent {
                 errors.chain(warnings).collect()
             }),
     };
-    FileContent { hash, definition }
+    FileContent::new(hash, definition)
 }
 
 /// The image names a task file declares, for image cleanup, which never removes them (so the

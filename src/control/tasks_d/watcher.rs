@@ -26,6 +26,9 @@ pub struct ScanSummary {
     pub replaced: Vec<String>,
     /// Files with errors (logged once per content).
     pub invalid: Vec<String>,
+    /// Files whose warnings (a Compose file's conversion warnings, a definition's ignored keys)
+    /// were logged at this scan: once per content, when it is first read.
+    pub warned: Vec<String>,
     /// Files whose command the engine refused or could not take (retried at the next scan).
     pub failed: Vec<String>,
     /// Files whose task had stopped by itself and was started afresh.
@@ -41,6 +44,8 @@ struct Watcher {
     tracked: BTreeMap<String, TrackedFile>,
     /// (file, hash) of invalid files already logged, so each bad version is logged once.
     reported_invalid: BTreeMap<String, u64>,
+    /// (file, hash) of valid files whose warnings are logged, so each version warns once.
+    reported_warnings: BTreeMap<String, u64>,
     missing_directory_logged: bool,
     /// The directory existed at some scan.
     directory_seen: bool,
@@ -274,6 +279,29 @@ impl Watcher {
         }
         self.reported_invalid
             .retain(|file, hash| files.get(file).is_some_and(|content| content.hash == *hash));
+        for (file, content) in &files {
+            if content.definition.is_err() || content.warnings.is_empty() {
+                continue;
+            }
+            if self.reported_warnings.get(file) != Some(&content.hash) {
+                log::warn!(
+                    "tasks.d: {file}: {}:\n  {}",
+                    if content.warnings.len() == 1 {
+                        "a warning"
+                    } else {
+                        "warnings"
+                    },
+                    content.warnings.join("\n  ")
+                );
+                self.reported_warnings.insert(file.clone(), content.hash);
+                summary.warned.push(file.clone());
+            }
+        }
+        self.reported_warnings.retain(|file, hash| {
+            files
+                .get(file)
+                .is_some_and(|content| content.hash == *hash && !content.warnings.is_empty())
+        });
 
         let mut actions = diff(&self.tracked, &current);
         if actions
@@ -387,6 +415,7 @@ impl TasksDirWatcher {
             directory,
             tracked,
             reported_invalid: BTreeMap::new(),
+            reported_warnings: BTreeMap::new(),
             missing_directory_logged: false,
             directory_seen: false,
             backoff,

@@ -1,8 +1,8 @@
 //! Compose files as tasks: one Compose project becomes one ECS task definition.
 //!
 //! The Compose file is read into a tree of YAML nodes with their lines (`node.rs`, serde-saphyr),
-//! interpolated (`${VAR}` from the environment and the `.env` beside the file, `values.rs`), and
-//! mapped key by key onto the ECS task-definition JSON (`service.rs`). That JSON then goes through
+//! interpolated (`${VAR}` from the environment and the `.env` beside the file, `values.rs`), its
+//! services' `extends` resolved (`extends.rs`), and mapped key by key onto the ECS task-definition JSON (`service/`, one file per key family). That JSON then goes through
 //! [`parse_task_definition`](super::parse_task_definition) like any other definition, so a
 //! converted file obeys every rule a hand-written one does, and `deckhand convert` prints exactly
 //! what the agent runs.
@@ -13,6 +13,7 @@
 //!
 //! No I/O here: the caller supplies the variables, the `.env` text and a reader for `env_file`.
 
+mod extends;
 mod node;
 mod service;
 mod values;
@@ -240,7 +241,7 @@ impl<'a> Mapper<'a> {
             }
         }
         let family = self.family(&document);
-        let services = match document.get("services") {
+        let mut services = match document.get("services") {
             Some(Node {
                 value: Value::Mapping(services),
                 ..
@@ -258,9 +259,10 @@ impl<'a> Mapper<'a> {
                 return None;
             }
         };
+        let failed = extends::resolve(self, &mut services);
         let top_volumes = document.get("volumes").cloned();
         let mut task = service::TaskBuilder::new(&family, top_volumes);
-        task.map_services(self, &services);
+        task.map_services(self, &services, &failed);
         let mut object = Map::new();
         object.insert("family".to_string(), json!(family));
         object.insert("networkMode".to_string(), json!(task.network_mode));
@@ -283,9 +285,17 @@ impl<'a> Mapper<'a> {
     /// The environment wins over `.env`, as in Compose.
     fn load_variables(&mut self) {
         if let Some(text) = &self.context.dot_env {
-            match values::parse_env_file(text) {
-                Ok(entries) => {
-                    for (key, value) in entries {
+            // `.env` values may refer to the environment and to the lines above.
+            match values::parse_env_file(text, &self.context.environment) {
+                Ok(file) => {
+                    for name in file.unset {
+                        self.warn(
+                            ".env",
+                            0,
+                            format!("variable {name} is not set; using an empty string"),
+                        );
+                    }
+                    for (key, value) in file.entries {
                         if let Some(value) = value {
                             self.variables.insert(key, value);
                         }
@@ -334,26 +344,38 @@ impl<'a> Mapper<'a> {
         }
     }
 
-    /// `name:`, else the directory's name, normalised as Compose does.
+    /// The project name, in Compose's order: `COMPOSE_PROJECT_NAME` (the environment, else the
+    /// `.env`), else `name:`, else the directory's name; normalised as Compose does.
     fn family(&mut self, document: &Node) -> String {
-        let (source, path, line) = match document.get("name") {
-            Some(node) => (node.scalar_text().unwrap_or_default(), "name", node.line),
-            None => (
+        let from_variable = self
+            .variable("COMPOSE_PROJECT_NAME")
+            .filter(|name| !name.is_empty())
+            .map(str::to_string);
+        let (source, path, line, what) = match (from_variable, document.get("name")) {
+            (Some(name), _) => (name, "COMPOSE_PROJECT_NAME", 0, "COMPOSE_PROJECT_NAME"),
+            (None, Some(node)) => (
+                node.scalar_text().unwrap_or_default(),
+                "name",
+                node.line,
+                "the project name",
+            ),
+            (None, None) => (
                 self.context.directory_name.clone().unwrap_or_default(),
                 "name",
                 0,
+                "",
             ),
         };
         let family = values::normalise_project_name(&source);
         if family.is_empty() {
-            if document.get("name").is_some() {
-                self.error(path, line, "the project name has no letter or digit");
-            } else {
+            if what.is_empty() {
                 self.error(
                     path,
                     line,
                     "no project name: give name: (the directory's name is not usable)",
                 );
+            } else {
+                self.error(path, line, format!("{what} has no letter or digit"));
             }
         }
         crate::text::truncate_chars(&family, 255).to_string()

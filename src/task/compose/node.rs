@@ -59,6 +59,10 @@ pub(super) fn parse_document(text: &str) -> Result<Node, (String, u64)> {
     options.strict_booleans = true;
     // `MODE: 0755` and `ZIP: 01234` keep their leading zero.
     options.leading_zero_numbers_as_strings = true;
+    // Compose's `!reset` and `!override`, and any tag of an application's own, would otherwise
+    // be dropped and the value read as if untagged (`ports: !reset []` keeping the ports it
+    // means to remove): refuse them.
+    options.reject_unsupported_tags = true;
     match serde_saphyr::from_str_with_options::<Node>(text, options) {
         Ok(node) => Ok(node),
         Err(error) => {

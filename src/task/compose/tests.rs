@@ -304,13 +304,14 @@ services:
     scale: 3
     deploy:
       replicas: 2
-    extends:
-      file: base.yml
-      service: api
     networks: [backend]
     network_mode: service:web
     stop_signal: SIGINT
     frobnicate: 1
+  worker:
+    extends:
+      file: base.yml
+      service: api
 networks:
   backend: {}
 secrets:
@@ -325,17 +326,17 @@ bogus: 1
 ",
     );
     let expected = [
-        "networks.backend (line 21): user-defined networks are not supported",
-        "secrets (line 22): ECS secrets and configs come from AWS services",
-        "configs (line 25): ECS secrets and configs come from AWS services",
-        "include (line 28): include is not supported",
-        "bogus (line 30): unknown top-level key",
+        "networks.backend (line 22): user-defined networks are not supported",
+        "secrets (line 23): ECS secrets and configs come from AWS services",
+        "configs (line 26): ECS secrets and configs come from AWS services",
+        "include (line 29): include is not supported",
+        "bogus (line 31): unknown top-level key",
         "services.web.profiles (line 7): the service is in profiles debug and none is selected",
-        "services.api.extends (line 13): extends is not supported",
-        "services.api.networks (line 16): user-defined networks are not supported",
-        "services.api.frobnicate (line 19): unknown or unsupported service key",
-        "services.api.network_mode (line 17): \"service:web\" is not supported",
-        "services.api.stop_signal (line 18): ECS task definitions have no stop signal",
+        "services.worker.extends.file (line 19): extends from another file (\"base.yml\") is not supported",
+        "services.api.networks (line 13): user-defined networks are not supported",
+        "services.api.frobnicate (line 16): unknown or unsupported service key",
+        "services.api.network_mode (line 14): \"service:web\" is not supported",
+        "services.api.stop_signal (line 15): ECS task definitions have no stop signal",
         "services.api.deploy.replicas (line 12): a task runs each service once",
         "services.api.scale (line 10): a task runs each service once",
     ];
@@ -506,8 +507,10 @@ fn interpolation() {
 
 #[test]
 fn env_files() {
+    let none = BTreeMap::new();
+    let entries = |text: &str| parse_env_file(text, &none).map(|file| file.entries);
     assert_eq!(
-        parse_env_file("# c\n\nA=1\nexport B = two words # note\nC='single # kept'\nD=\"x\\ny\"\nE\nF=\n"),
+        entries("# c\n\nA=1\nexport B = two words # note\nC='single # kept'\nD=\"x\\ny\"\nE\nF=\nG: colon\nH='it\\'s'\nI=\"a\\rb\" # after\nJ=a#b\n"),
         Ok(vec![
             ("A".into(), Some("1".into())),
             ("B".into(), Some("two words".into())),
@@ -515,10 +518,115 @@ fn env_files() {
             ("D".into(), Some("x\ny".into())),
             ("E".into(), None),
             ("F".into(), Some(String::new())),
+            ("G".into(), Some("colon".into())),
+            ("H".into(), Some("it's".into())),
+            ("I".into(), Some("a\rb".into())),
+            ("J".into(), Some("a#b".into())),
         ])
     );
-    assert_eq!(parse_env_file("A=\"open\n"), Err("line 1: unterminated double quote".into()));
-    assert_eq!(parse_env_file("NOT A KEY\n"), Err("line 1: not KEY=VALUE".into()));
+    assert_eq!(entries("A=\"open\n"), Err("line 1: unterminated double quote".into()));
+    assert_eq!(entries("NOT A KEY\n"), Err("line 1: not KEY=VALUE".into()));
+}
+
+#[test]
+fn env_file_values_are_interpolated_as_compose_does() {
+    let environment: BTreeMap<String, String> = [("HOST", "db.internal"), ("PORT", "5432"), ("EMPTY", "")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    type Expected<'a> = Result<(&'a [(&'a str, &'a str)], &'a [&'a str]), &'a str>;
+    let cases: &[(&str, Expected)] = &[
+        // Unquoted and double-quoted values are interpolated; single-quoted ones are literal.
+        ("URL=postgres://${HOST}:$PORT/app\n", Ok((&[("URL", "postgres://db.internal:5432/app")], &[]))),
+        ("A=\"${HOST}\"\nB='${HOST}'\n", Ok((&[("A", "db.internal"), ("B", "${HOST}")], &[]))),
+        // Earlier lines are variables for later ones.
+        ("USER=app\nDSN=${USER}@${HOST}\n", Ok((&[("USER", "app"), ("DSN", "app@db.internal")], &[]))),
+        // The environment wins over a line of the file.
+        ("HOST=local\nTARGET=$HOST\n", Ok((&[("HOST", "local"), ("TARGET", "db.internal")], &[]))),
+        // Defaults, $$, and an unset variable (empty, reported).
+        ("A=${MISSING:-fallback}\nB=$$HOST\nC=${EMPTY:-e}\nD=${NOPE}x\n", Ok((&[("A", "fallback"), ("B", "$HOST"), ("C", "e"), ("D", "x")], &["NOPE"]))),
+        // A required variable that is missing is an error naming the line.
+        ("A=1\nB=${SECRET:?set SECRET}\n", Err("line 2: required variable SECRET is not set: set SECRET")),
+        ("A=${unclosed\n", Err("line 1: unterminated ${ in \"${unclosed\"")),
+    ];
+    for (text, expected) in cases {
+        let actual = parse_env_file(text, &environment);
+        match expected {
+            Ok((pairs, unset)) => {
+                let file = actual.unwrap_or_else(|error| panic!("{text}: {error}"));
+                let wanted: Vec<(String, Option<String>)> = pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect();
+                assert_eq!(file.entries, wanted, "{text}");
+                assert_eq!(file.unset, *unset, "{text}");
+            }
+            Err(message) => assert_eq!(actual, Err(message.to_string()), "{text}"),
+        }
+    }
+
+    // In a Compose file: an env_file refers to the file's variables (environment over .env),
+    // and .env refers to the environment and its own earlier lines.
+    let read = |path: &Path| -> std::io::Result<String> {
+        match path.to_str().unwrap_or_default() {
+            "/srv/my_app/app.env" => Ok("GREETING=hello ${WHO}\nIMAGE_TAG=$TAG\nLATER=${GREETING}!\nLOST=${GONE}\n".to_string()),
+            _ => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory")),
+        }
+    };
+    let mut context = context_with(&read, Some("WHO=world\nTAG_COPY=${TAG}\nBOTH=${WHO}-${TAG_COPY}\n"));
+    context.environment.insert("TAG".into(), "2.0".into());
+    let converted = convert_compose(b"services:\n  web:\n    image: a:${BOTH}\n    env_file: app.env\n", &context).unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(converted.json["containerDefinitions"][0]["image"], json!("a:world-2.0"));
+    assert_eq!(converted.json["containerDefinitions"][0]["environment"], json!([
+        {"name": "GREETING", "value": "hello world"},
+        {"name": "IMAGE_TAG", "value": "2.0"},
+        {"name": "LATER", "value": "hello world!"},
+        {"name": "LOST", "value": ""}
+    ]));
+    assert!(converted.parsed.warnings.contains(&"services.web.env_file (line 4): app.env: variable GONE is not set; using an empty string".to_string()), "{:#?}", converted.parsed.warnings);
+    let context = context_with(&read, Some("BAD=${NEEDED:?give NEEDED}\n"));
+    let errors: Vec<String> = convert_compose(b"services:\n  web:\n    image: a\n", &context).err().unwrap_or_default().iter().map(ToString::to_string).collect();
+    assert_eq!(errors, [".env: line 1: required variable NEEDED is not set: give NEEDED"]);
+}
+
+#[test]
+fn compose_project_name_wins_over_name_as_in_compose() {
+    let read = |_: &Path| -> std::io::Result<String> { Err(std::io::Error::new(std::io::ErrorKind::NotFound, "none")) };
+    let family = |environment: Option<&str>, dot_env: Option<&str>, yaml: &str| -> Result<serde_json::Value, Vec<String>> {
+        let mut context = context_with(&read, dot_env);
+        if let Some(name) = environment {
+            context.environment.insert("COMPOSE_PROJECT_NAME".into(), name.into());
+        }
+        convert_compose(yaml.as_bytes(), &context)
+            .map(|converted| converted.json["family"].clone())
+            .map_err(|errors| errors.iter().map(ToString::to_string).collect())
+    };
+    let named = "name: from-file\nservices:\n  a:\n    image: a\n";
+    let unnamed = "services:\n  a:\n    image: a\n";
+    /// (COMPOSE_PROJECT_NAME in the environment, the .env, the file, the family or the error)
+    type Case<'a> = (Option<&'a str>, Option<&'a str>, &'a str, Result<&'a str, &'a str>);
+    let cases: &[Case] = &[
+        // 1. the environment, 2. the .env beside the file, 3. name:, 4. the directory.
+        (Some("From_Env"), Some("COMPOSE_PROJECT_NAME=from-dot-env\n"), named, Ok("from_env")),
+        (None, Some("COMPOSE_PROJECT_NAME=from-dot-env\n"), named, Ok("from-dot-env")),
+        (None, None, named, Ok("from-file")),
+        (None, None, unnamed, Ok("my_appv2")),
+        (Some("Shop"), None, unnamed, Ok("shop")),
+        // An empty variable is no name.
+        (Some(""), None, named, Ok("from-file")),
+        (Some("..."), None, named, Err("COMPOSE_PROJECT_NAME: COMPOSE_PROJECT_NAME has no letter or digit")),
+    ];
+    for (environment, dot_env, yaml, expected) in cases {
+        let actual = family(*environment, *dot_env, yaml);
+        match expected {
+            Ok(name) => assert_eq!(actual, Ok(json!(name)), "{environment:?} {dot_env:?} {yaml}"),
+            Err(message) => assert_eq!(actual, Err(vec![message.to_string()]), "{environment:?} {dot_env:?}"),
+        }
+    }
+    // The project name names the Compose volumes too.
+    let volumes = family(Some("other"), None, "name: shop\nservices:\n  a:\n    image: a\n    volumes: [data:/data]\nvolumes: {data: {}}\n");
+    assert_eq!(volumes, Ok(json!("other")));
+    let mut context = context_with(&read, None);
+    context.environment.insert("COMPOSE_PROJECT_NAME".into(), "other".into());
+    let converted = convert_compose(b"name: shop\nservices:\n  a:\n    image: a\n    volumes: [data:/data]\nvolumes: {data: {}}\n", &context).unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(converted.json["volumes"][0]["name"], json!("other_data"));
 }
 
 #[test]
@@ -584,4 +692,306 @@ fn hostile_yaml_is_an_error_not_a_panic() {
     for input in [deep.as_str(), bomb, "\u{0}", "services:\n  a:\n    image: [\n", "services: !!binary aGVsbG8=\n", "? [a]\n: b\n"] {
         assert!(convert(input).is_err(), "{input:?}");
     }
+}
+
+#[test]
+fn linux_settings_become_ecs_fields() {
+    let yaml = "name: edge
+services:
+  modem:
+    image: modem
+    pid: host
+    ipc: host
+    devices:
+      - /dev/ttyUSB0
+      - /dev/sda:/dev/xvda
+      - /dev/snd:/dev/snd:rw
+      - source: /dev/video0
+        target: /dev/cam
+        permissions: rwm
+    sysctls:
+      net.core.somaxconn: 1024
+      net.ipv4.tcp_syncookies: 0
+    security_opt: [no-new-privileges:true, apparmor=docker-default, 'label:type:svirt_apache_t', no-new-privileges]
+    shm_size: 1gb
+  logger:
+    image: logger
+    pid: host
+    ipc: host
+    sysctls: [net.ipv4.ip_forward=1]
+    security_opt: [label=disable]
+    shm_size: 67108864
+";
+    assert_eq!(json_of(yaml), json!({
+        "family": "edge", "networkMode": "bridge", "pidMode": "host", "ipcMode": "host",
+        "containerDefinitions": [
+            {"name": "modem", "image": "modem", "essential": true,
+             "linuxParameters": {
+                "devices": [
+                    {"hostPath": "/dev/ttyUSB0", "containerPath": "/dev/ttyUSB0"},
+                    {"hostPath": "/dev/sda", "containerPath": "/dev/xvda"},
+                    {"hostPath": "/dev/snd", "containerPath": "/dev/snd", "permissions": ["read", "write"]},
+                    {"hostPath": "/dev/video0", "containerPath": "/dev/cam", "permissions": ["read", "write", "mknod"]}
+                ],
+                "sharedMemorySize": 1024
+             },
+             "systemControls": [{"namespace": "net.core.somaxconn", "value": "1024"}, {"namespace": "net.ipv4.tcp_syncookies", "value": "0"}],
+             "dockerSecurityOptions": ["no-new-privileges", "apparmor:docker-default", "label:type:svirt_apache_t"]},
+            {"name": "logger", "image": "logger", "essential": true,
+             "linuxParameters": {"sharedMemorySize": 64},
+             "systemControls": [{"namespace": "net.ipv4.ip_forward", "value": "1"}],
+             "dockerSecurityOptions": ["label:disable"]}
+        ]
+    }));
+    // With ipcMode host the task definition warns that shm_size changes nothing.
+    assert!(warnings_of(yaml).iter().any(|w| w.contains("sharedMemorySize: ignored: with ipcMode host")), "{:#?}", warnings_of(yaml));
+
+    let shm = |size: &str| convert(&format!("services:\n  a:\n    image: a\n    shm_size: {size}\n")).map(|c| (c.json["containerDefinitions"][0]["linuxParameters"]["sharedMemorySize"].clone(), c.parsed.warnings));
+    assert_eq!(shm("64m").map(|(mib, _)| mib), Ok(json!(64)));
+    assert_eq!(shm("'256MB'").map(|(mib, _)| mib), Ok(json!(256)));
+    let (mib, warnings) = shm("1500000").unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(mib, json!(2));
+    assert_eq!(warnings, ["services.a.shm_size (line 4): 1500000 is not a whole number of MiB; using 2 MiB (ECS's sharedMemorySize is in MiB)"]);
+    let (mib, warnings) = shm("0").unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(mib, json!(null));
+    assert_eq!(warnings, ["services.a.shm_size (line 4): ignored: 0 leaves Docker's default (64 MiB)"]);
+    let (_, warnings) = convert("services:\n  a:\n    image: a\n    security_opt: ['no-new-privileges:false']\n").map(|c| (c.json, c.parsed.warnings)).unwrap_or_else(|errors| panic!("{errors:#?}"));
+    assert_eq!(warnings, ["services.a.security_opt[0] (line 4): ignored: no-new-privileges:false is Docker's default"]);
+
+    // ipc: none is ECS's ipcMode none.
+    assert_eq!(json_of("services:\n  a:\n    image: a\n    ipc: none\n")["ipcMode"], json!("none"));
+}
+
+#[test]
+fn linux_settings_ecs_cannot_take_are_refused_with_path_and_line() {
+    let cases: &[(&str, &str)] = &[
+        ("    devices: [vendor.com/gpu=all]\n", "services.a.devices[0] (line 4): \"vendor.com/gpu=all\" is not a device path: ECS devices are host paths such as /dev/ttyUSB0 (CDI device names are not supported)"),
+        ("    devices: ['/dev/a:/dev/b:rwx']\n", "services.a.devices[0] (line 4): \"rwx\" are not device permissions: r (read), w (write) and m (mknod), like rwm"),
+        ("    devices: ['/dev/a:/dev/b:rr']\n", "services.a.devices[0] (line 4): \"rr\" are not device permissions"),
+        ("    devices: ['/dev/a:dev/b']\n", "services.a.devices[0] (line 4): the container path \"dev/b\" must be absolute"),
+        ("    devices: ['/dev/a:/dev/b:r:x']\n", "services.a.devices[0] (line 4): \"/dev/a:/dev/b:r:x\" is not HOST_PATH[:CONTAINER_PATH[:PERMISSIONS]]"),
+        ("    devices: /dev/a\n", "services.a.devices (line 4): must be a list"),
+        ("    devices:\n      - target: /dev/b\n", "services.a.devices[0].source (line 5): required"),
+        ("    sysctls: {kernel.pid_max: 100}\n", "services.a.sysctls.kernel.pid_max (line 4): \"kernel.pid_max\" is not a namespaced kernel parameter Docker sets per container (net.*, fs.mqueue.*, kernel.msg*, kernel.sem, kernel.shm*)"),
+        ("    sysctls: [net.core.somaxconn]\n", "services.a.sysctls.net.core.somaxconn (line 4): needs a value (NAME=VALUE)"),
+        ("    security_opt: [seccomp=unconfined]\n", "services.a.security_opt[0] (line 4): \"seccomp=unconfined\" is not a security option ECS accepts: expected no-new-privileges, apparmor:PROFILE or label:VALUE"),
+        ("    security_opt: ['apparmor:']\n", "services.a.security_opt[0] (line 4): \"apparmor:\" is not a security option ECS accepts"),
+        ("    security_opt: ['credentialspec=file://x.json']\n", "services.a.security_opt[0] (line 4): credentialspec is for Windows containers and Active Directory; not supported on this host"),
+        ("    shm_size: lots\n", "services.a.shm_size (line 4): \"lots\" is not a size (like 512m, 1g or 1024)"),
+        ("    pid: service:b\n", "services.a.pid (line 4): \"service:b\" is not supported: pid may be host (ECS's pidMode, for the whole task); sharing a service's or a container's namespace has no ECS field"),
+        ("    pid: container:abc\n", "services.a.pid (line 4): \"container:abc\" is not supported"),
+        ("    ipc: shareable\n", "services.a.ipc (line 4): \"shareable\" is not supported: ipc may be host or none (ECS's ipcMode, for the whole task)"),
+        ("    stop_signal: SIGINT\n", "services.a.stop_signal (line 4): ECS task definitions have no stop signal"),
+    ];
+    for (body, wanted) in cases {
+        let yaml = format!("services:\n  a:\n    image: a\n{body}");
+        let errors = errors_of(&yaml);
+        assert!(errors.iter().any(|error| error.starts_with(wanted)), "{yaml}\nwanted {wanted:?}\ngot {errors:#?}");
+    }
+    // SIGTERM is what deckhand stops with: accepted.
+    assert!(convert("services:\n  a:\n    image: a\n    stop_signal: SIGTERM\n").is_ok());
+
+    // pid and ipc are task-wide: services that disagree, or one that has none, are errors
+    // naming both services.
+    let errors = errors_of("services:\n  a:\n    image: a\n    pid: host\n  b:\n    image: b\n  c:\n    image: c\n    ipc: host\n  d:\n    image: d\n    ipc: none\n");
+    assert_eq!(errors, [
+        "services.a.pid (line 4): pid is set for the whole task in ECS: a has pid: host and b has none (give every service pid: host, or none of them)",
+        "services.d.ipc (line 12): ipc is set for the whole task in ECS: c has ipc: host and d has ipc: none",
+        "services.c.ipc (line 9): ipc is set for the whole task in ECS: c has ipc: host and a has none (give every service ipc: host, or none of them)",
+    ]);
+    // A sysctl of the IPC namespace with ipc: host is refused by the task definition's rule.
+    let errors = errors_of("services:\n  a:\n    image: a\n    ipc: host\n    sysctls: {kernel.shmmax: 1}\n");
+    assert!(errors.iter().any(|error| error.contains("is an IPC parameter: with ipcMode host")), "{errors:#?}");
+}
+
+#[test]
+fn extends_merges_as_the_compose_specification_says() {
+    let yaml = "name: shop
+x-logs: &logs
+  driver: json-file
+services:
+  base:
+    image: app:1
+    command: [serve, --base]
+    entrypoint: /base-entry
+    environment:
+      MODE: base
+      KEEP: kept
+    labels: [tier=back, owner=ops]
+    ports: ['80', '9000']
+    expose: ['7000']
+    dns: 1.1.1.1
+    cap_add: [NET_ADMIN]
+    volumes:
+      - ./base:/data
+      - /cache
+    tmpfs: ['/run:size=8m']
+    devices: ['/dev/ttyUSB0']
+    sysctls: {net.core.somaxconn: 128}
+    extra_hosts: ['db:10.0.0.1']
+    healthcheck:
+      test: [CMD, base-check]
+      interval: 10s
+      retries: 2
+    logging:
+      <<: *logs
+      options: {max-size: 1m}
+    deploy:
+      resources:
+        limits: {memory: 128m, cpus: '0.5'}
+    depends_on: [cache]
+    links: [cache]
+    x-deckhand-essential: false
+  cache:
+    image: redis:7
+  web:
+    extends: base
+    command: [serve, --web]
+    environment: [MODE=web, EXTRA=1]
+    labels: {tier: front}
+    ports: ['80', '8443:443']
+    expose: ['7000', '7001']
+    dns: [8.8.8.8]
+    cap_add: [NET_ADMIN, SYS_TIME]
+    volumes:
+      - ./web:/data:ro
+    tmpfs: /run:size=16m
+    devices: ['/dev/ttyUSB1:/dev/ttyUSB0']
+    sysctls: [net.core.somaxconn=1024]
+    extra_hosts: {db: 10.0.0.2}
+    healthcheck:
+      test: [CMD, web-check]
+    logging:
+      options: {max-file: '3'}
+    deploy:
+      resources:
+        limits: {memory: 256m}
+    x-deckhand-essential: true
+";
+    let converted = json_of(yaml);
+    let web = converted["containerDefinitions"][2].clone();
+    assert_eq!(web, json!({
+        "name": "web", "image": "app:1", "essential": true,
+        "command": ["serve", "--web"],
+        "entryPoint": ["/base-entry"],
+        "environment": [
+            {"name": "EXTRA", "value": "1"}, {"name": "KEEP", "value": "kept"}, {"name": "MODE", "value": "web"}
+        ],
+        "portMappings": [
+            {"containerPort": 80, "protocol": "tcp"},
+            {"containerPort": 9000, "protocol": "tcp"},
+            {"containerPort": 443, "hostPort": 8443, "protocol": "tcp"}
+        ],
+        "mountPoints": [
+            {"sourceVolume": "bind-2", "containerPath": "/data", "readOnly": true},
+            {"sourceVolume": "anonymous-2", "containerPath": "/cache", "readOnly": false}
+        ],
+        "linuxParameters": {
+            "tmpfs": [{"containerPath": "/run", "size": 16}],
+            "capabilities": {"add": ["NET_ADMIN", "SYS_TIME"]},
+            "devices": [{"hostPath": "/dev/ttyUSB1", "containerPath": "/dev/ttyUSB0"}]
+        },
+        "healthCheck": {"command": ["CMD", "web-check"], "interval": 10, "timeout": 9, "retries": 2, "startPeriod": 0},
+        "memory": 256, "cpu": 512,
+        "dockerLabels": {"owner": "ops", "tier": "front"},
+        "logConfiguration": {"logDriver": "json-file", "options": {"max-size": "1m", "max-file": "3"}},
+        "dnsServers": ["1.1.1.1", "8.8.8.8"],
+        "extraHosts": [{"hostname": "db", "ipAddress": "10.0.0.2"}],
+        "systemControls": [{"namespace": "net.core.somaxconn", "value": "1024"}]
+    }));
+    // depends_on and links are not inherited: web neither waits for nor links to cache.
+    assert_eq!(web.get("dependsOn"), None);
+    assert_eq!(web.get("links"), None);
+    // The extended service still runs as itself.
+    assert_eq!(converted["containerDefinitions"][0]["command"], json!(["serve", "--base"]));
+    assert_eq!(converted["containerDefinitions"][0]["dependsOn"], json!([{"containerName": "cache", "condition": "START"}]));
+
+    // A different logging driver replaces the options instead of merging them.
+    let logging = json_of("services:\n  a:\n    image: a\n    logging: {driver: syslog, options: {tag: a}}\n  b:\n    extends: {service: a}\n    logging: {driver: json-file, options: {max-size: 1m}}\n");
+    assert_eq!(logging["containerDefinitions"][1]["logConfiguration"], json!({"logDriver": "json-file", "options": {"max-size": "1m"}}));
+}
+
+#[test]
+fn extends_chains_and_errors() {
+    // A chain: c extends b extends a; each level overrides the one below.
+    let chain = json_of("services:\n  a:\n    image: a\n    environment: {A: a, B: a, C: a}\n  b:\n    extends: a\n    environment: {B: b, C: b}\n  c:\n    extends:\n      service: b\n    image: c\n    environment: {C: c}\n");
+    assert_eq!(chain["containerDefinitions"][2], json!({
+        "name": "c", "image": "c", "essential": true,
+        "environment": [{"name": "A", "value": "a"}, {"name": "B", "value": "b"}, {"name": "C", "value": "c"}]
+    }));
+    // The order of the services does not matter.
+    let backwards = json_of("services:\n  c:\n    extends: b\n  b:\n    extends: a\n  a:\n    image: a\n    user: '1000'\n");
+    assert_eq!(backwards["containerDefinitions"][0], json!({"name": "c", "image": "a", "essential": true, "user": "1000"}));
+
+    let cases: &[(&str, &[&str])] = &[
+        ("services:\n  a:\n    image: a\n    extends: b\n  b:\n    image: b\n    extends: a\n",
+         &["services.b.extends (line 7): extends cycle: a → b → a"]),
+        ("services:\n  a:\n    image: a\n    extends: a\n",
+         &["services.a.extends (line 4): extends cycle: a → a"]),
+        ("services:\n  a:\n    extends: b\n  b:\n    extends: c\n  c:\n    extends: a\n  d:\n    image: d\n",
+         &["services.c.extends (line 7): extends cycle: a → b → c → a"]),
+        ("services:\n  a:\n    image: a\n    extends: nope\n",
+         &["services.a.extends (line 4): no service named \"nope\" to extend"]),
+        ("services:\n  a:\n    image: a\n    extends:\n      file: common.yml\n      service: base\n",
+         &["services.a.extends.file (line 5): extends from another file (\"common.yml\") is not supported: deckhand reads one Compose file; copy the service into this file and extend it by name"]),
+        ("services:\n  a:\n    image: a\n    extends: {}\n  b:\n    image: b\n",
+         &["services.a.extends.service (line 4): required: the service to extend"]),
+        ("services:\n  a:\n    image: a\n    extends: {service: b, with: x}\n  b:\n    image: b\n",
+         &["services.a.extends.with (line 4): unknown or unsupported key (known here: service, file)"]),
+        ("services:\n  a:\n    image: a\n    extends: [b]\n  b:\n    image: b\n",
+         &["services.a.extends (line 4): must be a service name or {service: NAME}"]),
+        // A base's own error is reported once; a service extending a failed base is not mapped.
+        ("services:\n  a:\n    image: a\n    extends: nope\n  b:\n    extends: a\n  c:\n    image: c\n",
+         &["services.a.extends (line 4): no service named \"nope\" to extend"]),
+        // Errors in inherited values name the extending service's path and the line they are on.
+        ("services:\n  a:\n    image: a\n    restart: sometimes\n  b:\n    extends: a\n",
+         &["services.a.restart (line 4): \"sometimes\": expected no, always, on-failure[:N] or unless-stopped",
+           "services.b.restart (line 4): \"sometimes\": expected no, always, on-failure[:N] or unless-stopped"]),
+    ];
+    for (yaml, wanted) in cases {
+        assert_eq!(errors_of(yaml), *wanted, "{yaml}");
+    }
+
+    // A long chain, written from its end, is followed without recursion.
+    let mut long = String::from("services:\n");
+    for index in (1..=200).rev() {
+        long.push_str(&format!("  s{index}:\n    extends: s{}\n", index - 1));
+    }
+    long.push_str("  s0:\n    image: a\n    environment: {DEPTH: '0'}\n");
+    let converted = json_of(&long);
+    assert_eq!(converted["containerDefinitions"][0], json!({"name": "s200", "image": "a", "essential": true, "environment": [{"name": "DEPTH", "value": "0"}]}));
+}
+
+#[test]
+fn extends_merges_tmpfs_by_path_and_bounds_what_merging_creates() {
+    let merged = json_of("services:\n  a:\n    image: a\n    tmpfs: ['/run:rw,noexec', /tmp]\n  b:\n    extends: a\n    tmpfs: ['/run:size=16m']\n");
+    assert_eq!(merged["containerDefinitions"][1]["linuxParameters"]["tmpfs"], json!([{"containerPath": "/run", "size": 16}, {"containerPath": "/tmp", "size": 64}]));
+
+    // Many services extending one large service: refused before it fills memory.
+    let mut yaml = String::from("services:\n  base:\n    image: a\n    labels: [");
+    yaml.push_str(&vec!["l"; 2000].join(", "));
+    yaml.push_str("]\n");
+    for index in 0..110 {
+        yaml.push_str(&format!("  s{index}:\n    extends: base\n"));
+    }
+    let errors = errors_of(&yaml);
+    assert!(errors.iter().any(|error| error.ends_with("extends makes the file too large (more than 200000 values)")), "{errors:#?}");
+    // The same large service, extended a few times, is fine.
+    let few: String = yaml.lines().take(4 + 2 * 3).collect::<Vec<_>>().join("\n") + "\n";
+    assert_eq!(json_of(&few)["containerDefinitions"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn reset_and_override_tags_are_refused_not_dropped() {
+    for (yaml, line) in [
+        ("services:\n  a:\n    image: a\n    ports: ['80']\n  b:\n    extends: a\n    ports: !reset []\n", 7),
+        ("services:\n  a:\n    image: a\n    ports: ['80']\n  b:\n    extends: a\n    ports: !override ['81']\n", 7),
+        ("services:\n  a:\n    image: !custom a\n", 3),
+    ] {
+        let errors = errors_of(yaml);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(errors[0].starts_with(&format!("$ (line {line}): not valid YAML: ")), "{errors:#?}");
+    }
+    // YAML's own tags still work.
+    assert_eq!(json_of("services:\n  a:\n    image: !!str a\n    environment: {N: !!str 10}\n")["containerDefinitions"][0]["environment"], json!([{"name": "N", "value": "10"}]));
 }

@@ -168,19 +168,36 @@ fn expand_braced(
     })
 }
 
-/// Reads a `.env` or `env_file` file: `KEY=VALUE` lines, `#` comments, an optional `export `,
-/// single quotes (literal), double quotes (with `\n`, `\"` and `\\`), and a ` #` comment after an
-/// unquoted value. A line with no `=` sets nothing (Compose takes it from the environment; the
-/// caller does that). Errors name the 1-based line.
-pub(super) fn parse_env_file(text: &str) -> Result<Vec<(String, Option<String>)>, String> {
+/// An env file read: its entries in order (`None`: a `KEY` line with no value, which Compose takes
+/// from the environment; the caller does that), and the variables its values used that had no
+/// value (Compose warns of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct EnvFile {
+    pub entries: Vec<(String, Option<String>)>,
+    pub unset: Vec<String>,
+}
+
+/// Reads a `.env` or `env_file` file as Compose does: `KEY=VALUE` or `KEY: VALUE` lines, `#`
+/// comments, an optional `export `, single quotes (literal, `\'` for a quote), double quotes
+/// (with `\n`, `\r`, `\t`, `\"` and `\\`), and a ` #` comment after an unquoted value.
+/// Unquoted and double-quoted values are interpolated (`${VAR}` and the other forms of
+/// [`interpolate`]) from `environment`, then from the lines above (the environment wins, as in
+/// Compose). Errors name the 1-based line.
+pub(super) fn parse_env_file(
+    text: &str,
+    environment: &BTreeMap<String, String>,
+) -> Result<EnvFile, String> {
     let mut entries = Vec::new();
+    let mut unset = Vec::new();
+    // What a value may refer to: the environment, and the lines above that it does not set.
+    let mut scope = environment.clone();
     for (number, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
-        let (key, value) = match line.split_once('=') {
+        let (key, value) = match line.split_once(['=', ':']) {
             Some((key, value)) => (key.trim(), Some(value.trim())),
             None => (line, None),
         };
@@ -190,29 +207,53 @@ pub(super) fn parse_env_file(text: &str) -> Result<Vec<(String, Option<String>)>
         let value = match value {
             None => None,
             Some(value) => {
-                Some(env_value(value).map_err(|error| format!("line {}: {error}", number + 1))?)
+                let at_line = |error: String| format!("line {}: {error}", number + 1);
+                let (value, literal) = env_value(value).map_err(at_line)?;
+                if literal {
+                    Some(value)
+                } else {
+                    let done = interpolate(&value, &scope).map_err(at_line)?;
+                    unset.extend(done.unset);
+                    Some(done.text)
+                }
             }
         };
+        if let Some(value) = &value {
+            if !environment.contains_key(key) {
+                scope.insert(key.to_string(), value.clone());
+            }
+        }
         entries.push((key.to_string(), value));
     }
-    Ok(entries)
+    Ok(EnvFile { entries, unset })
 }
 
-fn env_value(value: &str) -> Result<String, String> {
+/// One value of an env file, and whether it is literal (single-quoted: not interpolated).
+fn env_value(value: &str) -> Result<(String, bool), String> {
     if let Some(rest) = value.strip_prefix('\'') {
-        return match rest.find('\'') {
-            Some(end) => Ok(rest[..end].to_string()),
-            None => Err("unterminated single quote".to_string()),
-        };
+        let mut out = String::new();
+        let mut chars = rest.chars().peekable();
+        while let Some(current) = chars.next() {
+            match current {
+                '\'' => return Ok((out, true)),
+                '\\' if chars.peek() == Some(&'\'') => {
+                    out.push('\'');
+                    chars.next();
+                }
+                other => out.push(other),
+            }
+        }
+        return Err("unterminated single quote".to_string());
     }
     if let Some(rest) = value.strip_prefix('"') {
         let mut out = String::new();
         let mut chars = rest.chars();
         while let Some(current) = chars.next() {
             match current {
-                '"' => return Ok(out),
+                '"' => return Ok((out, false)),
                 '\\' => match chars.next() {
                     Some('n') => out.push('\n'),
+                    Some('r') => out.push('\r'),
                     Some('t') => out.push('\t'),
                     Some(other) => out.push(other),
                     None => break,
@@ -222,11 +263,11 @@ fn env_value(value: &str) -> Result<String, String> {
         }
         return Err("unterminated double quote".to_string());
     }
-    let value = match value.find(" #") {
-        Some(at) => &value[..at],
+    let value = match value.split_once(" #") {
+        Some((before, _)) => before,
         None => value,
     };
-    Ok(value.trim_end().to_string())
+    Ok((value.trim_end().to_string(), false))
 }
 
 /// A Go duration (`1m30s`, `500ms`, `1.5h`, `2h45m`) in milliseconds. Compose writes durations

@@ -157,6 +157,19 @@ pub(super) fn sysctl_namespace(name: &str) -> Option<SysctlNamespace> {
     }
 }
 
+/// A `systemControls` namespace as Docker sets it per container: a network (`net.*`) or IPC
+/// (`fs.mqueue.*`, `kernel.msg*`, `kernel.sem`, `kernel.shm*`) kernel parameter; the error says
+/// which are. The Compose mapping applies the same rule to `sysctls`.
+pub fn check_system_control(name: &str) -> Result<(), String> {
+    match sysctl_namespace(name) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "{name:?} is not a namespaced kernel parameter Docker sets per container (net.*, \
+             fs.mqueue.*, kernel.msg*, kernel.sem, kernel.shm*)"
+        )),
+    }
+}
+
 /// `name`, `CAP_name` (any case) → ECS's spelling, `None` when not a capability ECS accepts.
 pub(super) fn capability_name(text: &str) -> Option<&'static str> {
     let upper = text.to_ascii_uppercase();
@@ -188,6 +201,29 @@ pub(super) fn is_search_domain(domain: &str) -> bool {
 
 fn is_absolute(path: &str) -> bool {
     path.starts_with('/')
+}
+
+/// A `dockerSecurityOptions` entry as ECS accepts it on Linux: `no-new-privileges`,
+/// `apparmor:PROFILE` or `label:VALUE`; the error says what is expected. The Compose mapping
+/// applies the same rule to `security_opt`.
+pub fn check_security_option(option: &str) -> Result<(), String> {
+    let (kind, argument) = match option.split_once(':') {
+        Some((kind, argument)) => (kind, Some(argument)),
+        None => (option, None),
+    };
+    match (kind, argument) {
+        ("no-new-privileges", None) => Ok(()),
+        ("apparmor" | "label", Some(argument)) if !argument.is_empty() => Ok(()),
+        ("credentialspec", _) => Err(
+            "credentialspec is for Windows containers and Active Directory; not supported on \
+             this host"
+                .to_string(),
+        ),
+        _ => Err(format!(
+            "{option:?} is not a security option ECS accepts: expected no-new-privileges, \
+             apparmor:PROFILE or label:VALUE"
+        )),
+    }
 }
 
 impl Parser {
@@ -540,14 +576,8 @@ impl Parser {
             let namespace = self.required_string(map, &item_path, "namespace");
             let value = self.required_string(map, &item_path, "value");
             let Some(namespace) = namespace else { continue };
-            if sysctl_namespace(&namespace).is_none() {
-                self.error(
-                    &join(&item_path, "namespace"),
-                    format!(
-                        "{namespace:?} is not a namespaced kernel parameter Docker sets per \
-                         container (net.*, fs.mqueue.*, kernel.msg*, kernel.sem, kernel.shm*)"
-                    ),
-                );
+            if let Err(message) = check_system_control(&namespace) {
+                self.error(&join(&item_path, "namespace"), message);
                 continue;
             }
             if let Some(first) = first_path.get(&namespace) {
@@ -574,26 +604,11 @@ impl Parser {
             .string_list(object, path, "dockerSecurityOptions")
             .unwrap_or_default();
         for (index, option) in options.iter().enumerate() {
-            let option_path = indexed(&join(path, "dockerSecurityOptions"), index);
-            let (kind, argument) = match option.split_once(':') {
-                Some((kind, argument)) => (kind, Some(argument)),
-                None => (option.as_str(), None),
-            };
-            match (kind, argument) {
-                ("no-new-privileges", None) => {}
-                ("apparmor" | "label", Some(argument)) if !argument.is_empty() => {}
-                ("credentialspec", _) => self.error(
-                    &option_path,
-                    "credentialspec is for Windows containers and Active Directory; not \
-                     supported on this host",
-                ),
-                _ => self.error(
-                    &option_path,
-                    format!(
-                        "{option:?} is not a security option ECS accepts: expected \
-                         no-new-privileges, apparmor:PROFILE or label:VALUE"
-                    ),
-                ),
+            if let Err(message) = check_security_option(option) {
+                self.error(
+                    &indexed(&join(path, "dockerSecurityOptions"), index),
+                    message,
+                );
             }
         }
         options

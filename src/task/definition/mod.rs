@@ -35,7 +35,10 @@ pub use container::{
     HEALTH_RETRIES_RANGE, HEALTH_START_PERIOD_RANGE, HEALTH_TIMEOUT_RANGE,
     RESTART_ATTEMPT_PERIOD_DEFAULT, RESTART_ATTEMPT_PERIOD_RANGE, RESTART_MAX_IGNORED_EXIT_CODES,
 };
-pub use linux::{CAPABILITY_NAMES, TMPFS_MOUNT_OPTIONS, ULIMIT_NAMES};
+pub use linux::{
+    check_security_option, check_system_control, CAPABILITY_NAMES, TMPFS_MOUNT_OPTIONS,
+    ULIMIT_NAMES,
+};
 pub use names::{check_container_name, check_image_reference, template_placeholder};
 pub use order::{shutdown_order, start_order};
 
