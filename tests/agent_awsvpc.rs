@@ -5,7 +5,8 @@
 //! server's process and `/dev/shm`, and the task metadata endpoint answers it), its port answers
 //! on the host, `inspect` shows the
 //! task's address, the sandbox's image is made on the host without a registry, a `kill -9` of
-//! the agent leaves exactly one sandbox, and cleanup removes every container.
+//! the agent leaves exactly one sandbox, and cleanup removes every container. A sandbox killed
+//! outside deckhand stops its task.
 
 #[path = "support/agent.rs"]
 mod agent_support;
@@ -237,4 +238,42 @@ fn a_fargate_task_shares_one_namespace_publishes_its_port_survives_a_crash_and_i
             .any(|event| event["container"] == SANDBOX_NAME),
         "{events:?}"
     );
+}
+
+#[test]
+fn a_sandbox_killed_outside_deckhand_stops_its_task() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent awsvpc sandbox killed") else {
+        return;
+    };
+    let agent = Agent::start(
+        docker.clone(),
+        AgentOptions {
+            introspection: false,
+            extra_env: Vec::new(),
+        },
+    );
+    let port = free_port();
+    let task = agent.submit(&fargate_definition(port));
+    agent.wait_for_task_status(&task, "RUNNING");
+    let sandbox = sandboxes(&agent).pop().expect("a sandbox container");
+
+    // Someone kills the namespace holder: the task has no network any more, and the sandbox is
+    // essential, so the task stops, its other containers first.
+    docker
+        .kill_container(&sandbox.id, "KILL")
+        .expect("docker kill");
+    let stopped = agent.wait_for_task_status(&task, "STOPPED");
+    let reason = stopped.reason.unwrap_or_default();
+    assert!(
+        reason.contains("Essential container in task exited"),
+        "{reason}"
+    );
+    for container in agent.containers() {
+        let running = container.state == "running";
+        assert!(
+            !running,
+            "{} still runs after its task stopped",
+            container.name
+        );
+    }
 }

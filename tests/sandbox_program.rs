@@ -32,6 +32,41 @@ fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid}");
 }
 
+/// The host's system calls the pause program (or the emulator running it) blocks in while it
+/// waits: `pause` and `ppoll` (x86_64: 34, 271; aarch64: —, 73) and `rt_sigsuspend` (130; 133).
+const WAITING_SYSCALLS: &[&str] = if cfg!(target_arch = "x86_64") {
+    &["34", "271", "130"]
+} else {
+    &["73", "133"]
+};
+
+/// Waits until a thread of process `pid` is blocked in one of [`WAITING_SYSCALLS`], which the
+/// program reaches only after installing its signal handlers (`/proc/PID/task/*/syscall`).
+fn wait_until_blocked_waiting(pid: u32, program: &Path, emulator: Option<&str>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten();
+        let waiting = tasks.flatten().any(|task| {
+            std::fs::read_to_string(task.path().join("syscall")).is_ok_and(|syscall| {
+                syscall
+                    .split_whitespace()
+                    .next()
+                    .is_some_and(|number| WAITING_SYSCALLS.contains(&number))
+            })
+        });
+        if waiting {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{program:?} under {emulator:?} never started waiting"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs `program` (through `emulator` if given) and checks it waits and ends with 0 on `stop`.
 fn check_waits_then_exits_zero(emulator: Option<&str>, program: &Path, stop: &str) {
     let mut command = match emulator {
@@ -46,8 +81,9 @@ fn check_waits_then_exits_zero(emulator: Option<&str>, program: &Path, stop: &st
         .stdin(Stdio::null())
         .spawn()
         .expect("the program starts");
-    // Emulated start-up takes a moment; the program must be waiting, not gone, afterwards.
-    std::thread::sleep(Duration::from_millis(500));
+    // The program waits only after its handlers are installed: until it blocks, a stop signal
+    // would find none (and, emulated, start-up takes a while on a loaded machine).
+    wait_until_blocked_waiting(child.id(), program, emulator);
     signal(child.id(), "CHLD");
     std::thread::sleep(Duration::from_millis(200));
     assert!(

@@ -1,7 +1,7 @@
 //! `DockerClient`: the Docker Engine endpoints deckhand calls, each with the statuses it accepts,
 //! its own deadline, and Docker's error message kept in a typed `RuntimeError`. It implements
 //! `ContainerRuntime` for the engine; the calls the engine does not need (version, kill, wait,
-//! import, volume list) are inherent methods.
+//! volume list) are inherent methods, and so is the image import the runtime trait also offers.
 //!
 //! Every call opens its own connection (`Connection: close`): a Unix-socket connect costs
 //! microseconds, and it means no shared connection state between threads, and a blocking stream

@@ -245,8 +245,22 @@ mod tests {
                 .stdin(Stdio::null())
                 .spawn()
                 .expect("the program runs");
-            // Still waiting after a moment, and a signal it ignores does not end it.
-            std::thread::sleep(Duration::from_millis(200));
+            // It waits (blocked in pause or ppoll, which it reaches only after installing its
+            // handlers), and a signal it ignores does not end it.
+            let waiting = if cfg!(target_arch = "x86_64") {
+                "34"
+            } else {
+                "73"
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while std::fs::read_to_string(format!("/proc/{}/syscall", child.id()))
+                .map_or(true, |syscall| {
+                    syscall.split_whitespace().next() != Some(waiting)
+                })
+            {
+                assert!(Instant::now() < deadline, "the program never waits");
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let _ = Command::new("kill")
                 .args(["-CHLD", &child.id().to_string()])
                 .status();
