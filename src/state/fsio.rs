@@ -174,6 +174,45 @@ pub fn temp_path_for(final_path: &Path) -> PathBuf {
     final_path.with_file_name(name)
 }
 
+/// What this process's state files cost the disk: synchronous writes (file and directory fsyncs)
+/// and bytes written, counted where they happen, for measurements of the sync budget
+/// (docs/PERFORMANCE.md). Process-wide and monotonic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoCounts {
+    pub file_syncs: u64,
+    pub directory_syncs: u64,
+    pub bytes_written: u64,
+}
+
+impl IoCounts {
+    /// Every synchronous write: the file fsyncs and the directory fsyncs.
+    pub fn syncs(&self) -> u64 {
+        self.file_syncs + self.directory_syncs
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: IoCounts) -> IoCounts {
+        IoCounts {
+            file_syncs: self.file_syncs.saturating_sub(earlier.file_syncs),
+            directory_syncs: self.directory_syncs.saturating_sub(earlier.directory_syncs),
+            bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
+        }
+    }
+}
+
+static FILE_SYNCS: AtomicU64 = AtomicU64::new(0);
+static DIRECTORY_SYNCS: AtomicU64 = AtomicU64::new(0);
+static BYTES_WRITTEN: AtomicU64 = AtomicU64::new(0);
+
+/// The counts so far (see [`IoCounts`]).
+pub fn io_counts() -> IoCounts {
+    IoCounts {
+        file_syncs: FILE_SYNCS.load(Ordering::Relaxed),
+        directory_syncs: DIRECTORY_SYNCS.load(Ordering::Relaxed),
+        bytes_written: BYTES_WRITTEN.load(Ordering::Relaxed),
+    }
+}
+
 /// Write `bytes` to `final_path` atomically and durably (temp, fsync, rename, fsync directory).
 /// On error the temp file is removed (best effort) and `final_path` is as it was.
 pub fn write_atomic(
@@ -241,7 +280,9 @@ pub fn write_all(
         return Err(FsError::new(path, FsStep::Write, injected));
     }
     file.write_all(bytes)
-        .map_err(|e| FsError::new(path, FsStep::Write, e))
+        .map_err(|e| FsError::new(path, FsStep::Write, e))?;
+    BYTES_WRITTEN.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    Ok(())
 }
 
 /// fdatasync: the data and the metadata needed to read it back (the size), not the times.
@@ -249,7 +290,9 @@ pub fn sync_data(faults: &FaultInjector, file: &File, path: &Path) -> Result<(),
     faults
         .check(FsStep::SyncFile, path)
         .and_then(|()| file.sync_data())
-        .map_err(|e| FsError::new(path, FsStep::SyncFile, e))
+        .map_err(|e| FsError::new(path, FsStep::SyncFile, e))?;
+    FILE_SYNCS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
 }
 
 pub fn rename(faults: &FaultInjector, from: &Path, to: &Path) -> Result<(), FsError> {
@@ -277,7 +320,9 @@ pub fn sync_dir(faults: &FaultInjector, dir: &Path) -> Result<(), FsError> {
 }
 
 fn fsync_directory(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    File::open(dir)?.sync_all()?;
+    DIRECTORY_SYNCS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
 }
 
 pub fn set_len(faults: &FaultInjector, file: &File, path: &Path, len: u64) -> Result<(), FsError> {

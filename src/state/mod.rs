@@ -30,7 +30,7 @@ pub mod images;
 pub(crate) mod scratch;
 
 pub use event_log::{EventLogFile, EventLogReplay, DEFAULT_RETAIN_EVENTS};
-pub use fsio::{FaultInjector, FsStep};
+pub use fsio::{io_counts, FaultInjector, FsStep, IoCounts};
 pub use images::{ImagesRecord, TrackedImage};
 
 use crate::task::{Millis, Task};
