@@ -363,6 +363,10 @@ impl TaskEngine {
         }
         // Last: nothing queues a call any more.
         self.shared.docker_pool.shutdown(WORKER_SHUTDOWN_GRACE);
+        // The image uses the workers recorded in memory only.
+        if let Some(images) = &self.shared.worker_context.images {
+            images.flush();
+        }
     }
 
     /// The record of the images tasks use (§15).

@@ -5,7 +5,8 @@
 //! Tracking: a worker records, after a container's pull step succeeded (pulled, or the image
 //! found locally), that the task uses the image (its id from an image inspection) — see
 //! `managed_task/calls.rs`; the engine releases every image of a task once its containers are
-//! cleaned up (`shared.rs`, `forget`). Each change is written to `images.json`.
+//! cleaned up (`shared.rs`, `forget`). Each release is written to `images.json` at once; a use is
+//! written with the next save, off the task's way to its create ([`ImageTracker::record_use`]).
 //!
 //! A cycle lists Docker's images, chooses with the pure [`select::select_removable`], and removes
 //! one image at a time (`DELETE /images/{name}` per name, never forced: Docker keeps an image a
@@ -58,7 +59,7 @@ use crate::task::Millis;
 use crossbeam_channel::{select, tick, Receiver};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -69,6 +70,8 @@ pub const DISK_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 pub struct ImageTracker {
     record: Mutex<ImagesRecord>,
     store: Option<Arc<StateStore>>,
+    /// A use recorded in memory that `images.json` does not hold yet (see [`Self::record_use`]).
+    unsaved_use: AtomicBool,
 }
 
 impl std::fmt::Debug for ImageTracker {
@@ -84,6 +87,7 @@ impl ImageTracker {
         ImageTracker {
             record: Mutex::new(record),
             store,
+            unsaved_use: AtomicBool::new(false),
         }
     }
 
@@ -95,6 +99,8 @@ impl ImageTracker {
     }
 
     fn save(&self, record: &ImagesRecord) {
+        // Called under the record's lock: what is written holds every use recorded so far.
+        self.unsaved_use.store(false, Ordering::Relaxed);
         if let Some(store) = &self.store {
             // Not fatal: the image is protected while its task exists anyway, and a lost
             // release only keeps an image longer.
@@ -115,10 +121,23 @@ impl ImageTracker {
         drop(self.lock());
     }
 
-    /// Task `task_id` uses image `image_id` by `name`.
+    /// Task `task_id` uses image `image_id` by `name`. Recorded in memory only: this runs on the
+    /// task's way to its create, and the use is written with the next save (a release, a
+    /// cleanup cycle, the start-up's holder check, the engine's shutdown, or [`Self::flush`]),
+    /// not with a synchronous write of its own. A crash before then loses only the use: the image
+    /// stays protected while its task exists (cleanup checks the live tasks), and an image
+    /// without a record is untracked, which cleanup keeps unless untracked cleanup is on.
     pub fn record_use(&self, task_id: &str, name: &str, image_id: &str, now: Millis) {
         let mut record = self.lock();
         if record.record_use(image_id, name, task_id, now) {
+            self.unsaved_use.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes `images.json` if a use is recorded only in memory.
+    pub fn flush(&self) {
+        if self.unsaved_use.load(Ordering::Relaxed) {
+            let record = self.lock();
             self.save(&record);
         }
     }
@@ -337,6 +356,8 @@ impl ImageCleaner {
 
     /// One cycle. `stop` ends it between two removals (shutdown).
     pub fn run_cycle(&self, kind: CycleKind, stop: &dyn Fn() -> bool) -> CycleReport {
+        // Every cycle also writes the uses recorded since the last save.
+        self.tracker.flush();
         let mut report = CycleReport::default();
         let images = match self.runtime.list_images() {
             Ok(images) => images,
@@ -556,5 +577,45 @@ impl ImageCleaner {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tracker_tests {
+    use super::*;
+    use crate::state::scratch::ScratchDir;
+
+    /// What `images.json` holds now, as a fresh open of the store loads it.
+    fn on_disk(dir: &ScratchDir) -> ImagesRecord {
+        let (_, loaded) = StateStore::open(&dir.path).expect("the store opens");
+        loaded.images
+    }
+
+    #[test]
+    fn a_use_waits_for_the_next_save_and_a_release_is_written_at_once() {
+        let dir = ScratchDir::new("deckhand-image-tracker");
+        let (store, _) = StateStore::open(&dir.path).expect("the store opens");
+        let tracker = ImageTracker::new(ImagesRecord::default(), Some(Arc::new(store)));
+
+        tracker.record_use("t1", "app:v1", "sha256:a", 100);
+        assert!(
+            on_disk(&dir).images.is_empty(),
+            "no synchronous write for a use"
+        );
+        assert_eq!(tracker.record().images.len(), 1, "but it is in memory");
+        tracker.flush();
+        let saved = on_disk(&dir);
+        assert_eq!(saved.images.len(), 1);
+        assert!(saved.images[0].holders.contains("t1"));
+
+        // A second use held only in memory goes out with the release that follows it.
+        tracker.record_use("t2", "app:v1", "sha256:a", 200);
+        tracker.release_task("t1", 300);
+        let saved = on_disk(&dir);
+        let holders: Vec<&String> = saved.images[0].holders.iter().collect();
+        assert_eq!(holders, ["t2"], "{saved:?}");
+        // Nothing left to write: a flush changes nothing.
+        tracker.flush();
+        assert_eq!(on_disk(&dir), saved);
     }
 }
