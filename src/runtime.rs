@@ -147,7 +147,9 @@ pub struct LogConfig {
 }
 
 /// Everything `POST /containers/create` needs. Restart policy is always `no`: deckhand restarts.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Its `Debug` shows the environment's names and the log options' keys only: at create they hold
+/// values from the secret store.
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct CreateContainer {
     pub name: String,
     pub image: String,
@@ -218,6 +220,64 @@ pub struct CreateContainer {
     /// `HostConfig.PidMode` / `IpcMode` (`host`, `none`, …).
     pub pid_mode: Option<String>,
     pub ipc_mode: Option<String>,
+}
+
+impl fmt::Debug for CreateContainer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let environment_names: Vec<String> = self
+            .env
+            .iter()
+            .map(|entry| format!("{}=…", entry.split('=').next().unwrap_or_default()))
+            .collect();
+        let log_config = self.log_config.as_ref().map(|log| {
+            let keys: Vec<&String> = log.options.keys().collect();
+            (log.driver.as_str(), keys)
+        });
+        f.debug_struct("CreateContainer")
+            .field("name", &self.name)
+            .field("image", &self.image)
+            .field("labels", &self.labels)
+            .field("env", &environment_names)
+            .field("cmd", &self.cmd)
+            .field("entrypoint", &self.entrypoint)
+            .field("working_dir", &self.working_dir)
+            .field("user", &self.user)
+            .field("healthcheck", &self.healthcheck)
+            .field("binds", &self.binds)
+            .field("volumes", &self.volumes)
+            .field("volumes_from", &self.volumes_from)
+            .field("links", &self.links)
+            .field("port_bindings", &self.port_bindings)
+            .field("memory", &self.memory)
+            .field("memory_reservation", &self.memory_reservation)
+            .field("cpu_shares", &self.cpu_shares)
+            .field("privileged", &self.privileged)
+            .field("log_config", &log_config)
+            .field("network_mode", &self.network_mode)
+            .field("stop_timeout", &self.stop_timeout)
+            .field("hostname", &self.hostname)
+            .field("network_disabled", &self.network_disabled)
+            .field("open_stdin", &self.open_stdin)
+            .field("tty", &self.tty)
+            .field("readonly_rootfs", &self.readonly_rootfs)
+            .field("init", &self.init)
+            .field("cap_add", &self.cap_add)
+            .field("cap_drop", &self.cap_drop)
+            .field("devices", &self.devices)
+            .field("tmpfs", &self.tmpfs)
+            .field("shm_size", &self.shm_size)
+            .field("memory_swap", &self.memory_swap)
+            .field("memory_swappiness", &self.memory_swappiness)
+            .field("ulimits", &self.ulimits)
+            .field("extra_hosts", &self.extra_hosts)
+            .field("dns", &self.dns)
+            .field("dns_search", &self.dns_search)
+            .field("sysctls", &self.sysctls)
+            .field("security_opt", &self.security_opt)
+            .field("pid_mode", &self.pid_mode)
+            .field("ipc_mode", &self.ipc_mode)
+            .finish()
+    }
 }
 
 /// One host device exposed to a container (`HostConfig.Devices[]`).
@@ -558,5 +618,31 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// cleanup watches. `Ok(None)` when the runtime has none.
     fn docker_root_dir(&self) -> Result<Option<String>, RuntimeError> {
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_create_request_debug_shows_no_environment_value_or_log_option_value() {
+        let spec = CreateContainer {
+            name: "deckhand-web-1-app-0001".into(),
+            env: vec!["DB_PASSWORD=s3cr3t=with=equals".into(), "MODE".into()],
+            log_config: Some(LogConfig {
+                driver: "fluentd".into(),
+                options: BTreeMap::from([("fluentd-address".into(), "token-9f2".into())]),
+            }),
+            ..CreateContainer::default()
+        };
+        let shown = format!("{spec:?}");
+        assert!(shown.contains("DB_PASSWORD=…"), "{shown}");
+        assert!(shown.contains("MODE=…"), "{shown}");
+        assert!(shown.contains("fluentd-address"), "{shown}");
+        assert!(shown.contains("deckhand-web-1-app-0001"), "{shown}");
+        for value in ["s3cr3t", "with=equals", "token-9f2"] {
+            assert!(!shown.contains(value), "{value} in {shown}");
+        }
     }
 }
