@@ -377,6 +377,9 @@ fn one_line_errors() {
         ("services:\n  web:\n    image: a\n    deploy:\n      resources:\n        limits: {pids: 10}\n", "services.web.deploy.resources.limits.pids (line 6): unknown or unsupported key (known here: cpus, memory)"),
         ("services:\n  web:\n    image: a\n    ports:\n      - target: 80\n        publish: 8080\n", "services.web.ports[0].publish (line 6): unknown or unsupported key"),
         ("services:\n  web:\n    image: a\n    x-deckhand-essential: false\n", "converted task definition containerDefinitions: at least one container must be essential"),
+        ("services:\n  web:\n    image: a\n    volumes_from: [data]\n", "services.web.volumes_from[0] (line 4): no service named \"data\""),
+        ("services:\n  web:\n    image: a\n    volumes_from: ['container:legacy']\n", "services.web.volumes_from[0] (line 4): \"container:legacy\": volumes from a container outside the project are not supported"),
+        ("services:\n  web:\n    image: a\n    volumes_from: ['db:z']\n  db:\n    image: b\n", "services.web.volumes_from[0] (line 4): \"db:z\": unknown mode \"z\" (expected ro or rw)"),
     ];
     for (yaml, wanted) in cases {
         let errors = errors_of(yaml);
@@ -994,4 +997,18 @@ fn reset_and_override_tags_are_refused_not_dropped() {
     }
     // YAML's own tags still work.
     assert_eq!(json_of("services:\n  a:\n    image: !!str a\n    environment: {N: !!str 10}\n")["containerDefinitions"][0]["environment"], json!([{"name": "N", "value": "10"}]));
+}
+
+#[test]
+fn volumes_from_shares_another_services_volumes_read_write_or_read_only() {
+    let yaml = "services:\n  data:\n    image: a\n    volumes: [/srv]\n    x-deckhand-essential: false\n  web:\n    image: b\n    volumes_from: [data]\n  report:\n    image: c\n    volumes_from: ['service:data:ro']\n";
+    let definition = json_of(yaml);
+    let container = |name: &str| definition["containerDefinitions"].as_array().expect("containers").iter().find(|c| c["name"] == name).cloned().unwrap_or_else(|| panic!("no {name}"));
+    assert_eq!(container("web")["volumesFrom"], serde_json::json!([{"sourceContainer": "data", "readOnly": false}]));
+    assert_eq!(container("report")["volumesFrom"], serde_json::json!([{"sourceContainer": "data", "readOnly": true}]));
+    // The task-definition parser accepts it (volumesFrom waits for its source's create).
+    let parsed = convert(yaml).unwrap_or_else(|errors| panic!("{errors:#?}")).parsed.definition;
+    let web = parsed.containers.iter().find(|c| c.name == "web").expect("web");
+    assert_eq!(web.volumes_from.len(), 1);
+    assert!(!web.volumes_from[0].read_only);
 }

@@ -43,7 +43,6 @@ const REFUSED_SERVICE_KEYS: &[(&str, &str)] = &[
     ("secrets", "ECS secrets come from AWS services deckhand does not use; mount the file with a bind volume instead"),
     ("configs", "ECS configs come from AWS services deckhand does not use; mount the file with a bind volume instead"),
     ("networks", "user-defined networks are not supported: a task's services share Docker's bridge"),
-    ("volumes_from", "not supported by the Compose mapping yet"),
     ("mac_address", "ECS task definitions cannot set a MAC address"),
     ("cgroup_parent", "ECS task definitions cannot set a cgroup parent"),
     ("userns_mode", "ECS task definitions cannot set a user namespace"),
@@ -87,6 +86,7 @@ const MAPPED_SERVICE_KEYS: &[&str] = &[
     "cap_drop",
     "network_mode",
     "links",
+    "volumes_from",
     "profiles",
     "scale",
     "stdin_open",
@@ -371,6 +371,17 @@ impl TaskBuilder {
                         format!("no service named {service_name:?}"),
                     ),
                 }
+            }
+        }
+        if let Some(sources) = service.get("volumes_from") {
+            let sources = volumes_from(
+                mapper,
+                sources,
+                &join(path, "volumes_from"),
+                container_names,
+            );
+            if !sources.is_empty() {
+                container.insert("volumesFrom".into(), Json::Array(sources));
             }
         }
         // Links are how services find each other by name on Docker's default bridge; other
@@ -700,4 +711,49 @@ fn dependencies(mapper: &mut Mapper, node: &Node, path: &str) -> Vec<Dependency>
         _ => mapper.error(path, node.line, "must be a list or a mapping"),
     }
     edges
+}
+
+/// `volumes_from` → ECS's `volumesFrom`: `SERVICE`, `service:SERVICE`, either with `:ro` or `:rw`
+/// (read-write when none). A container outside the project (`container:NAME`) is refused: a
+/// task's containers share volumes only among themselves.
+fn volumes_from(
+    mapper: &mut Mapper,
+    node: &Node,
+    path: &str,
+    container_names: &BTreeMap<String, String>,
+) -> Vec<Json> {
+    let mut sources = Vec::new();
+    for (index, entry) in string_list(mapper, node, path).into_iter().enumerate() {
+        let at = format!("{path}[{index}]");
+        if entry.starts_with("container:") {
+            mapper.error(
+                &at,
+                node.line,
+                format!(
+                    "{entry:?}: volumes from a container outside the project are not supported: a \
+                     task's containers share volumes only among themselves"
+                ),
+            );
+            continue;
+        }
+        let entry_without_prefix = entry.strip_prefix("service:").unwrap_or(&entry);
+        let (service_name, read_only) = match entry_without_prefix.split_once(':') {
+            None => (entry_without_prefix, false),
+            Some((name, "ro")) => (name, true),
+            Some((name, "rw")) => (name, false),
+            Some((_, mode)) => {
+                mapper.error(
+                    &at,
+                    node.line,
+                    format!("{entry:?}: unknown mode {mode:?} (expected ro or rw)"),
+                );
+                continue;
+            }
+        };
+        match container_names.get(service_name) {
+            Some(target) => sources.push(json!({"sourceContainer": target, "readOnly": read_only})),
+            None => mapper.error(&at, node.line, format!("no service named {service_name:?}")),
+        }
+    }
+    sources
 }
