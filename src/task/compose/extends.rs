@@ -479,47 +479,38 @@ fn merge_named(base: &Node, main: &Node, entries_of: fn(&Node) -> Entries) -> No
 
 /// `[NAME=VALUE, NAME]` or a mapping, as mapping entries (`NAME` alone is a null value).
 fn named_entries(node: &Node) -> Entries {
-    match &node.value {
-        Value::Mapping(entries) => Some(entries.clone()),
-        Value::Null => Some(Vec::new()),
-        Value::Sequence(items) => items
-            .iter()
-            .map(|item| {
-                let text = item.scalar_text()?;
-                let (name, value) = match text.split_once('=') {
-                    Some((name, value)) => (name.to_string(), Value::String(value.to_string())),
-                    None => (text, Value::Null),
-                };
-                Some((
-                    name,
-                    item.line,
-                    Node {
-                        line: item.line,
-                        value,
-                    },
-                ))
-            })
-            .collect(),
-        _ => None,
-    }
+    list_entries(node, |text| {
+        Some(match text.split_once('=') {
+            Some((name, value)) => (name.to_string(), Value::String(value.to_string())),
+            None => (text.to_string(), Value::Null),
+        })
+    })
 }
 
 /// `[HOST:IP, HOST=IP]` or a mapping, as mapping entries by host name.
 fn host_entries(node: &Node) -> Entries {
+    list_entries(node, |text| {
+        let (host, address) = text.split_once('=').or_else(|| text.split_once(':'))?;
+        Some((host.to_string(), Value::String(address.to_string())))
+    })
+}
+
+/// A mapping as it is, or a list whose items `split` makes into a key and a value (`None`: an
+/// item it cannot read, and the whole value is not mergeable by key).
+fn list_entries(node: &Node, split: impl Fn(&str) -> Option<(String, Value)>) -> Entries {
     match &node.value {
         Value::Mapping(entries) => Some(entries.clone()),
         Value::Null => Some(Vec::new()),
         Value::Sequence(items) => items
             .iter()
             .map(|item| {
-                let text = item.scalar_text()?;
-                let (host, address) = text.split_once('=').or_else(|| text.split_once(':'))?;
+                let (key, value) = split(&item.scalar_text()?)?;
                 Some((
-                    host.to_string(),
+                    key,
                     item.line,
                     Node {
                         line: item.line,
-                        value: Value::String(address.to_string()),
+                        value,
                     },
                 ))
             })
