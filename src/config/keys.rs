@@ -201,6 +201,21 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "the log driver an awslogs container runs with when no AWS credentials and region are configured (README: awslogs)",
     },
     ConfigKeyDoc {
+        key: "ECS_EXTERNAL",
+        system_default: "false",
+        meaning: "join the Amazon ECS cluster ECS_CLUSTER as an external instance (true/false; README: Joining an ECS cluster); false runs local tasks only",
+    },
+    ConfigKeyDoc {
+        key: "ECS_BACKEND_HOST",
+        system_default: "",
+        meaning: "the ECS API endpoint URL when ECS_EXTERNAL=true (empty: https://ecs.<region>.amazonaws.com)",
+    },
+    ConfigKeyDoc {
+        key: "ECS_INSTANCE_ATTRIBUTES",
+        system_default: "",
+        meaning: "custom attributes registered with ECS, a JSON object of names to values, e.g. {\"stack\":\"prod\"}",
+    },
+    ConfigKeyDoc {
         key: "AWS_REGION",
         system_default: "",
         meaning: "AWS region for awslogs containers that set no awslogs-region (AWS_DEFAULT_REGION is read when this is empty)",
@@ -213,7 +228,7 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
     ConfigKeyDoc {
         key: "AWS_ACCESS_KEY_ID",
         system_default: "",
-        meaning: "with AWS_SECRET_ACCESS_KEY: says that this host ships awslogs logs (Docker's awslogs driver reads the Docker daemon's own credentials)",
+        meaning: "with AWS_SECRET_ACCESS_KEY: the credentials deckhand signs its ECS requests with (ECS_EXTERNAL=true), and says that this host ships awslogs logs (Docker's awslogs driver reads the Docker daemon's own credentials)",
     },
     ConfigKeyDoc {
         key: "AWS_SECRET_ACCESS_KEY",
@@ -221,19 +236,28 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "the secret half of AWS_ACCESS_KEY_ID; a value here makes this file a secret",
     },
     ConfigKeyDoc {
+        key: "AWS_SESSION_TOKEN",
+        system_default: "",
+        meaning: "the session token of temporary AWS credentials; a value here makes this file a secret",
+    },
+    ConfigKeyDoc {
         key: "AWS_SHARED_CREDENTIALS_FILE",
         system_default: "",
-        meaning: "the AWS shared credentials file looked into for AWS_PROFILE (empty: $HOME/.aws/credentials)",
+        meaning: "the AWS shared credentials file looked into for AWS_PROFILE (empty: $HOME/.aws/credentials, /root/.aws/credentials without HOME); re-read when it changes",
     },
     ConfigKeyDoc {
         key: "AWS_PROFILE",
         system_default: "default",
-        meaning: "the profile of the shared credentials file that counts as AWS credentials for awslogs",
+        meaning: "the profile of the shared credentials file that ECS requests are signed with and that counts as AWS credentials for awslogs",
     },
 ];
 
 /// Keys whose value is a secret: no message, warning or `Debug` output quotes it.
-pub(super) const SECRET_KEYS: &[&str] = &["ECS_ENGINE_AUTH_DATA", "AWS_SECRET_ACCESS_KEY"];
+pub(super) const SECRET_KEYS: &[&str] = &[
+    "ECS_ENGINE_AUTH_DATA",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
 
 /// Whether `key`'s value must never be quoted (see [`SECRET_KEYS`]).
 pub(super) fn is_secret_key(key: &str) -> bool {

@@ -86,6 +86,7 @@ fn system_defaults_match_the_documented_table() {
                 shared_credentials_file: None,
                 profile: "default".into(),
             },
+            ecs: None,
             scope: Scope::System,
             config_file: None,
             warnings: vec![],
@@ -439,11 +440,17 @@ fn every_key_is_covered_by_the_non_default_table() {
     // Read only as a pair; `registry_credentials_load_in_both_formats_from_file_or_environment`
     // covers them (file, environment, and the environment over the file).
     // The AWS access keys likewise: `the_awslogs_keys_and_the_secrets_file`.
+    // The ECS connection's keys mean something only with ECS_EXTERNAL=true and a region:
+    // `ecs_settings_take_ecs_names_and_defaults` and `ecs_keys_come_from_the_file_too`.
     let paired = [
         "ECS_ENGINE_AUTH_TYPE",
         "ECS_ENGINE_AUTH_DATA",
         "AWS_ACCESS_KEY_ID",
         "AWS_SECRET_ACCESS_KEY",
+        "ECS_EXTERNAL",
+        "ECS_BACKEND_HOST",
+        "ECS_INSTANCE_ATTRIBUTES",
+        "AWS_SESSION_TOKEN",
     ];
     for doc in CONFIG_KEYS.iter().filter(|doc| !paired.contains(&doc.key)) {
         assert!(
@@ -1190,4 +1197,108 @@ fn bad_registry_credentials_are_configuration_errors_that_never_quote_the_data()
         assert!(!message.contains(REGISTRY_SECRET), "{message}");
         assert!(!format!("{error:?}").contains(REGISTRY_SECRET), "{error:?}");
     }
+}
+
+fn ecs_config(pairs: &[(&str, &str)]) -> Result<Option<EcsConfig>, ConfigError> {
+    let env: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect();
+    let lookup = move |key: &str| {
+        env.iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value.clone())
+    };
+    Config::from_sources(None, &lookup, Scope::System).map(|config| config.ecs)
+}
+
+#[test]
+fn ecs_external_is_off_by_default_and_needs_a_region_when_on() {
+    assert_eq!(ecs_config(&[]).unwrap(), None);
+    assert_eq!(ecs_config(&[("ECS_EXTERNAL", "false")]).unwrap(), None);
+    let error = ecs_config(&[("ECS_EXTERNAL", "true")]).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("AWS_REGION") && message.contains("AWS_DEFAULT_REGION"), "{message}");
+    assert!(ecs_config(&[("ECS_EXTERNAL", "yes please")]).is_err());
+    let error = ecs_config(&[("ECS_EXTERNAL", "true"), ("AWS_REGION", "US West")]).unwrap_err();
+    assert!(error.to_string().contains("AWS_REGION"), "{error}");
+}
+
+#[test]
+fn ecs_settings_take_ecs_names_and_defaults() {
+    let ecs = ecs_config(&[("ECS_EXTERNAL", "true"), ("AWS_DEFAULT_REGION", "eu-west-1")])
+        .unwrap()
+        .unwrap();
+    assert_eq!(ecs.region, "eu-west-1");
+    assert_eq!(ecs.backend_host, "https://ecs.eu-west-1.amazonaws.com");
+    assert_eq!(ecs.profile, "default");
+    assert_eq!(ecs.access_key_id, None);
+    // No HOME (the packaged service): root's file, which ECS Anywhere's SSM agent rotates.
+    assert_eq!(ecs.shared_credentials_file, PathBuf::from("/root/.aws/credentials"));
+
+    let ecs = ecs_config(&[
+        ("ECS_EXTERNAL", "true"),
+        ("AWS_REGION", "us-west-2"),
+        ("AWS_DEFAULT_REGION", "eu-west-1"),
+        ("ECS_BACKEND_HOST", "http://127.0.0.1:4000"),
+        ("ECS_INSTANCE_ATTRIBUTES", r#"{"stack":"prod","zone":"shelf-3"}"#),
+        ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+        ("AWS_SECRET_ACCESS_KEY", "very-secret"),
+        ("AWS_SESSION_TOKEN", "token-secret"),
+        ("HOME", "/home/edge"),
+        ("AWS_PROFILE", "fleet"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(ecs.region, "us-west-2");
+    assert_eq!(ecs.backend_host, "http://127.0.0.1:4000");
+    assert_eq!(
+        ecs.instance_attributes,
+        vec![
+            ("stack".to_string(), "prod".to_string()),
+            ("zone".to_string(), "shelf-3".to_string())
+        ]
+    );
+    assert_eq!(ecs.shared_credentials_file, PathBuf::from("/home/edge/.aws/credentials"));
+    assert_eq!(ecs.profile, "fleet");
+    let shown = format!("{ecs:?}");
+    assert!(!shown.contains("very-secret") && !shown.contains("token-secret"), "{shown}");
+}
+
+#[test]
+fn ecs_bad_values_name_the_key() {
+    let base = [("ECS_EXTERNAL", "true"), ("AWS_REGION", "us-west-2")];
+    let cases: &[(&str, &str, &str)] = &[
+        ("ECS_BACKEND_HOST", "ecs.us-west-2.amazonaws.com", "https://"),
+        ("ECS_INSTANCE_ATTRIBUTES", "stack=prod", "JSON object"),
+        ("ECS_INSTANCE_ATTRIBUTES", "[1]", "JSON object"),
+        ("ECS_INSTANCE_ATTRIBUTES", r#"{"n":1}"#, "must be a string"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "relative/credentials", "AWS_SHARED_CREDENTIALS_FILE"),
+    ];
+    for (key, value, expected) in cases {
+        let mut pairs = base.to_vec();
+        pairs.push((key, value));
+        let message = ecs_config(&pairs).unwrap_err().to_string();
+        assert!(message.contains(key) && message.contains(expected), "{key}={value}: {message}");
+    }
+}
+
+#[test]
+fn ecs_keys_come_from_the_file_too() {
+    let file = "ECS_EXTERNAL=true\nAWS_REGION=ap-south-1\nECS_BACKEND_HOST=http://127.0.0.1:9\nECS_INSTANCE_ATTRIBUTES={\"rack\":\"7\"}\nAWS_SESSION_TOKEN=tok\n";
+    let ecs = system_config(Some(file), &[]).unwrap().ecs.unwrap();
+    assert_eq!(ecs.region, "ap-south-1");
+    assert_eq!(ecs.backend_host, "http://127.0.0.1:9");
+    assert_eq!(ecs.instance_attributes, vec![("rack".to_string(), "7".to_string())]);
+    assert_eq!(ecs.session_token.as_deref(), Some("tok"));
+    // The environment wins over the file, as for every key.
+    let ecs = system_config(Some(file), &[("ECS_BACKEND_HOST", "https://ecs.example")])
+        .unwrap()
+        .ecs
+        .unwrap();
+    assert_eq!(ecs.backend_host, "https://ecs.example");
+    // Off in the environment turns off what the file turned on.
+    assert_eq!(system_config(Some(file), &[("ECS_EXTERNAL", "false")]).unwrap().ecs, None);
+    // A bad attribute list is an error even with the connection off.
+    assert!(system_config(Some("ECS_INSTANCE_ATTRIBUTES=oops\n"), &[]).is_err());
 }
