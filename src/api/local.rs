@@ -55,10 +55,10 @@ const LOG_CHUNK_BYTES: usize = 64 * 1024;
 const SHUTDOWN_CHECK: Duration = Duration::from_secs(1);
 
 /// `{"Cluster","ContainerInstanceArn","Version"}`, shared with the introspection endpoint.
-pub fn metadata_json(cluster: &str) -> serde_json::Value {
+pub fn metadata_json(cluster: &str, container_instance_arn: Option<String>) -> serde_json::Value {
     json!({
         "Cluster": cluster,
-        "ContainerInstanceArn": serde_json::Value::Null,
+        "ContainerInstanceArn": container_instance_arn,
         "Version": format!("deckhand v{}", crate::VERSION),
     })
 }
@@ -68,6 +68,7 @@ pub fn engine_error_response(error: &EngineError) -> HttpResponse {
     let status = match error {
         EngineError::NotFound { .. } => 404,
         EngineError::Rejected { .. } => 400,
+        EngineError::Conflict { .. } => 409,
         EngineError::Unavailable { .. } | EngineError::ShuttingDown => 503,
     };
     HttpResponse::error(status, error.to_string())
@@ -142,7 +143,7 @@ impl LocalApi {
         let method = request.method.as_str();
         match segments.as_slice() {
             ["v1", "metadata"] => match method {
-                "GET" => HttpResponse::json(200, &metadata_json(&self.engine.cluster())),
+                "GET" => HttpResponse::json(200, &metadata_json(&self.engine.cluster(), self.engine.container_instance_arn())),
                 _ => method_not_allowed(request, "GET"),
             },
             ["v1", "tasks"] => match method {

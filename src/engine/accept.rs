@@ -9,7 +9,7 @@ use crate::engine::container_spec::{
     assign_docker_names, assign_metadata_tokens, create_request, new_task_id, random_hex,
 };
 use crate::engine::handle::{find_by_metadata_token, EngineError, EngineHandle};
-use crate::engine::managed_task::DesiredCommand;
+use crate::engine::managed_task::{DesiredCommand, OwnerCommand};
 use crate::engine::shared::{Commands, TaskHandle};
 use crate::engine::task_engine::{new_inboxes, TaskEngine};
 use crate::report::Event;
@@ -24,12 +24,16 @@ impl TaskEngine {
         &self,
         definition: TaskDefinition,
         source: Option<String>,
+        arn: Option<String>,
     ) -> Result<Task, EngineError> {
         let mut commands = self.shared.commands();
         if commands.shutting_down {
             return Err(EngineError::ShuttingDown);
         }
-        let id = new_task_id().map_err(|error| unavailable("cannot make a task id", error))?;
+        let id = match arn.as_deref().and_then(task_id_of_arn) {
+            Some(id) if !commands.tasks.contains_key(id) => id.to_string(),
+            _ => new_task_id().map_err(|error| unavailable("cannot make a task id", error))?,
+        };
         // One name and token per container of the task, its sandbox included.
         let containers = definition.containers.len()
             + usize::from(definition.network_mode == NetworkMode::Awsvpc);
@@ -50,6 +54,9 @@ impl TaskEngine {
             now_millis(),
         );
         task.source = source;
+        if let Some(arn) = arn {
+            task.arn = arn;
+        }
         let mut suffixes = suffixes.into_iter();
         assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
         let mut tokens = tokens.into_iter();
@@ -165,7 +172,7 @@ impl TaskEngine {
 
 impl EngineHandle for TaskEngine {
     fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
-        self.submit_with_source(definition, None)
+        self.submit_with_source(definition, None, None)
     }
 
     fn submit_from_source(
@@ -173,10 +180,35 @@ impl EngineHandle for TaskEngine {
         definition: TaskDefinition,
         source: String,
     ) -> Result<Task, EngineError> {
-        self.submit_with_source(definition, Some(source))
+        self.submit_with_source(definition, Some(source), None)
+    }
+
+    fn submit_with_arn(
+        &self,
+        definition: TaskDefinition,
+        arn: String,
+        source: String,
+    ) -> Result<Task, EngineError> {
+        self.submit_with_source(definition, Some(source), Some(arn))
     }
 
     fn stop(&self, task_id: &str) -> Result<(), EngineError> {
+        let owned = self
+            .shared
+            .snapshots()
+            .get(task_id)
+            .is_some_and(Task::owned_by_control_plane);
+        if owned {
+            return Err(EngineError::Conflict {
+                reason: format!(
+                    "task {task_id} belongs to Amazon ECS: stop it in ECS (the console, or `aws ecs stop-task`), which tells this host"
+                ),
+            });
+        }
+        self.stop_from_control_plane(task_id)
+    }
+
+    fn stop_from_control_plane(&self, task_id: &str) -> Result<(), EngineError> {
         let mut commands = self.shared.commands();
         if commands.shutting_down {
             return Err(EngineError::ShuttingDown);
@@ -206,7 +238,7 @@ impl EngineHandle for TaskEngine {
             registered,
             durable: self.shared.store.is_some().then_some(durable_sender),
         };
-        if handle.desired.send(command).is_err() && registered {
+        if handle.desired.send(OwnerCommand::Desired(command)).is_err() && registered {
             // The task's loop is gone (it cannot be: forget() removes the handle first).
             self.shared.wait_group.done(sequence);
         }
@@ -234,6 +266,32 @@ impl EngineHandle for TaskEngine {
         }
         log::info!("task {task_id}: stop accepted with sequence number {sequence}");
         Ok(())
+    }
+
+    fn container_instance_arn(&self) -> Option<String> {
+        self.shared
+            .container_instance_arn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_container_instance_arn(&self, arn: String) {
+        *self
+            .shared
+            .container_instance_arn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(arn);
+    }
+
+    fn control_plane_reported(&self, task_id: &str, status: TaskStatus) {
+        let commands = self.shared.commands();
+        if let Some(handle) = commands.tasks.get(task_id) {
+            // The loop may have ended meanwhile; then there is nothing left to clean.
+            let _ = handle
+                .desired
+                .send(OwnerCommand::ControlPlaneReported(status));
+        }
     }
 
     fn tasks(&self) -> Vec<Task> {
@@ -295,5 +353,44 @@ impl EngineHandle for TaskEngine {
 fn unavailable(what: &str, error: impl std::fmt::Display) -> EngineError {
     EngineError::Unavailable {
         reason: format!("{what}: {error}"),
+    }
+}
+
+/// The task id in a task ARN (`arn:aws:ecs:<region>:<account>:task/<cluster>/<id>`) when it has
+/// the shape of deckhand's own ids (32 lowercase hex characters, as ECS's current ids); `None`
+/// for the older UUID-shaped ids, which get an id of deckhand's.
+pub fn task_id_of_arn(arn: &str) -> Option<&str> {
+    let id = arn.rsplit('/').next()?;
+    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::task_id_of_arn;
+
+    #[test]
+    fn task_ids_come_from_arns_that_carry_one_of_deckhands_shape() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                "arn:aws:ecs:us-west-2:123456789012:task/edge/0123456789abcdef0123456789abcdef",
+                Some("0123456789abcdef0123456789abcdef"),
+            ),
+            // The older ARNs: no cluster, a UUID.
+            (
+                "arn:aws:ecs:us-west-2:123456789012:task/8f7a3c52-1b2c-4d5e-9f00-0a1b2c3d4e5f",
+                None,
+            ),
+            (
+                "arn:aws:ecs:us-west-2:123456789012:task/edge/0123456789ABCDEF0123456789ABCDEF",
+                None,
+            ),
+            ("", None),
+            ("arn:aws:ecs:us-west-2:123456789012:task/edge/", None),
+            ("arn:aws:ecs:us-west-2:123456789012:task/edge/é123456789abcdef0123456789abcde", None),
+        ];
+        for (arn, expected) in cases {
+            assert_eq!(task_id_of_arn(arn), *expected, "{arn}");
+        }
     }
 }

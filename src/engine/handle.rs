@@ -18,6 +18,9 @@ pub enum EngineError {
     ShuttingDown,
     /// The task was refused (for example a privileged container while privileged is disabled).
     Rejected { reason: String },
+    /// The command conflicts with who owns the task: a task Amazon ECS placed here is stopped
+    /// in ECS, not locally.
+    Conflict { reason: String },
 }
 
 impl fmt::Display for EngineError {
@@ -27,6 +30,7 @@ impl fmt::Display for EngineError {
             EngineError::Unavailable { reason } => write!(f, "command not accepted: {reason}"),
             EngineError::ShuttingDown => f.write_str("the agent is shutting down"),
             EngineError::Rejected { reason } => write!(f, "task rejected: {reason}"),
+            EngineError::Conflict { reason } => f.write_str(reason),
         }
     }
 }
@@ -45,8 +49,37 @@ pub trait EngineHandle: Send + Sync {
         definition: TaskDefinition,
         source: String,
     ) -> Result<Task, EngineError>;
-    /// Ask a task to stop (desired STOPPED, next sequence number). `task_id` is a full id.
+    /// Ask a task to stop (desired STOPPED, next sequence number). `task_id` is a full id. A
+    /// task the control plane owns ([`Task::owned_by_control_plane`]) is refused with
+    /// [`EngineError::Conflict`]: it is stopped through the control plane.
     fn stop(&self, task_id: &str) -> Result<(), EngineError>;
+    /// [`EngineHandle::submit_from_source`] for a task the control plane placed here under its
+    /// own `arn` (`arn:aws:ecs:<region>:<account>:task/<cluster>/<id>`): the task keeps that
+    /// ARN, and its id is the ARN's task id where that is 32 hex characters.
+    fn submit_with_arn(
+        &self,
+        _definition: TaskDefinition,
+        arn: String,
+        _source: String,
+    ) -> Result<Task, EngineError> {
+        Err(EngineError::Unavailable {
+            reason: format!("this engine cannot take task {arn} from a control plane"),
+        })
+    }
+    /// The control plane's own stop of a task it owns (the one [`EngineHandle::stop`] refuses).
+    fn stop_from_control_plane(&self, task_id: &str) -> Result<(), EngineError> {
+        self.stop(task_id)
+    }
+    /// This host's container instance ARN, once a control plane registered it (ECS); shown by
+    /// `/v1/metadata`.
+    fn container_instance_arn(&self) -> Option<String> {
+        None
+    }
+    /// Records the container instance ARN the control plane registered this host under.
+    fn set_container_instance_arn(&self, _arn: String) {}
+    /// The control plane acknowledged the report of `status` for task `task_id`; a task it owns
+    /// is cleaned up only after it acknowledged STOPPED. Unknown tasks are ignored.
+    fn control_plane_reported(&self, _task_id: &str, _status: crate::task::TaskStatus) {}
     /// A consistent snapshot of every task the engine holds (running, stopping, and stopped
     /// tasks not yet cleaned up).
     fn tasks(&self) -> Vec<Task>;

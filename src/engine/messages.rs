@@ -101,6 +101,9 @@ pub enum Input {
         exit_code: Option<i64>,
         result: Result<(), RuntimeError>,
     },
+    /// The control plane that owns the task acknowledged its report of `status` (§10, ECS):
+    /// a task it owns is removed only after it acknowledged STOPPED.
+    ControlPlaneReported { status: TaskStatus },
     /// Docker events may have been missed: re-inspect.
     Resync,
     /// Every earlier stop finished (§9).
@@ -296,6 +299,14 @@ impl TaskRoute {
             resync_receiver,
         )
     }
+}
+
+/// What a task's owner sends on its inbox: a desired status, or the control plane's
+/// acknowledgement of a report.
+#[derive(Debug, Clone)]
+pub enum OwnerCommand {
+    Desired(DesiredCommand),
+    ControlPlaneReported(TaskStatus),
 }
 
 /// A desired-status command on a task's inbox (see [`Input::Desired`]).

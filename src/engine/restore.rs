@@ -25,7 +25,7 @@
 use crate::clock::now_millis;
 use crate::engine::container_spec::{LABEL_CLUSTER, LABEL_TASK_ARN};
 use crate::engine::docker_events::DockerObservation;
-use crate::engine::managed_task::{DesiredCommand, TaskInboxes};
+use crate::engine::managed_task::{OwnerCommand, TaskInboxes};
 use crate::engine::reconcile::{reconcile_container, DockerView};
 use crate::engine::shared::TaskHandle;
 use crate::engine::task_engine::{new_inboxes, EngineShared, TaskEngine};
@@ -244,7 +244,7 @@ const RESTORE_INSPECT_ROUNDS: u32 = 5;
 struct Prepared {
     task: Task,
     changed: bool,
-    desired: Sender<DesiredCommand>,
+    desired: Sender<OwnerCommand>,
     shutdown: Sender<()>,
     inboxes: TaskInboxes,
 }

@@ -5,7 +5,7 @@
 
 use crate::engine::docker_events::DockerIndex;
 use crate::engine::host_resources::HostResourceQueue;
-use crate::engine::messages::{DesiredCommand, TaskRoute};
+use crate::engine::messages::{OwnerCommand, TaskRoute};
 use crate::engine::wait_group::SequentialWaitGroup;
 use crate::engine::worker_pool::DockerPool;
 use crate::engine::workers::WorkerContext;
@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 
 /// A running managed task, as the engine holds it.
 pub(crate) struct TaskHandle {
-    pub(crate) desired: Sender<DesiredCommand>,
+    pub(crate) desired: Sender<OwnerCommand>,
     /// Sending (or dropping) ends the task's loop.
     pub(crate) shutdown: Sender<()>,
     /// Whether a stop number was registered for this task (only the first stop is).
@@ -90,7 +90,7 @@ impl TaskShared {
         &self,
         task_id: &str,
         tracked_docker_ids: &[String],
-        desired: &Receiver<DesiredCommand>,
+        desired: &Receiver<OwnerCommand>,
         cleaned_up: bool,
     ) {
         let mut commands = self.commands();
@@ -104,6 +104,9 @@ impl TaskShared {
             }
         }
         while let Ok(command) = desired.try_recv() {
+            let OwnerCommand::Desired(command) = command else {
+                continue;
+            };
             if command.registered {
                 self.wait_group.done(command.sequence);
             }

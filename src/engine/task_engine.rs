@@ -31,7 +31,7 @@ use crate::engine::image_cleanup::{
 };
 use crate::engine::log_driver::AwsLogsSetup;
 use crate::engine::managed_task::{
-    run_managed_task, DesiredCommand, ManagedTask, ManagedTaskSettings, TaskInboxes, TaskRoute,
+    run_managed_task, ManagedTask, OwnerCommand, ManagedTaskSettings, TaskInboxes, TaskRoute,
     DOCKER_EVENT_INBOX_CAPACITY,
 };
 use crate::engine::shared::{Commands, TaskHandle, TaskShared};
@@ -147,6 +147,8 @@ pub const WORKER_SHUTDOWN_GRACE: Duration = Duration::from_millis(250);
 pub(crate) struct EngineShared {
     pub(crate) config: EngineConfig,
     pub(crate) tasks: Arc<TaskShared>,
+    /// This host's container instance ARN once the control plane registered it (ECS).
+    pub(crate) container_instance_arn: Mutex<Option<String>>,
 }
 
 impl std::ops::Deref for EngineShared {
@@ -259,6 +261,7 @@ impl TaskEngine {
                 commands: Mutex::new(Commands::default()),
             }),
             config,
+            container_instance_arn: Mutex::new(None),
         });
         let filter = event_filter(&shared.config.cluster);
         let subscribed =
@@ -558,7 +561,7 @@ impl std::fmt::Display for EngineStartError {
 impl std::error::Error for EngineStartError {}
 
 /// A task's inboxes: the engine keeps the senders, the task's thread the receivers.
-pub(super) fn new_inboxes() -> (Sender<DesiredCommand>, Sender<()>, TaskInboxes) {
+pub(super) fn new_inboxes() -> (Sender<OwnerCommand>, Sender<()>, TaskInboxes) {
     let (desired_sender, desired) = unbounded();
     let (shutdown_sender, shutdown) = bounded(1);
     let (docker_events_sender, docker_events) = bounded(DOCKER_EVENT_INBOX_CAPACITY);

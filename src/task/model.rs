@@ -802,13 +802,30 @@ pub struct Task {
     /// `None` for tasks submitted through the API (and in checkpoints written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The highest task status the control plane that owns the task (Amazon ECS, for a task
+    /// whose `source` is [`ECS_SOURCE_PREFIX`]`<arn>`) acknowledged; its containers are removed
+    /// only after it acknowledged STOPPED. NONE for local tasks, which no one else is told of.
+    #[serde(default, skip_serializing_if = "TaskStatus::is_none")]
+    pub reported_status: TaskStatus,
     /// Why the task waits for host resources (memory, CPU, a host port) before it starts, as
     /// `inspect` shows it. Never saved: the engine fills it in the snapshots it hands out.
     #[serde(skip)]
     pub waiting_for: Option<String>,
 }
 
+/// The `source` of a task Amazon ECS placed on this host: `ecs:` and the task's ARN. Such a task
+/// is stopped through ECS only, and cleaned up once ECS acknowledged its STOPPED.
+pub const ECS_SOURCE_PREFIX: &str = "ecs:";
+
 impl Task {
+    /// The control plane owns this task (it came from Amazon ECS): local commands may read it but
+    /// not stop it, and its cleanup waits for the control plane's acknowledgement.
+    pub fn owned_by_control_plane(&self) -> bool {
+        self.source
+            .as_deref()
+            .is_some_and(|source| source.starts_with(ECS_SOURCE_PREFIX))
+    }
+
     /// A new task, desired RUNNING, from a validated definition.
     pub fn new(
         id: String,
@@ -850,6 +867,7 @@ impl Task {
             stopped_reason: None,
             created_at: now,
             source: None,
+            reported_status: TaskStatus::None,
             waiting_for: None,
         }
     }

@@ -105,6 +105,11 @@ impl TaskStatus {
         self == TaskStatus::Stopped
     }
 
+    /// NONE: for serde's `skip_serializing_if` on fields most tasks never set.
+    pub fn is_none(&self) -> bool {
+        *self == TaskStatus::None
+    }
+
     /// Task desired → container desired: the same name (§1).
     pub fn container_status(self) -> ContainerStatus {
         match self {

@@ -8,7 +8,7 @@ use crate::clock::now_millis;
 use crate::engine::managed_task::calls::spawn_worker;
 use crate::engine::managed_task::machine::ManagedTask;
 use crate::engine::messages::{
-    DesiredCommand, DockerObservation, Effect, Input, TaskRoute, TimerKind,
+    DockerObservation, OwnerCommand, Effect, Input, TaskRoute, TimerKind,
 };
 use crate::engine::shared::TaskShared;
 use crate::task::TaskStatus;
@@ -19,7 +19,7 @@ use std::time::Duration;
 /// The receiving ends of a task's inboxes, owned by its thread.
 pub struct TaskInboxes {
     pub shutdown: Receiver<()>,
-    pub desired: Receiver<DesiredCommand>,
+    pub desired: Receiver<OwnerCommand>,
     pub docker_events: Receiver<(String, DockerObservation)>,
     pub resync: Receiver<()>,
     /// Kept by the loop so the Docker-event and resync inboxes never read as disconnected.
@@ -66,14 +66,17 @@ fn next_event(
     };
     crossbeam_channel::select_biased! {
         recv(inboxes.shutdown) -> _ => None,
-        recv(inboxes.desired) -> command => command.ok().map(|command| {
-            state.durable_reply = command.durable;
-            state.registered_stop_in_hand = command.registered.then_some(command.sequence);
-            Input::Desired {
-                status: command.status,
-                sequence: command.sequence,
-                registered: command.registered,
+        recv(inboxes.desired) -> command => command.ok().map(|command| match command {
+            OwnerCommand::Desired(command) => {
+                state.durable_reply = command.durable;
+                state.registered_stop_in_hand = command.registered.then_some(command.sequence);
+                Input::Desired {
+                    status: command.status,
+                    sequence: command.sequence,
+                    registered: command.registered,
+                }
             }
+            OwnerCommand::ControlPlaneReported(status) => Input::ControlPlaneReported { status },
         }),
         // Docker events before worker results: an event is usually older news than the
         // answer of a call made after it (a `start` event and then the stop's result).

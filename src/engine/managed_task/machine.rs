@@ -459,6 +459,13 @@ impl ManagedTask {
             Input::ReportFailed { reported, error } => self.report_failed(reported, error, effects),
             // Answered in `handle`, outside the passes.
             Input::CheckpointWritten | Input::CheckpointFailed { .. } => {}
+            Input::ControlPlaneReported { status } => {
+                if self.task.reported_status < status {
+                    self.task.reported_status = status;
+                    self.dirty = true;
+                    self.cleanup_if_due(now, effects);
+                }
+            }
             Input::Removed => self.removed(effects),
             Input::RemoveDeferred { error } => self.removal_deferred(error, now, effects),
         }

@@ -9,7 +9,7 @@ mod machine;
 mod tests;
 
 pub use crate::engine::messages::{
-    DesiredCommand, DockerCall, Effect, Input, Reported, TaskRoute, TimerKind, TransitionOutput,
+    DesiredCommand, DockerCall, OwnerCommand, Effect, Input, Reported, TaskRoute, TimerKind, TransitionOutput,
 };
 pub use crate::engine::transition::classify_error;
 pub(crate) use driver::run_managed_task;

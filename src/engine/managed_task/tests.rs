@@ -1888,3 +1888,60 @@ fn an_awsvpc_sandbox_runs_first_stops_last_is_removed_last_and_is_never_reported
         "{effects:?}"
     );
 }
+
+#[test]
+fn a_task_ecs_owns_is_removed_only_after_ecs_acknowledged_its_stopped() {
+    // Saved STOPPED, recorded in the local event log, past its cleanup deadline: a local task
+    // is removed at once; the same task placed by ECS waits for ECS's acknowledgement.
+    let stopped_task = |source: Option<&str>| {
+        let mut task = one_container_task();
+        task.source = source.map(str::to_string);
+        task.desired_status = TaskStatus::Stopped;
+        task.known_status = TaskStatus::Stopped;
+        task.known_status_time = Some(10_000);
+        task.sent_status = TaskStatus::Stopped;
+        let container = &mut task.containers[0];
+        container.desired_status = ContainerStatus::Stopped;
+        container.known_status = ContainerStatus::Stopped;
+        container.sent_status = ContainerStatus::Stopped;
+        container.docker_id = Some("id-1".into());
+        task
+    };
+    let mut local = ManagedTask::new(stopped_task(None), settings(Duration::from_secs(60)), None);
+    assert!(removes(&local.start(100_000)));
+
+    let arn = "ecs:arn:aws:ecs:us-west-2:123456789012:task/edge/0123456789abcdef0123456789abcdef";
+    let mut owned = ManagedTask::new(
+        stopped_task(Some(arn)),
+        settings(Duration::from_secs(60)),
+        None,
+    );
+    let effects = owned.start(100_000);
+    assert!(!removes(&effects), "{effects:?}");
+    let effects = owned.handle(Input::TimerFired(TimerKind::Cleanup), 130_000);
+    assert!(!removes(&effects), "the poll alone removes nothing: {effects:?}");
+    // ECS acknowledging RUNNING changes nothing; STOPPED starts the removal, and the
+    // acknowledgement is saved with the task.
+    let effects = owned.handle(
+        Input::ControlPlaneReported {
+            status: TaskStatus::Running,
+        },
+        131_000,
+    );
+    assert!(!removes(&effects));
+    let effects = owned.handle(
+        Input::ControlPlaneReported {
+            status: TaskStatus::Stopped,
+        },
+        132_000,
+    );
+    assert!(removes(&effects), "{effects:?}");
+    assert!(effects.contains(&Effect::Checkpoint), "{effects:?}");
+    assert_eq!(owned.task().reported_status, TaskStatus::Stopped);
+
+    // Restored with the acknowledgement on disk: removed at once.
+    let mut acknowledged = stopped_task(Some(arn));
+    acknowledged.reported_status = TaskStatus::Stopped;
+    let mut restored = ManagedTask::new(acknowledged, settings(Duration::from_secs(60)), None);
+    assert!(removes(&restored.start(100_000)));
+}
