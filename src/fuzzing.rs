@@ -15,14 +15,14 @@ use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_
 use crate::api::introspection::IntrospectionApi;
 use crate::api::local::LocalApi;
 use crate::api::task_metadata::TaskMetadataApi;
-use crate::docker::http::{
-    read_line_limited, read_response_head, BodyReader, MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES,
-    MAX_STREAM_LINE_BYTES,
-};
 use crate::docker::progress::{ProgressJudge, ProgressKind};
 use crate::docker::{negotiation, wire};
 use crate::engine::managed_task::{Input, ManagedTask, ManagedTaskSettings};
 use crate::engine::{EngineError, EngineHandle};
+use crate::net::http1::{
+    read_line_limited, read_response_head, BodyReader, MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES,
+    MAX_STREAM_LINE_BYTES,
+};
 use crate::report::Event;
 use crate::state::MAX_STORED_NUMBER;
 use crate::task::{Task, TaskDefinition, TaskStatus};
