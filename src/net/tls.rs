@@ -47,8 +47,9 @@ const SSL_ERROR_ZERO_RETURN: c_int = 6;
 /// looked up by its own name with `dlsym`.
 macro_rules! openssl_functions {
     ($($name:ident: fn($($argument:ty),*) -> $result:ty;)*) => {
-        /// The OpenSSL functions, resolved once.
+        /// The OpenSSL functions, resolved once (the server side's only called by tests).
         #[allow(non_snake_case)]
+        #[cfg_attr(not(any(test, feature = "test-support")), allow(dead_code))]
         struct Api {
             $($name: unsafe extern "C" fn($($argument),*) -> $result,)*
         }
