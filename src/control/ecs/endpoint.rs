@@ -231,7 +231,7 @@ impl Read for Connection {
         };
         // A blocking socket's timeout is EAGAIN: say what it means.
         result.map_err(|error| match error.kind() {
-            io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::TimedOut, error),
+            io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::TimedOut, "timed out"),
             _ => error,
         })
     }
@@ -244,7 +244,7 @@ impl Write for Connection {
             Connection::Tls(stream) => stream.write(buffer),
         };
         result.map_err(|error| match error.kind() {
-            io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::TimedOut, error),
+            io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::TimedOut, "timed out"),
             _ => error,
         })
     }
