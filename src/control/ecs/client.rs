@@ -8,7 +8,7 @@
 //! limits of `net::http1`, and every failure is classified ([`EcsError`]) so the caller knows
 //! whether to retry.
 
-use std::io::BufReader;
+use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,43 +102,54 @@ impl EcsClient {
             headers,
             body: Some((CONTENT_TYPE, &body)),
         };
-        let unreachable = |what: &str, error: std::io::Error| {
-            EcsError::Unreachable(format!("{operation} to {}: {what}: {error}", self.endpoint))
-        };
         let mut connection = self.endpoint.connect(self.timeout)?;
-        write_request(&mut connection, &http_request)
-            .map_err(|error| unreachable("sending the request", error))?;
-        let mut reader = BufReader::new(connection);
-        let head = read_response_head(&mut reader, MAX_RESPONSE_HEAD_BYTES)
-            .map_err(|error| unreachable("reading the answer", error))?;
-        let framing = head
-            .body_framing("POST")
-            .map_err(|error| unreachable("reading the answer", error))?;
-        let answer = BodyReader::new(reader, framing)
-            .read_to_end_limited(MAX_ANSWER_BYTES)
-            .map_err(|error| match error.kind() {
-                std::io::ErrorKind::InvalidData => EcsError::Protocol(format!(
-                    "{operation} to {}: the answer: {error}",
-                    self.endpoint
-                )),
-                _ => unreachable("reading the answer", error),
-            })?;
-        if !(200..300).contains(&head.status) {
-            return Err(error_from_answer(
-                head.status,
-                &head.reason,
-                head.header("x-amzn-ErrorType"),
-                &answer,
-            ));
-        }
-        if answer.iter().all(u8::is_ascii_whitespace) {
-            return Ok(serde_json::Value::Object(serde_json::Map::new()));
-        }
-        serde_json::from_slice(&answer).map_err(|error| {
-            EcsError::Protocol(format!(
-                "{operation} to {}: the answer is not JSON: {error}",
+        if let Err(error) = write_request(&mut connection, &http_request) {
+            return Err(EcsError::Unreachable(format!(
+                "{operation} to {}: sending the request: {error}",
                 self.endpoint
-            ))
+            )));
+        }
+        read_answer(BufReader::new(connection)).map_err(|error| match error {
+            EcsError::Unreachable(message) => {
+                EcsError::Unreachable(format!("{operation} to {}: {message}", self.endpoint))
+            }
+            EcsError::Protocol(message) => {
+                EcsError::Protocol(format!("{operation} to {}: {message}", self.endpoint))
+            }
+            other => other,
         })
     }
+}
+
+/// Reads one answer of the JSON API: its head and body within their limits, then its JSON, or
+/// the error an error status means ([`error_from_answer`]). Broken or timed-out reads are
+/// [`EcsError::Unreachable`], bytes that break the protocol [`EcsError::Protocol`].
+pub fn read_answer<R: BufRead>(mut reader: R) -> Result<serde_json::Value, EcsError> {
+    let reading =
+        |error: std::io::Error| EcsError::Unreachable(format!("reading the answer: {error}"));
+    let head = read_response_head(&mut reader, MAX_RESPONSE_HEAD_BYTES).map_err(reading)?;
+    let framing = head
+        .body_framing("POST")
+        .map_err(|error| EcsError::Protocol(format!("the answer's framing: {error}")))?;
+    let answer = BodyReader::new(reader, framing)
+        .read_to_end_limited(MAX_ANSWER_BYTES)
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::InvalidData => {
+                EcsError::Protocol(format!("the answer's body: {error}"))
+            }
+            _ => reading(error),
+        })?;
+    if !(200..300).contains(&head.status) {
+        return Err(error_from_answer(
+            head.status,
+            &head.reason,
+            head.header("x-amzn-ErrorType"),
+            &answer,
+        ));
+    }
+    if answer.iter().all(u8::is_ascii_whitespace) {
+        return Ok(serde_json::Value::Object(serde_json::Map::new()));
+    }
+    serde_json::from_slice(&answer)
+        .map_err(|error| EcsError::Protocol(format!("the answer is not JSON: {error}")))
 }

@@ -243,3 +243,57 @@ fn the_acs_url_is_the_go_agents() {
         .iter()
         .all(|(name, _)| *name != "dockerVersion"));
 }
+
+/// xorshift64: deterministic, so a failing case replays by its seed.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn below(&mut self, bound: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % bound as u64) as usize
+    }
+}
+
+/// Random mutations of real-looking inputs through the fuzz entry points of the credentials
+/// parser and the API answer reader: no panic, and both the accepting and the refusing paths
+/// run.
+#[test]
+fn mutated_credentials_files_and_answers_never_panic() {
+    let seeds: [(&[u8], fn(&[u8])); 2] = [
+        (
+            b"# c\n[default] ; x\naws_access_key_id = A # k\naws_secret_access_key = S\n  more = 1\n[p]\nk=v\n",
+            crate::fuzzing::ecs_credentials,
+        ),
+        (
+            b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n1a\r\n{\"__type\":\"a#B\",\"message\"\r\n4\r\n:\"m\"\r\n1\r\n}\r\n0\r\n\r\n",
+            crate::fuzzing::ecs_http,
+        ),
+    ];
+    let noise = b"\r\n[]=#;: \t{}\"%0123456789abcdef\xff\xc3";
+    let mut random = Xorshift(0x0ecd_5eed_0000_0001);
+    for (seed, target) in seeds {
+        for _ in 0..2000 {
+            let mut bytes = seed.to_vec();
+            for _ in 0..random.below(5) {
+                if bytes.is_empty() {
+                    break;
+                }
+                let at = random.below(bytes.len());
+                match random.below(4) {
+                    0 => bytes[at] = noise[random.below(noise.len())],
+                    1 => bytes.insert(at, noise[random.below(noise.len())]),
+                    2 => {
+                        bytes.remove(at);
+                    }
+                    _ => bytes.truncate(at),
+                }
+            }
+            target(&bytes);
+        }
+    }
+    // Both paths of the parser ran.
+    assert!(super::credentials::parse_profiles("[a]\nk = v\n").is_ok());
+    assert!(super::credentials::parse_profiles("[a]\nnot a property\n").is_err());
+}
