@@ -327,7 +327,8 @@ fn a_wrong_secret_is_refused_with_ecs_error_type() {
 
 #[test]
 fn error_answers_are_classified_for_the_caller() {
-    let cases: Vec<(&str, &str, fn(&EcsError) -> bool)> = vec![
+    type Check = fn(&EcsError) -> bool;
+    let cases: Vec<(&str, &str, Check)> = vec![
         (
             "400 Bad Request",
             r#"{"__type":"com.amazonaws.ecs#InactiveInstanceException","message":"deregistered"}"#,
@@ -486,6 +487,7 @@ fn serve_acs(
             None => Box::new(socket),
         };
         let mut target = None;
+        #[allow(clippy::result_large_err)] // tungstenite's callback type
         let callback = |request: &tungstenite::handshake::server::Request,
                         response: tungstenite::handshake::server::Response| {
             let path = request
@@ -521,9 +523,8 @@ fn serve_acs(
             }
             Ok(response)
         };
-        match tungstenite::accept_hdr(stream, callback) {
-            Ok(mut socket) => session(&mut socket),
-            Err(_) => {}
+        if let Ok(mut socket) = tungstenite::accept_hdr(stream, callback) {
+            session(&mut socket);
         }
         target
     });

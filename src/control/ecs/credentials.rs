@@ -170,6 +170,9 @@ struct FileStamp {
     modified_nanoseconds: i64,
 }
 
+/// One read of the file: its stamp then, and what it gave.
+type FileRead = (FileStamp, Result<Option<Credentials>, String>);
+
 /// The credentials chain: the configured keys, else the shared file's profile, re-read when
 /// the file changes.
 pub struct CredentialChain {
@@ -177,7 +180,7 @@ pub struct CredentialChain {
     file: PathBuf,
     profile: String,
     /// The last read of the file and what it gave.
-    cache: Mutex<Option<(FileStamp, Result<Option<Credentials>, String>)>>,
+    cache: Mutex<Option<FileRead>>,
 }
 
 impl fmt::Debug for CredentialChain {
@@ -226,7 +229,7 @@ impl CredentialChain {
         if let Some(credentials) = &self.configured {
             return Ok(credentials.clone());
         }
-        let from_file = self.from_file();
+        let from_file = self.read_file();
         match from_file {
             Ok(Some(credentials)) => Ok(credentials),
             Ok(None) => Err(format!(
@@ -247,7 +250,7 @@ impl CredentialChain {
         }
     }
 
-    fn from_file(&self) -> Result<Option<Credentials>, String> {
+    fn read_file(&self) -> Result<Option<Credentials>, String> {
         let metadata = match std::fs::metadata(&self.file) {
             Ok(metadata) => metadata,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -280,7 +283,7 @@ impl CredentialChain {
         result
     }
 
-    fn store(&self, entry: Option<(FileStamp, Result<Option<Credentials>, String>)>) {
+    fn store(&self, entry: Option<FileRead>) {
         if let Ok(mut cache) = self.cache.lock() {
             *cache = entry;
         }

@@ -261,7 +261,7 @@ impl Xorshift {
 /// run.
 #[test]
 fn mutated_credentials_files_and_answers_never_panic() {
-    let seeds: [(&[u8], fn(&[u8])); 2] = [
+    let seeds: [(&[u8], crate::fuzzing::Target); 2] = [
         (
             b"# c\n[default] ; x\naws_access_key_id = A # k\naws_secret_access_key = S\n  more = 1\n[p]\nk=v\n",
             crate::fuzzing::ecs_credentials,
