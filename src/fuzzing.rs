@@ -15,14 +15,14 @@ use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_
 use crate::api::introspection::IntrospectionApi;
 use crate::api::local::LocalApi;
 use crate::api::task_metadata::TaskMetadataApi;
-use crate::docker::http::{
-    read_line_limited, read_response_head, BodyReader, MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES,
-    MAX_STREAM_LINE_BYTES,
-};
 use crate::docker::progress::{ProgressJudge, ProgressKind};
 use crate::docker::{negotiation, wire};
 use crate::engine::managed_task::{Input, ManagedTask, ManagedTaskSettings};
 use crate::engine::{EngineError, EngineHandle};
+use crate::net::http1::{
+    read_line_limited, read_response_head, BodyReader, MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES,
+    MAX_STREAM_LINE_BYTES,
+};
 use crate::report::Event;
 use crate::state::MAX_STORED_NUMBER;
 use crate::task::{Task, TaskDefinition, TaskStatus};
@@ -561,6 +561,43 @@ pub fn secrets_file(data: &[u8]) {
     }
 }
 
+/// The ECS API's answers as the ECS client reads them (head, body within its limits, JSON, the
+/// error classes of an error status), in small reads; and any bytes as an error body, whose
+/// error type never keeps its `prefix#`.
+pub fn ecs_http(data: &[u8]) {
+    let step = 1 + data.len() % 13;
+    let _ = crate::control::ecs::client::read_answer(BufReader::new(SplitReader { data, step }));
+    for status in [400, 403, 500] {
+        if let crate::control::ecs::EcsError::Service { error_type, .. } =
+            crate::control::ecs::error_from_answer(status, "Bad Request", None, data)
+        {
+            assert!(!error_type.contains('#'), "{error_type:?}");
+            assert!(!error_type.is_empty());
+        }
+    }
+}
+
+/// A shared AWS credentials file: the INI parser never panics, a parsed profile's name and
+/// keys are trimmed (keys lowercase), and an error names a line without quoting it.
+pub fn ecs_credentials(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    match crate::control::ecs::credentials::parse_profiles(&text) {
+        Ok(profiles) => {
+            for (name, properties) in &profiles {
+                assert!(!name.is_empty() && name.trim() == name, "{name:?}");
+                for key in properties.keys() {
+                    assert!(
+                        !key.is_empty() && *key == key.trim().to_ascii_lowercase(),
+                        "{key:?}"
+                    );
+                }
+                let _ = crate::control::ecs::credentials::profile_credentials(&profiles, name);
+            }
+        }
+        Err(message) => assert!(message.starts_with("line "), "{message}"),
+    }
+}
+
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -578,6 +615,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("log_frames", log_frames),
     ("metrics_files", metrics_files),
     ("secrets_file", secrets_file),
+    ("ecs_http", ecs_http),
+    ("ecs_credentials", ecs_credentials),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

@@ -16,6 +16,7 @@ pub mod event;
 pub mod fuzzing;
 pub mod host;
 pub mod metrics;
+pub mod net;
 pub mod ports;
 pub mod registry;
 pub mod report;

@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::thread;
 use std::time::Duration;
 
-use deckhand::docker::http::{
+use deckhand::net::http1::{
     read_line_limited, read_response_head, BodyFraming, BodyReader, MAX_RESPONSE_HEAD_BYTES,
 };
 

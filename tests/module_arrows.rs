@@ -27,7 +27,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "api", "task", "event", "report", "config", "encoding", "text", "clock",
         ],
     ),
-    ("control", &["engine", "task", "event", "text", "clock"]),
+    (
+        "control",
+        &["engine", "task", "event", "text", "clock", "net"],
+    ),
     (
         "engine",
         &[
@@ -37,7 +40,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("report", &["task", "state", "event", "clock", "metrics"]),
     ("state", &["task", "event", "text", "clock", "metrics"]),
-    ("docker", &["runtime", "encoding", "text", "ports"]),
+    ("docker", &["runtime", "encoding", "text", "ports", "net"]),
+    ("net", &[]),
     ("config", &["text", "registry"]),
     ("registry", &["encoding"]),
     ("secrets", &[]),

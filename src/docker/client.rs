@@ -18,15 +18,15 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::http::{
-    read_line_limited, read_response_head, write_request, BodyReader, Request, ResponseHead,
-    MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES, MAX_STREAM_LINE_BYTES,
-};
 use super::negotiation::{negotiate, ApiVersion};
 use super::progress::{ProgressJudge, ProgressKind};
 use super::transport::{DockerHost, TimedStream, TimeoutCause};
 use super::wire::{self, EngineVersion};
 use crate::encoding::{percent_encode, query_string};
+use crate::net::http1::{
+    read_line_limited, read_response_head, write_request, BodyReader, Request, ResponseHead,
+    MAX_BODY_BYTES, MAX_RESPONSE_HEAD_BYTES, MAX_STREAM_LINE_BYTES,
+};
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
     EventStream, ImageInfo, ImageSummary, LogOptions, LogStream, RegistryAuth, RuntimeError,
@@ -275,6 +275,7 @@ impl DockerClient {
         };
         let request = Request {
             method: call.method,
+            host: "docker",
             target,
             headers: call.headers,
             body: call.body,

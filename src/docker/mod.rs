@@ -2,14 +2,14 @@
 //! containers, images and events, and implements `ContainerRuntime` for the engine.
 //!
 //! - `transport`: `DOCKER_HOST`, connecting, per-call deadlines;
-//! - `http`: HTTP/1.1 framing (request, head, bodies, JSON lines), over any `Read`/`Write`;
+//! - HTTP/1.1 framing (request, head, bodies, JSON lines) is `net::http1`, shared with the ECS
+//!   client; this client sends `Host: docker`;
 //! - `negotiation`: which API version to speak;
 //! - `wire`: Docker's JSON and its mapping to the runtime types;
 //! - `progress`: whether a pull or import stream succeeded;
 //! - `client`: the endpoints, their accepted statuses and their errors.
 
 pub mod client;
-pub mod http;
 pub mod negotiation;
 pub mod progress;
 pub mod transport;

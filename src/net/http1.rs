@@ -1,15 +1,16 @@
-//! HTTP/1.1 framing for the Docker Engine client: the request writer, the response head (parsed by
-//! `httparse`, with a size limit), the body decoders (`Content-Length`, `chunked`, read-to-EOF) and
-//! the line reader used for newline-delimited JSON streams.
+//! HTTP/1.1 client framing shared by deckhand's clients (the Docker Engine over its Unix socket,
+//! Amazon ECS over TCP or TLS): the request writer, the response head (parsed by `httparse`,
+//! with a size limit), the body decoders (`Content-Length`, `chunked`, read-to-EOF) and the line
+//! reader used for newline-delimited JSON streams.
 //!
 //! Everything here is generic over `Read`/`Write` and owns no socket, so the framing is tested by
 //! pushing bytes through `UnixStream::pair()`. Errors are `io::Error`s whose kind says what went
 //! wrong (`InvalidData` for bytes that are not HTTP, `UnexpectedEof` for a peer that closed early,
-//! `TimedOut` from the transport); the client turns them into `RuntimeError`s.
+//! `TimedOut` from the transport); each client turns them into its own errors.
 
 use std::io::{self, BufRead, Read, Write};
 
-/// A response head larger than this is refused: Docker's heads are a few hundred bytes.
+/// A response head larger than this is refused: Docker's and ECS's heads are a few hundred bytes.
 pub const MAX_RESPONSE_HEAD_BYTES: usize = 64 * 1024;
 /// Most headers a response head may carry.
 pub const MAX_RESPONSE_HEADERS: usize = 64;
@@ -20,11 +21,13 @@ pub const MAX_STREAM_LINE_BYTES: usize = 1024 * 1024;
 /// A whole (non-streamed) response body larger than this is refused.
 pub const MAX_BODY_BYTES: u64 = 64 * 1024 * 1024;
 
-/// One request. The writer adds `Host`, `Content-Length` and `Connection: close`; each request
-/// uses its own connection, which keeps framing simple and costs little over a Unix socket.
+/// One request. The writer adds `Host`, `User-Agent`, `Content-Length` and `Connection: close`;
+/// each request uses its own connection, which keeps framing simple.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request<'a> {
     pub method: &'a str,
+    /// The `Host` header's value: `docker` for the Docker Engine, `host[:port]` for ECS.
+    pub host: &'a str,
     /// Path and query string, already percent-encoded.
     pub target: String,
     pub headers: Vec<(&'a str, String)>,
@@ -35,11 +38,21 @@ pub struct Request<'a> {
 /// Writes `request` in HTTP/1.1 form.
 pub fn write_request<W: Write>(writer: &mut W, request: &Request<'_>) -> io::Result<()> {
     let mut head = format!(
-        "{} {} HTTP/1.1\r\nHost: docker\r\nUser-Agent: deckhand/{}\r\nConnection: close\r\n",
+        "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: deckhand/{}\r\nConnection: close\r\n",
         request.method,
         request.target,
+        request.host,
         crate::VERSION
     );
+    if [request.method, &request.target, request.host]
+        .iter()
+        .any(|part| part.contains(['\r', '\n', ' ']))
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "request line or host contains a space or a line break",
+        ));
+    }
     for (name, value) in &request.headers {
         if value.contains(['\r', '\n']) || name.contains(['\r', '\n', ':']) {
             return Err(io::Error::new(
@@ -417,6 +430,7 @@ mod tests {
             &mut written,
             &Request {
                 method: "POST",
+                host: "docker",
                 target: "/v1.41/containers/create?name=a".into(),
                 headers: vec![("X-Registry-Auth", "abc".into())],
                 body: Some(("application/json", body)),
@@ -436,6 +450,7 @@ mod tests {
             &mut Vec::new(),
             &Request {
                 method: "GET",
+                host: "docker",
                 target: "/_ping".into(),
                 headers: vec![("X-Registry-Auth", "a\r\nEvil: 1".into())],
                 body: None,
