@@ -1,12 +1,15 @@
-//! The Amazon ECS connection's transport: where the backend is and how to reach it over TCP or
+//! Amazon ECS as a desired-state source: deckhand registered as an external container instance
+//! (`ECS_EXTERNAL=true`). The transport: where the backend is and how to reach it over TCP or
 //! TLS (`endpoint`), the AWS credentials (`credentials`), Signature Version 4 (`sigv4`), the
-//! ECS JSON API client (`client`) and the signed ACS websocket (`websocket`). The session
-//! logic that uses them (register, discover, the ACS messages) lives elsewhere; this module
-//! only moves signed bytes and says, through [`EcsError`], whether a failure is worth retrying.
+//! ECS JSON API client (`client`) and the signed ACS websocket (`websocket`); each request ECS
+//! gets is built by a pure function (`register`, `report`), table-tested against ECS's model;
+//! [`EcsError`] says whether a failure is worth retrying.
 
 pub mod client;
 pub mod credentials;
 pub mod endpoint;
+pub mod register;
+pub mod report;
 pub mod sigv4;
 pub mod websocket;
 

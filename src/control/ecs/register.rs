@@ -1,0 +1,496 @@
+//! The RegisterContainerInstance request deckhand sends to join a cluster as an external
+//! instance, and the reading of its answer. Pure: the host's figures, versions and settings come
+//! in as [`RegistrationInput`]; the body goes out as JSON in the shape of ECS's model
+//! (`cluster`, `containerInstanceArn` when re-registering, an empty instance identity document
+//! and signature as the ECS agent sends for an external instance, `totalResources`,
+//! `versionInfo`, `attributes`, `clientToken`).
+//!
+//! The attributes are the capabilities deckhand really has, so ECS places on this host only the
+//! tasks it can run (see [`capability_attributes`] for the list and why each is there). Custom
+//! attributes (`ECS_INSTANCE_ATTRIBUTES`, a JSON object) are checked against ECS's limits here,
+//! with an error naming the bad one, and sent on the first registration only, as the ECS agent
+//! does (a re-registration keeps the ones ECS already has).
+
+use serde_json::{json, Map, Value};
+use std::fmt;
+
+/// `com.amazonaws.ecs.capability.` — the older prefix ECS keeps for its first capabilities.
+const CAPABILITY_PREFIX: &str = "com.amazonaws.ecs.capability.";
+/// `ecs.capability.` — the prefix of the newer ones.
+const ATTRIBUTE_PREFIX: &str = "ecs.capability.";
+/// The docker-remote-api versions ECS knows as capabilities: 1.17 up to (not including) 1.33, less
+/// the ones the ECS agent leaves out (1.26, 1.27, 1.31).
+const DOCKER_REMOTE_API_MINORS: [u32; 13] = [17, 18, 19, 20, 21, 22, 23, 24, 25, 28, 29, 30, 32];
+/// ECS's limits on an attribute: 1–128 characters for a name and for a value.
+const ATTRIBUTE_MAX_CHARS: usize = 128;
+/// ECS's limit on custom attributes per container instance.
+const CUSTOM_ATTRIBUTES_MAX: usize = 10;
+
+/// What the registration says about this host and agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrationInput {
+    /// `ECS_CLUSTER`: a cluster name or ARN.
+    pub cluster: String,
+    /// The ARN ECS gave on an earlier registration (kept in the state directory): re-registering
+    /// with it keeps the instance's identity.
+    pub container_instance_arn: Option<String>,
+    /// Online CPU cores.
+    pub cpu_cores: u32,
+    /// `MemTotal` in MiB.
+    pub memory_mib: u64,
+    /// `ECS_RESERVED_MEMORY` in MiB.
+    pub reserved_memory_mib: u64,
+    /// `ECS_RESERVED_PORTS`.
+    pub reserved_tcp_ports: Vec<u16>,
+    /// `ECS_RESERVED_PORTS_UDP`.
+    pub reserved_udp_ports: Vec<u16>,
+    /// The Docker API version deckhand negotiated with the daemon (major, minor).
+    pub docker_api_version: (u32, u32),
+    /// deckhand's version.
+    pub agent_version: String,
+    /// deckhand's build hash (may be empty).
+    pub agent_hash: String,
+    /// The Docker Engine's version (`/version`'s `Version`).
+    pub docker_version: String,
+    /// `ECS_DISABLE_PRIVILEGED`.
+    pub privileged_disabled: bool,
+    /// `std::env::consts::ARCH` of the host.
+    pub cpu_architecture: String,
+    /// `ECS_INSTANCE_ATTRIBUTES`, checked by [`parse_instance_attributes`], in its order.
+    pub custom_attributes: Vec<(String, String)>,
+    /// A fresh token per registration attempt, so ECS treats a retried call as the same one.
+    pub client_token: String,
+}
+
+/// Why a registration cannot be built or its answer read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegisterError {
+    /// `ECS_INSTANCE_ATTRIBUTES` is not a JSON object of strings.
+    AttributesNotAnObject(String),
+    /// One custom attribute breaks ECS's rules.
+    BadAttribute { name: String, problem: String },
+    /// More custom attributes than ECS takes.
+    TooManyAttributes(usize),
+    /// `ECS_RESERVED_MEMORY` is more than the host has.
+    ReservedMemoryTooLarge { total_mib: u64, reserved_mib: u64 },
+    /// The answer has no `containerInstance.containerInstanceArn`.
+    BadResponse(String),
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegisterError::AttributesNotAnObject(problem) => write!(
+                formatter,
+                "ECS_INSTANCE_ATTRIBUTES: expected a JSON object of strings ({problem})"
+            ),
+            RegisterError::BadAttribute { name, problem } => {
+                write!(formatter, "ECS_INSTANCE_ATTRIBUTES: attribute {name:?}: {problem}")
+            }
+            RegisterError::TooManyAttributes(count) => write!(
+                formatter,
+                "ECS_INSTANCE_ATTRIBUTES: {count} attributes, ECS takes at most \
+                 {CUSTOM_ATTRIBUTES_MAX} per instance"
+            ),
+            RegisterError::ReservedMemoryTooLarge {
+                total_mib,
+                reserved_mib,
+            } => write!(
+                formatter,
+                "ECS_RESERVED_MEMORY is {reserved_mib} MiB, more than the host's {total_mib} MiB"
+            ),
+            RegisterError::BadResponse(problem) => {
+                write!(formatter, "RegisterContainerInstance answer: {problem}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {}
+
+/// `ECS_INSTANCE_ATTRIBUTES` (a JSON object of string values; empty text means none) as name,
+/// value pairs, each checked against ECS's rules for attributes.
+pub fn parse_instance_attributes(text: &str) -> Result<Vec<(String, String)>, RegisterError> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let object: Map<String, Value> = serde_json::from_str(text)
+        .map_err(|error| RegisterError::AttributesNotAnObject(error.to_string()))?;
+    if object.len() > CUSTOM_ATTRIBUTES_MAX {
+        return Err(RegisterError::TooManyAttributes(object.len()));
+    }
+    let mut attributes = Vec::with_capacity(object.len());
+    for (name, value) in object {
+        let Value::String(value) = value else {
+            return Err(RegisterError::BadAttribute {
+                name,
+                problem: "the value must be a string".to_string(),
+            });
+        };
+        if let Some(problem) = attribute_problem(&name, &value) {
+            return Err(RegisterError::BadAttribute { name, problem });
+        }
+        attributes.push((name, value));
+    }
+    Ok(attributes)
+}
+
+/// What is wrong with a custom attribute by ECS's rules: a name of 1–128 letters, digits, `-`,
+/// `_`, `/`, `\` or `.`; a value of 1–128 of those, `@`, `:` or spaces, not starting or ending
+/// with a space; and not one of the names deckhand sets itself.
+fn attribute_problem(name: &str, value: &str) -> Option<String> {
+    let name_chars = name.chars().count();
+    if name_chars == 0 || name_chars > ATTRIBUTE_MAX_CHARS {
+        return Some(format!("the name must have 1 to {ATTRIBUTE_MAX_CHARS} characters"));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '\\' | '.')))
+    {
+        return Some(format!(
+            "the name may hold letters, digits, - _ / \\ and . only, not {bad:?}"
+        ));
+    }
+    if name.starts_with(CAPABILITY_PREFIX)
+        || name.starts_with(ATTRIBUTE_PREFIX)
+        || name.starts_with("ecs.os-")
+        || name == "ecs.cpu-architecture"
+    {
+        return Some("the name is one deckhand sets itself".to_string());
+    }
+    let value_chars = value.chars().count();
+    if value_chars == 0 || value_chars > ATTRIBUTE_MAX_CHARS {
+        return Some(format!("the value must have 1 to {ATTRIBUTE_MAX_CHARS} characters"));
+    }
+    if let Some(bad) = value.chars().find(|c| {
+        !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '/' | '\\' | ':' | ' '))
+    }) {
+        return Some(format!(
+            "the value may hold letters, digits, spaces and - _ . @ / \\ : only, not {bad:?}"
+        ));
+    }
+    if value.starts_with(' ') || value.ends_with(' ') {
+        return Some("the value must not start or end with a space".to_string());
+    }
+    None
+}
+
+/// ECS's spelling of a CPU architecture: the ECS agent reports Go's names, with `amd64` as
+/// `x86_64` (the instance identity document's name), so Rust's `aarch64` is `arm64`.
+pub fn ecs_cpu_architecture(rust_arch: &str) -> &str {
+    match rust_arch {
+        "aarch64" => "arm64",
+        "x86" => "i386",
+        "arm" => "arm",
+        other => other,
+    }
+}
+
+/// The capabilities and platform attributes deckhand registers, each because deckhand does it:
+///
+/// - `com.amazonaws.ecs.capability.docker-remote-api.1.17` … `1.32` (ECS's list, less 1.26,
+///   1.27 and 1.31 as the ECS agent leaves them out), those up to the negotiated API version:
+///   ECS places task-definition fields by the API version they need, and deckhand passes them
+///   to Docker.
+/// - `com.amazonaws.ecs.capability.logging-driver.json-file`, `.syslog`, `.journald`, `.none`:
+///   Docker's built-in local drivers, which deckhand hands Docker as the definition names them.
+/// - `com.amazonaws.ecs.capability.logging-driver.awslogs`: deckhand runs awslogs containers
+///   (shipping through Docker's driver, or with the local fallback when it cannot).
+/// - `com.amazonaws.ecs.capability.privileged-container`, unless `ECS_DISABLE_PRIVILEGED`:
+///   deckhand runs privileged containers (and refuses them when disabled).
+/// - `ecs.capability.container-ordering`: `dependsOn` (START, COMPLETE, SUCCESS, HEALTHY).
+/// - `ecs.capability.container-health-check`: Docker health checks, and HEALTHY conditions.
+/// - `ecs.capability.container-restart-policy`: a container's `restartPolicy`.
+/// - `ecs.capability.pid-ipc-namespace-sharing`: `pidMode`/`ipcMode` `task` and `host`.
+/// - `ecs.capability.network.container-port-range`: `containerPortRange` in port mappings.
+/// - `ecs.capability.external`: an ECS Anywhere instance (`ECS_EXTERNAL=true`).
+/// - `ecs.os-type` = `linux`, `ecs.os-family` = `LINUX`: the ECS agent's values for Linux.
+/// - `ecs.cpu-architecture`: `x86_64` or `arm64` as the ECS agent spells them, so ECS matches
+///   a task definition's `runtimePlatform.cpuArchitecture`.
+///
+/// Left out because deckhand does not do them: `task-cpu-mem-limit` (task-level cpu and memory
+/// are admitted against the host, not enforced with a task cgroup), `task-iam-role`, `ecr-auth`
+/// and `execution-role-*` (no AWS credentials are handed to tasks or registries),
+/// `secrets.ssm.*`/`secrets.asm.*` and `private-registry-authentication.secretsmanager`
+/// (secret values come from the local secret store, not from AWS), `full-sync`, `efs`,
+/// `firelens.*`, `execute-command`, `task-eni*`, `aws-appmesh`, `service-connect-v1`, GPUs
+/// and the other logging drivers (gelf, fluentd, splunk: not checked with deckhand).
+pub fn capability_attributes(input: &RegistrationInput) -> Vec<(String, Option<String>)> {
+    let mut attributes: Vec<(String, Option<String>)> = Vec::new();
+    let mut name_only = |name: String| attributes.push((name, None));
+    for minor in DOCKER_REMOTE_API_MINORS {
+        if (1, minor) <= input.docker_api_version {
+            name_only(format!("{CAPABILITY_PREFIX}docker-remote-api.1.{minor}"));
+        }
+    }
+    for driver in ["json-file", "syslog", "journald", "none", "awslogs"] {
+        name_only(format!("{CAPABILITY_PREFIX}logging-driver.{driver}"));
+    }
+    if !input.privileged_disabled {
+        name_only(format!("{CAPABILITY_PREFIX}privileged-container"));
+    }
+    for capability in [
+        "container-ordering",
+        "container-health-check",
+        "container-restart-policy",
+        "pid-ipc-namespace-sharing",
+        "network.container-port-range",
+        "external",
+    ] {
+        name_only(format!("{ATTRIBUTE_PREFIX}{capability}"));
+    }
+    attributes.push(("ecs.os-type".to_string(), Some("linux".to_string())));
+    attributes.push(("ecs.os-family".to_string(), Some("LINUX".to_string())));
+    attributes.push((
+        "ecs.cpu-architecture".to_string(),
+        Some(ecs_cpu_architecture(&input.cpu_architecture).to_string()),
+    ));
+    attributes
+}
+
+fn attribute_json(name: &str, value: Option<&str>) -> Value {
+    match value {
+        Some(value) => json!({"name": name, "value": value}),
+        None => json!({"name": name}),
+    }
+}
+
+fn port_set(ports: &[u16]) -> Vec<String> {
+    let mut ports = ports.to_vec();
+    ports.sort_unstable();
+    ports.dedup();
+    ports.iter().map(u16::to_string).collect()
+}
+
+/// The RegisterContainerInstance body for `input`.
+pub fn register_request(input: &RegistrationInput) -> Result<Value, RegisterError> {
+    let memory = input
+        .memory_mib
+        .checked_sub(input.reserved_memory_mib)
+        .ok_or(RegisterError::ReservedMemoryTooLarge {
+            total_mib: input.memory_mib,
+            reserved_mib: input.reserved_memory_mib,
+        })?;
+    let mut attributes = Vec::new();
+    if input.container_instance_arn.is_none() {
+        for (name, value) in &input.custom_attributes {
+            attributes.push(attribute_json(name, Some(value)));
+        }
+    }
+    for (name, value) in capability_attributes(input) {
+        attributes.push(attribute_json(&name, value.as_deref()));
+    }
+    let mut body = json!({
+        "cluster": input.cluster,
+        "instanceIdentityDocument": "",
+        "instanceIdentityDocumentSignature": "",
+        "totalResources": [
+            {"name": "CPU", "type": "INTEGER", "integerValue": u64::from(input.cpu_cores) * 1024},
+            {"name": "MEMORY", "type": "INTEGER", "integerValue": memory.min(i32::MAX as u64)},
+            {"name": "PORTS", "type": "STRINGSET", "stringSetValue": port_set(&input.reserved_tcp_ports)},
+            {"name": "PORTS_UDP", "type": "STRINGSET", "stringSetValue": port_set(&input.reserved_udp_ports)},
+        ],
+        "versionInfo": {
+            "agentVersion": input.agent_version,
+            "agentHash": input.agent_hash,
+            "dockerVersion": format!("DockerVersion: {}", input.docker_version),
+        },
+        "attributes": attributes,
+        "clientToken": input.client_token,
+    });
+    if let (Some(arn), Value::Object(object)) = (&input.container_instance_arn, &mut body) {
+        object.insert("containerInstanceArn".to_string(), json!(arn));
+    }
+    Ok(body)
+}
+
+/// The container instance ARN from a RegisterContainerInstance answer.
+pub fn parse_register_response(body: &[u8]) -> Result<String, RegisterError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|error| RegisterError::BadResponse(format!("not JSON: {error}")))?;
+    match value
+        .pointer("/containerInstance/containerInstanceArn")
+        .and_then(Value::as_str)
+    {
+        Some(arn) if !arn.is_empty() => Ok(arn.to_string()),
+        _ => Err(RegisterError::BadResponse(
+            "no containerInstance.containerInstanceArn".to_string(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> RegistrationInput {
+        RegistrationInput {
+            cluster: "edge".to_string(),
+            container_instance_arn: None,
+            cpu_cores: 2,
+            memory_mib: 3934,
+            reserved_memory_mib: 256,
+            reserved_tcp_ports: vec![2376, 22, 2375, 22],
+            reserved_udp_ports: vec![],
+            docker_api_version: (1, 47),
+            agent_version: "0.1.0".to_string(),
+            agent_hash: "abc123".to_string(),
+            docker_version: "26.1.5".to_string(),
+            privileged_disabled: false,
+            cpu_architecture: "x86_64".to_string(),
+            custom_attributes: vec![("site".to_string(), "shop-17".to_string())],
+            client_token: "token-1".to_string(),
+        }
+    }
+
+    fn names(body: &Value) -> Vec<String> {
+        body["attributes"]
+            .as_array()
+            .map(|attributes| {
+                attributes
+                    .iter()
+                    .map(|attribute| match attribute.get("value") {
+                        Some(value) => format!("{}={}", attribute["name"].as_str().unwrap_or(""), value.as_str().unwrap_or("")),
+                        None => attribute["name"].as_str().unwrap_or("").to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn first_registration_body() {
+        let body = register_request(&input()).unwrap();
+        let expected_attributes: Vec<String> = [
+            "site=shop-17",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.17",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.18",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.19",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.20",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.21",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.22",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.23",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.24",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.25",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.28",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.29",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.30",
+            "com.amazonaws.ecs.capability.docker-remote-api.1.32",
+            "com.amazonaws.ecs.capability.logging-driver.json-file",
+            "com.amazonaws.ecs.capability.logging-driver.syslog",
+            "com.amazonaws.ecs.capability.logging-driver.journald",
+            "com.amazonaws.ecs.capability.logging-driver.none",
+            "com.amazonaws.ecs.capability.logging-driver.awslogs",
+            "com.amazonaws.ecs.capability.privileged-container",
+            "ecs.capability.container-ordering",
+            "ecs.capability.container-health-check",
+            "ecs.capability.container-restart-policy",
+            "ecs.capability.pid-ipc-namespace-sharing",
+            "ecs.capability.network.container-port-range",
+            "ecs.capability.external",
+            "ecs.os-type=linux",
+            "ecs.os-family=LINUX",
+            "ecs.cpu-architecture=x86_64",
+        ]
+        .iter()
+        .map(|name| name.to_string())
+        .collect();
+        assert_eq!(names(&body), expected_attributes);
+        let mut rest = body.clone();
+        rest.as_object_mut().unwrap().remove("attributes");
+        assert_eq!(
+            rest,
+            json!({
+                "cluster": "edge",
+                "instanceIdentityDocument": "",
+                "instanceIdentityDocumentSignature": "",
+                "totalResources": [
+                    {"name": "CPU", "type": "INTEGER", "integerValue": 2048},
+                    {"name": "MEMORY", "type": "INTEGER", "integerValue": 3678},
+                    {"name": "PORTS", "type": "STRINGSET", "stringSetValue": ["22", "2375", "2376"]},
+                    {"name": "PORTS_UDP", "type": "STRINGSET", "stringSetValue": []}
+                ],
+                "versionInfo": {"agentVersion": "0.1.0", "agentHash": "abc123", "dockerVersion": "DockerVersion: 26.1.5"},
+                "clientToken": "token-1"
+            })
+        );
+    }
+
+    const ARN: &str =
+        "arn:aws:ecs:us-west-2:123456789012:container-instance/edge/0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn variations() {
+        let cases: Vec<(&str, RegistrationInput, &dyn Fn(&Value) -> bool)> = vec![
+            ("re-registration names the ARN and sends no custom attribute",
+             RegistrationInput { container_instance_arn: Some(ARN.to_string()), ..input() },
+             &|body| body["containerInstanceArn"] == json!(ARN) && !names(body).iter().any(|name| name.starts_with("site"))),
+            ("privileged disabled", RegistrationInput { privileged_disabled: true, ..input() },
+             &|body| !names(body).iter().any(|name| name.ends_with("privileged-container"))),
+            ("arm64", RegistrationInput { cpu_architecture: "aarch64".to_string(), ..input() },
+             &|body| names(body).contains(&"ecs.cpu-architecture=arm64".to_string())),
+            ("an old API lists the versions up to it", RegistrationInput { docker_api_version: (1, 24), ..input() },
+             &|body| names(body).iter().filter(|name| name.contains("docker-remote-api")).count() == 8),
+            ("no reserved memory", RegistrationInput { reserved_memory_mib: 0, ..input() },
+             &|body| body["totalResources"][1]["integerValue"] == json!(3934)),
+        ];
+        for (label, case, check) in cases {
+            let body = register_request(&case).unwrap();
+            assert!(check(&body), "{label}: {body}");
+        }
+    }
+
+    #[test]
+    fn reserved_memory_above_total_is_refused() {
+        let case = RegistrationInput { reserved_memory_mib: 4000, ..input() };
+        assert_eq!(
+            register_request(&case),
+            Err(RegisterError::ReservedMemoryTooLarge { total_mib: 3934, reserved_mib: 4000 })
+        );
+    }
+
+    #[test]
+    fn instance_attributes() {
+        let long = "a".repeat(129);
+        let cases: Vec<(String, Result<Vec<(&str, &str)>, &str>)> = vec![
+            ("".to_string(), Ok(vec![])),
+            (r#"{"site": "shop-17", "rack": "a/3:2 @top"}"#.to_string(), Ok(vec![("rack", "a/3:2 @top"), ("site", "shop-17")])),
+            ("[1]".to_string(), Err("ECS_INSTANCE_ATTRIBUTES: expected a JSON object of strings")),
+            (r#"{"site": 3}"#.to_string(), Err(r#"attribute "site": the value must be a string"#)),
+            (r#"{"": "x"}"#.to_string(), Err(r#"attribute "": the name must have 1 to 128 characters"#)),
+            (format!(r#"{{"{long}": "x"}}"#), Err("the name must have 1 to 128 characters")),
+            (r#"{"bad name": "x"}"#.to_string(), Err(r#"attribute "bad name": the name may hold letters, digits, - _ / \ and . only, not ' '"#)),
+            (r#"{"site": ""}"#.to_string(), Err(r#"attribute "site": the value must have 1 to 128 characters"#)),
+            (format!(r#"{{"site": "{long}"}}"#), Err("the value must have 1 to 128 characters")),
+            (r#"{"site": " x"}"#.to_string(), Err(r#"attribute "site": the value must not start or end with a space"#)),
+            (r#"{"site": "x;y"}"#.to_string(), Err(r#"the value may hold letters, digits, spaces and - _ . @ / \ : only, not ';'"#)),
+            (r#"{"ecs.capability.external": "x"}"#.to_string(), Err("the name is one deckhand sets itself")),
+            (r#"{"ecs.os-type": "windows"}"#.to_string(), Err("the name is one deckhand sets itself")),
+            (format!("{{{}}}", (0..11).map(|n| format!(r#""k{n}": "v""#)).collect::<Vec<_>>().join(",")),
+             Err("11 attributes, ECS takes at most 10 per instance")),
+        ];
+        for (text, expected) in cases {
+            let got = parse_instance_attributes(&text);
+            match (expected, got) {
+                (Ok(pairs), Ok(got)) => {
+                    let pairs: Vec<(String, String)> = pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+                    assert_eq!(got, pairs, "{text}");
+                }
+                (Err(needle), Err(error)) => {
+                    assert!(error.to_string().contains(needle), "{text}: {error} lacks {needle}")
+                }
+                (expected, got) => panic!("{text}: expected {expected:?}, got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn register_response() {
+        let arn = "arn:aws:ecs:us-west-2:123456789012:container-instance/edge/0123456789abcdef0123456789abcdef";
+        let body = json!({"containerInstance": {"containerInstanceArn": arn, "status": "ACTIVE"}}).to_string();
+        assert_eq!(parse_register_response(body.as_bytes()), Ok(arn.to_string()));
+        for bad in [&b"{}"[..], b"not json", br#"{"containerInstance": {"containerInstanceArn": ""}}"#] {
+            assert!(matches!(parse_register_response(bad), Err(RegisterError::BadResponse(_))));
+        }
+    }
+}
