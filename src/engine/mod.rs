@@ -19,7 +19,7 @@ pub(crate) mod shared;
 mod simulation;
 pub mod task_engine;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 pub mod transition;
 pub mod wait_group;
 pub mod worker_pool;

@@ -85,6 +85,8 @@ pub enum StateError {
     Encode { what: String, message: String },
     /// An event appended out of order: the log is gap-free.
     EventSequence { expected: u64, found: u64 },
+    /// A control source's record that does not parse.
+    Damaged { path: PathBuf, message: String },
 }
 
 impl StateError {
@@ -131,6 +133,11 @@ impl fmt::Display for StateError {
             StateError::Encode { what, message } => {
                 write!(f, "cannot serialise {what}: {message}")
             }
+            StateError::Damaged { path, message } => write!(
+                f,
+                "{} is damaged ({message}); move it aside to start afresh",
+                path.display()
+            ),
             StateError::EventSequence { expected, found } => write!(
                 f,
                 "event log is gap-free: expected event {expected}, got {found}"
@@ -300,6 +307,47 @@ pub(crate) fn parse_versioned<T: serde::de::DeserializeOwned>(
     serde_json::from_value(body).map_err(|e| {
         LoadProblem::Quarantine(format!("\"{key}\" does not match schema {schema}: {e}"))
     })
+}
+
+/// A control source's own record (`ECS_DATADIR/<name>.json`, e.g. the ECS connection's
+/// `ecs.json`), as `{"schema": N, "<key>": value}`, written atomically and durably. Control
+/// sources own their records; the store only gives them the same file discipline as its own.
+pub fn save_record<T: Serialize>(path: &Path, key: &str, value: &T) -> Result<(), StateError> {
+    let mut document = serde_json::Map::new();
+    document.insert("schema".to_string(), SCHEMA_VERSION.into());
+    let body = serde_json::to_value(value).map_err(|e| StateError::Encode {
+        what: key.to_string(),
+        message: e.to_string(),
+    })?;
+    document.insert(key.to_string(), body);
+    let bytes = serde_json::to_vec_pretty(&document).map_err(|e| StateError::Encode {
+        what: key.to_string(),
+        message: e.to_string(),
+    })?;
+    fsio::write_atomic(&fsio::FaultInjector::new(), path, &bytes)?;
+    Ok(())
+}
+
+/// The record [`save_record`] wrote at `path`; `None` when there is none yet. A file that is
+/// damaged is an error naming it (never mistaken for "no record": a control source that lost
+/// its record could repeat what it already did).
+pub fn load_record<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    key: &str,
+) -> Result<Option<T>, StateError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(StateError::io(path, "read", error)),
+    };
+    match parse_versioned(path, &bytes, key) {
+        Ok(value) => Ok(Some(value)),
+        Err(LoadProblem::Fatal(error)) => Err(error),
+        Err(LoadProblem::Quarantine(message)) => Err(StateError::Damaged {
+            path: path.to_path_buf(),
+            message,
+        }),
+    }
 }
 
 /// The bytes of a task's checkpoint file (`tasks/<id>.json`), exactly as [`StateStore::save_task`]

@@ -9,6 +9,7 @@ pub mod client;
 pub mod credentials;
 pub mod endpoint;
 pub mod register;
+pub mod reporter;
 pub mod report;
 pub mod sigv4;
 pub mod websocket;

@@ -1,0 +1,141 @@
+//! The reporter's pure choice of the next request, table by table.
+
+use super::*;
+use crate::ports::PortBinding;
+use crate::task::{NetworkMode, TaskDefinition};
+
+const ARN: &str = "arn:aws:ecs:us-west-2:123456789012:task/edge/0123456789abcdef0123456789abcdef";
+
+fn task(id: &str, source: Option<&str>) -> Task {
+    let definition = TaskDefinition {
+        family: "web".into(),
+        revision: 3,
+        network_mode: NetworkMode::Bridge,
+        cpu: None,
+        memory_mib: None,
+        volumes: Vec::new(),
+        containers: vec![
+            crate::engine::test_support::container_definition("app", "web/app:1"),
+            crate::engine::test_support::container_definition("side", "web/side:1"),
+        ],
+        pid_mode: None,
+        ipc_mode: None,
+    };
+    let mut task = Task::new(id.to_string(), "edge", definition, 1, 0);
+    task.source = source.map(str::to_string);
+    task.containers[0].docker_id = Some("d0c".into());
+    task.containers[0].ports = vec![PortBinding {
+        container_port: 80,
+        protocol: "tcp".into(),
+        host_port: 8080,
+        host_ip: String::new(),
+    }];
+    task.pull_started_at = Some(1_000);
+    task.pull_stopped_at = Some(2_500);
+    task
+}
+
+fn event(seq: u64, task: &str, container: Option<&str>, status: &str, time: Millis) -> Event {
+    Event {
+        seq,
+        time,
+        task: task.to_string(),
+        container: container.map(str::to_string),
+        status: status.to_string(),
+        exit_code: (status == "STOPPED" && container.is_some()).then_some(0),
+        reason: None,
+    }
+}
+
+fn tasks() -> HashMap<String, Task> {
+    let ecs = task("e", Some(&format!("ecs:{ARN}")));
+    let local = task("l", None);
+    [("e".to_string(), ecs), ("l".to_string(), local)].into()
+}
+
+#[test]
+fn container_changes_ride_on_the_task_change_that_follows_them() {
+    let events = [
+        event(4, "e", Some("app"), "RUNNING", 10_000),
+        event(5, "e", Some("side"), "RUNNING", 10_000),
+        event(6, "e", None, "RUNNING", 10_000),
+    ];
+    let (report, through) = next_report(&events, &tasks(), "edge", false, 10_001).unwrap();
+    let report = report.unwrap();
+    assert_eq!(through, 6);
+    assert_eq!(report.operation, "SubmitTaskStateChange");
+    assert_eq!(report.acknowledges, Some(("e".to_string(), TaskStatus::Running)));
+    let body = &report.body;
+    assert_eq!(body["task"], ARN);
+    assert_eq!(body["status"], "RUNNING");
+    assert_eq!(body["cluster"], "edge");
+    let containers = body["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 2);
+    assert_eq!(containers[0]["containerName"], "app");
+    assert_eq!(containers[0]["runtimeId"], "d0c");
+    assert_eq!(containers[0]["networkBindings"][0]["hostPort"], 8080);
+    assert_eq!(containers[0]["networkBindings"][0]["bindIP"], "0.0.0.0");
+    assert_eq!(body["pullStartedAt"], 1.0);
+}
+
+#[test]
+fn local_tasks_are_passed_over_and_never_reported() {
+    let events = [
+        event(1, "l", Some("app"), "RUNNING", 0),
+        event(2, "l", None, "RUNNING", 0),
+        event(3, "gone", None, "STOPPED", 0),
+    ];
+    assert_eq!(next_report(&events, &tasks(), "edge", false, 0), Ok((None, 3)));
+    // Passed over up to the ECS task's first event, which is then reported.
+    let events = [
+        event(1, "l", None, "RUNNING", 0),
+        event(2, "e", None, "STOPPED", 0),
+    ];
+    let (report, through) = next_report(&events, &tasks(), "edge", false, 0).unwrap();
+    assert_eq!(through, 2);
+    assert_eq!(report.unwrap().acknowledges, Some(("e".into(), TaskStatus::Stopped)));
+}
+
+#[test]
+fn a_lone_container_change_waits_briefly_then_goes_alone() {
+    let events = [event(7, "e", Some("side"), "STOPPED", 10_000)];
+    // Young and last: wait for its task's change.
+    assert_eq!(next_report(&events, &tasks(), "edge", false, 10_500), Err(()));
+    // Waited long enough: alone.
+    let (report, through) = next_report(&events, &tasks(), "edge", false, 12_001).unwrap();
+    let report = report.unwrap();
+    assert_eq!((report.operation, through), ("SubmitContainerStateChange", 7));
+    assert_eq!(report.body["containerName"], "side");
+    assert_eq!(report.body["exitCode"], 0);
+    assert_eq!(report.acknowledges, None);
+    // Another task's event behind it: alone at once.
+    let events = [
+        event(7, "e", Some("side"), "STOPPED", 10_000),
+        event(8, "l", None, "RUNNING", 10_000),
+    ];
+    let (report, _) = next_report(&events, &tasks(), "edge", false, 10_001).unwrap();
+    assert_eq!(report.unwrap().operation, "SubmitContainerStateChange");
+}
+
+#[test]
+fn the_record_survives_a_reopen_and_a_damaged_one_is_an_error() {
+    let dir = crate::state::scratch::ScratchDir::new("ecs-record");
+    let file = RecordFile::open(dir.path.as_path()).unwrap();
+    assert_eq!(file.get(), EcsRecord::default());
+    file.update(|record| {
+        record.container_instance_arn = Some("arn:ci".into());
+        record.reported_through = 42;
+        record.rejected.push(RejectedTask {
+            arn: ARN.into(),
+            reason: "bad".into(),
+        });
+    })
+    .unwrap();
+    let again = RecordFile::open(dir.path.as_path()).unwrap().get();
+    assert_eq!(again.reported_through, 42);
+    assert_eq!(again.container_instance_arn.as_deref(), Some("arn:ci"));
+    assert_eq!(again.rejected.len(), 1);
+    std::fs::write(dir.path.as_path().join("ecs.json"), b"{\"schema\":1,\"ecs\":[").unwrap();
+    let error = RecordFile::open(dir.path.as_path()).unwrap_err();
+    assert!(error.contains("ecs.json"), "{error}");
+}
