@@ -23,7 +23,10 @@ fn raw_call(fake: &FakeEcs, headers: &[(String, String)], body: &[u8]) -> (u16, 
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
-    request.push_str(&format!("content-length: {}\r\nconnection: close\r\n\r\n", body.len()));
+    request.push_str(&format!(
+        "content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    ));
     stream.write_all(request.as_bytes()).expect("write");
     stream.write_all(body).expect("write body");
     let mut response = Vec::new();
@@ -34,13 +37,28 @@ fn raw_call(fake: &FakeEcs, headers: &[(String, String)], body: &[u8]) -> (u16, 
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
-fn signed_headers(fake: &FakeEcs, credentials: &Credentials, operation: &str, body: &[u8]) -> Vec<(String, String)> {
+fn signed_headers(
+    fake: &FakeEcs,
+    credentials: &Credentials,
+    operation: &str,
+    body: &[u8],
+) -> Vec<(String, String)> {
     let base = vec![
         ("content-type".to_string(), JSON_CONTENT_TYPE.to_string()),
-        ("x-amz-target".to_string(), format!("{TARGET_PREFIX}{operation}")),
+        (
+            "x-amz-target".to_string(),
+            format!("{TARGET_PREFIX}{operation}"),
+        ),
     ];
     fake_ecs::sign_request(
-        credentials, fake.region(), "POST", &format!("127.0.0.1:{}", fake.port()), "/", "", &base, body,
+        credentials,
+        fake.region(),
+        "POST",
+        &format!("127.0.0.1:{}", fake.port()),
+        "/",
+        "",
+        &base,
+        body,
         SystemTime::now(),
     )
 }
@@ -52,9 +70,16 @@ fn call(fake: &FakeEcs, operation: &str, body: Value) -> (u16, Value) {
 }
 
 fn register(fake: &FakeEcs) -> String {
-    let (status, answer) = call(fake, "RegisterContainerInstance", json!({"cluster": "edge", "totalResources": []}));
+    let (status, answer) = call(
+        fake,
+        "RegisterContainerInstance",
+        json!({"cluster": "edge", "totalResources": []}),
+    );
     assert_eq!(status, 200, "{answer}");
-    answer["containerInstance"]["containerInstanceArn"].as_str().expect("an ARN").to_string()
+    answer["containerInstance"]["containerInstanceArn"]
+        .as_str()
+        .expect("an ARN")
+        .to_string()
 }
 
 #[test]
@@ -63,22 +88,45 @@ fn signed_calls_are_answered_in_ecs_shapes() {
     let arn = register(&fake);
     let prefix = "arn:aws:ecs:us-west-2:123456789012:container-instance/edge/";
     let id = arn.strip_prefix(prefix).unwrap_or_else(|| panic!("{arn}"));
-    assert!(id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit()), "{arn}");
-    let (_, again) = call(&fake, "RegisterContainerInstance", json!({"cluster": "edge", "containerInstanceArn": arn}));
-    assert_eq!(again["containerInstance"]["containerInstanceArn"], json!(arn));
+    assert!(
+        id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{arn}"
+    );
+    let (_, again) = call(
+        &fake,
+        "RegisterContainerInstance",
+        json!({"cluster": "edge", "containerInstanceArn": arn}),
+    );
+    assert_eq!(
+        again["containerInstance"]["containerInstanceArn"],
+        json!(arn)
+    );
     assert_eq!(fake.registrations().len(), 2);
 
-    let (status, endpoint) = call(&fake, "DiscoverPollEndpoint", json!({"containerInstance": arn, "cluster": "edge"}));
+    let (status, endpoint) = call(
+        &fake,
+        "DiscoverPollEndpoint",
+        json!({"containerInstance": arn, "cluster": "edge"}),
+    );
     assert_eq!(status, 200);
-    assert_eq!(endpoint["endpoint"], json!(format!("http://127.0.0.1:{}/", fake.port())));
+    assert_eq!(
+        endpoint["endpoint"],
+        json!(format!("http://127.0.0.1:{}/", fake.port()))
+    );
     assert!(endpoint["telemetryEndpoint"].is_string());
 
     let task = fake_ecs::task_arn("edge");
-    let (status, ack) = call(&fake, "SubmitTaskStateChange",
-        json!({"cluster": "edge", "task": task, "status": "RUNNING", "reason": "", "containers": [{"containerName": "web", "status": "RUNNING"}]}));
+    let (status, ack) = call(
+        &fake,
+        "SubmitTaskStateChange",
+        json!({"cluster": "edge", "task": task, "status": "RUNNING", "reason": "", "containers": [{"containerName": "web", "status": "RUNNING"}]}),
+    );
     assert_eq!((status, ack), (200, json!({"acknowledgment": "true"})));
     let change = fake.wait_for_task_state(&task, "RUNNING", Instant::now() + DEADLINE);
-    assert_eq!(change.containers, vec![json!({"containerName": "web", "status": "RUNNING"})]);
+    assert_eq!(
+        change.containers,
+        vec![json!({"containerName": "web", "status": "RUNNING"})]
+    );
 
     let (status, error) = call(&fake, "ListClusters", json!({}));
     assert_eq!(status, 400);
@@ -89,38 +137,94 @@ fn signed_calls_are_answered_in_ecs_shapes() {
 fn bad_signatures_are_refused() {
     let fake = FakeEcs::start();
     let body = json!({"cluster": "edge"}).to_string();
-    let good = signed_headers(&fake, &Credentials::test(), "RegisterContainerInstance", body.as_bytes());
+    let good = signed_headers(
+        &fake,
+        &Credentials::test(),
+        "RegisterContainerInstance",
+        body.as_bytes(),
+    );
 
     let tampered = json!({"cluster": "other"}).to_string();
     let (status, error) = raw_call(&fake, &good, tampered.as_bytes());
-    assert_eq!((status, error["__type"].as_str()), (403, Some("InvalidSignatureException")));
+    assert_eq!(
+        (status, error["__type"].as_str()),
+        (403, Some("InvalidSignatureException"))
+    );
 
-    let unsigned: Vec<(String, String)> = good.iter().filter(|(n, _)| n != "authorization").cloned().collect();
+    let unsigned: Vec<(String, String)> = good
+        .iter()
+        .filter(|(n, _)| n != "authorization")
+        .cloned()
+        .collect();
     let (status, error) = raw_call(&fake, &unsigned, body.as_bytes());
-    assert_eq!((status, error["__type"].as_str()), (403, Some("MissingAuthenticationTokenException")));
+    assert_eq!(
+        (status, error["__type"].as_str()),
+        (403, Some("MissingAuthenticationTokenException"))
+    );
 
-    let stranger = Credentials { access_key: "AKIDSTRANGER".into(), ..Credentials::test() };
-    let headers = signed_headers(&fake, &stranger, "RegisterContainerInstance", body.as_bytes());
+    let stranger = Credentials {
+        access_key: "AKIDSTRANGER".into(),
+        ..Credentials::test()
+    };
+    let headers = signed_headers(
+        &fake,
+        &stranger,
+        "RegisterContainerInstance",
+        body.as_bytes(),
+    );
     let (status, error) = raw_call(&fake, &headers, body.as_bytes());
-    assert_eq!((status, error["__type"].as_str()), (403, Some("UnrecognizedClientException")));
+    assert_eq!(
+        (status, error["__type"].as_str()),
+        (403, Some("UnrecognizedClientException"))
+    );
 
-    let wrong_secret = Credentials { secret_key: "not-the-secret".into(), ..Credentials::test() };
-    let headers = signed_headers(&fake, &wrong_secret, "RegisterContainerInstance", body.as_bytes());
+    let wrong_secret = Credentials {
+        secret_key: "not-the-secret".into(),
+        ..Credentials::test()
+    };
+    let headers = signed_headers(
+        &fake,
+        &wrong_secret,
+        "RegisterContainerInstance",
+        body.as_bytes(),
+    );
     let (status, error) = raw_call(&fake, &headers, body.as_bytes());
-    assert_eq!((status, error["__type"].as_str()), (403, Some("InvalidSignatureException")));
+    assert_eq!(
+        (status, error["__type"].as_str()),
+        (403, Some("InvalidSignatureException"))
+    );
 
     let old = SystemTime::now() - Duration::from_secs(3600);
     let base = vec![("content-type".to_string(), JSON_CONTENT_TYPE.to_string())];
-    let headers = fake_ecs::sign_request(&Credentials::test(), fake.region(), "POST", "127.0.0.1", "/", "", &base, body.as_bytes(), old);
+    let headers = fake_ecs::sign_request(
+        &Credentials::test(),
+        fake.region(),
+        "POST",
+        "127.0.0.1",
+        "/",
+        "",
+        &base,
+        body.as_bytes(),
+        old,
+    );
     assert_eq!(raw_call(&fake, &headers, body.as_bytes()).0, 403);
 
     assert_eq!(fake.registrations().len(), 0);
     assert_eq!(fake.counters().signature_failures, 5);
 
     // A rotated key: the new one is taken, the old one no longer.
-    let rotated = Credentials { access_key: "AKIDROTATED".into(), secret_key: "new-secret".into(), session_token: Some("token-2".into()) };
+    let rotated = Credentials {
+        access_key: "AKIDROTATED".into(),
+        secret_key: "new-secret".into(),
+        session_token: Some("token-2".into()),
+    };
     fake.set_credentials(rotated.clone());
-    let headers = signed_headers(&fake, &rotated, "RegisterContainerInstance", body.as_bytes());
+    let headers = signed_headers(
+        &fake,
+        &rotated,
+        "RegisterContainerInstance",
+        body.as_bytes(),
+    );
     assert_eq!(raw_call(&fake, &headers, body.as_bytes()).0, 200);
     assert_eq!(raw_call(&fake, &good, body.as_bytes()).0, 403);
 }
@@ -129,8 +233,15 @@ fn bad_signatures_are_refused() {
 fn inactive_and_down() {
     let fake = FakeEcs::start();
     fake.set_inactive(true);
-    let (status, error) = call(&fake, "RegisterContainerInstance", json!({"cluster": "edge"}));
-    assert_eq!((status, error["__type"].as_str()), (400, Some("InactiveInstanceException")));
+    let (status, error) = call(
+        &fake,
+        "RegisterContainerInstance",
+        json!({"cluster": "edge"}),
+    );
+    assert_eq!(
+        (status, error["__type"].as_str()),
+        (400, Some("InactiveInstanceException"))
+    );
     fake.set_inactive(false);
     fake.set_down(true);
     let mut stream = TcpStream::connect(("127.0.0.1", fake.port())).expect("the port stays bound");
@@ -148,8 +259,20 @@ fn acs_client(fake: &FakeEcs, instance: &str) -> tungstenite::WebSocket<TcpStrea
         instance.replace(':', "%3A").replace('/', "%2F")
     );
     let host = format!("127.0.0.1:{}", fake.port());
-    let headers = fake_ecs::sign_request(&Credentials::test(), fake.region(), "GET", &host, "/ws", &query, &[], b"", SystemTime::now());
-    let mut request = format!("ws://{host}/ws?{query}").into_client_request().expect("request");
+    let headers = fake_ecs::sign_request(
+        &Credentials::test(),
+        fake.region(),
+        "GET",
+        &host,
+        "/ws",
+        &query,
+        &[],
+        b"",
+        SystemTime::now(),
+    );
+    let mut request = format!("ws://{host}/ws?{query}")
+        .into_client_request()
+        .expect("request");
     for (name, value) in headers.iter().filter(|(name, _)| name != "host") {
         request.headers_mut().insert(
             tungstenite::http::HeaderName::from_bytes(name.as_bytes()).expect("name"),
@@ -169,11 +292,23 @@ fn acs_session_payload_and_ack() {
     let mut socket = acs_client(&fake, &instance);
     let query = fake.wait_for_acs_session(1, Instant::now() + DEADLINE);
     assert_eq!(query.get("containerInstanceArn"), Some(&instance));
-    assert_eq!(query.get("dockerVersion").map(String::as_str), Some("DockerVersion: 26.1.5"));
+    assert_eq!(
+        query.get("dockerVersion").map(String::as_str),
+        Some("DockerVersion: 26.1.5")
+    );
 
     let arn = fake_ecs::task_arn("edge");
-    let container = fake_ecs::acs_container("web", "deckhand/busybox:latest", &["httpd", "-f"], true, &[(80, 8080, "tcp")]);
-    let id = fake.send_payload(json!([fake_ecs::acs_task(&arn, "web", "RUNNING", vec![container])]), 1);
+    let container = fake_ecs::acs_container(
+        "web",
+        "deckhand/busybox:latest",
+        &["httpd", "-f"],
+        true,
+        &[(80, 8080, "tcp")],
+    );
+    let id = fake.send_payload(
+        json!([fake_ecs::acs_task(&arn, "web", "RUNNING", vec![container])]),
+        1,
+    );
     let received: Value = match socket.read().expect("a message") {
         Message::Text(text) => serde_json::from_str(text.as_str()).expect("JSON"),
         other => panic!("unexpected {other:?}"),
@@ -185,16 +320,29 @@ fn acs_session_payload_and_ack() {
     assert_eq!(received["message"]["containerInstanceArn"], json!(instance));
 
     let ack = json!({"type": "AckRequest", "message": {"cluster": "edge", "containerInstance": instance, "messageId": id}});
-    socket.send(Message::text(ack.to_string())).expect("send the ack");
+    socket
+        .send(Message::text(ack.to_string()))
+        .expect("send the ack");
     let got = fake.wait_for_message(|m| m.type_name == "AckRequest", Instant::now() + DEADLINE);
     assert_eq!(got.message["messageId"], json!(id));
 
     fake.send_heartbeat();
-    let heartbeat = socket.read().expect("a heartbeat").into_text().expect("text");
-    assert!(heartbeat.as_str().contains("HeartbeatMessage"), "{heartbeat}");
+    let heartbeat = socket
+        .read()
+        .expect("a heartbeat")
+        .into_text()
+        .expect("text");
+    assert!(
+        heartbeat.as_str().contains("HeartbeatMessage"),
+        "{heartbeat}"
+    );
 
     fake.send_close();
-    let close = socket.read().expect("the CloseMessage").into_text().expect("text");
+    let close = socket
+        .read()
+        .expect("the CloseMessage")
+        .into_text()
+        .expect("text");
     assert!(close.as_str().contains("CloseMessage"), "{close}");
     assert!(matches!(socket.read(), Ok(Message::Close(_)) | Err(_)));
 }
@@ -211,8 +359,12 @@ fn acs_upgrade_with_a_bad_signature_is_refused() {
     match tungstenite::client(request, stream) {
         Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
             assert_eq!(response.status().as_u16(), 403);
-            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
-            assert!(body.contains("MissingAuthenticationTokenException"), "{body}");
+            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default())
+                .into_owned();
+            assert!(
+                body.contains("MissingAuthenticationTokenException"),
+                "{body}"
+            );
         }
         other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
     }

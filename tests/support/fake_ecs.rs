@@ -90,7 +90,11 @@ fn percent_decode(text: &str) -> String {
                 continue;
             }
         }
-        out.push(if bytes[index] == b'+' { b' ' } else { bytes[index] });
+        out.push(if bytes[index] == b'+' {
+            b' '
+        } else {
+            bytes[index]
+        });
         index += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
@@ -113,15 +117,25 @@ fn canonical_query(raw: &str) -> String {
         .filter(|pair| !pair.is_empty())
         .map(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (aws_encode(&percent_decode(name)), aws_encode(&percent_decode(value)))
+            (
+                aws_encode(&percent_decode(name)),
+                aws_encode(&percent_decode(value)),
+            )
         })
         .collect();
     pairs.sort();
-    pairs.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join("&")
+    pairs
+        .iter()
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
 }
 
 /// The SigV4 signature of a request, over the headers named in `signed` (lowercase).
@@ -168,7 +182,10 @@ fn signature(
 
 /// `YYYYMMDDTHHMMSSZ` for a time.
 pub fn amz_date(time: SystemTime) -> String {
-    let seconds = time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
+    let seconds = time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
     let (days, rest) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -192,7 +209,11 @@ fn seconds_of_amz_date(text: &str) -> Option<i64> {
     let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
     let (year, month, day) = (number(0..4)?, number(4..6)?, number(6..8)?);
     let (hour, minute, second) = (number(9..11)?, number(11..13)?, number(13..15)?);
-    let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let doy = (153 * m + 2) / 5 + day - 1;
@@ -203,6 +224,7 @@ fn seconds_of_amz_date(text: &str) -> Option<i64> {
 
 /// Signs a request: the headers to add (`host`, `x-amz-date`, `x-amz-security-token` with a
 /// session token, `authorization`). `headers` are the others the request sends; all are signed.
+#[allow(clippy::too_many_arguments)]
 pub fn sign_request(
     credentials: &Credentials,
     region: &str,
@@ -228,7 +250,15 @@ pub fn sign_request(
     signed.sort();
     signed.dedup();
     let signature = signature(
-        credentials, region, method, path, raw_query, &all, &signed, body, &date,
+        credentials,
+        region,
+        method,
+        path,
+        raw_query,
+        &all,
+        &signed,
+        body,
+        &date,
     );
     let day = date.get(..8).unwrap_or("");
     all.push((
@@ -253,7 +283,10 @@ fn verify(
     body: &[u8],
 ) -> Result<(), (&'static str, String)> {
     let Some(authorization) = header_value(headers, "authorization") else {
-        return Err(("MissingAuthenticationTokenException", "Missing Authentication Token".into()));
+        return Err((
+            "MissingAuthenticationTokenException",
+            "Missing Authentication Token".into(),
+        ));
     };
     let invalid = |message: &str| ("InvalidSignatureException", message.to_string());
     let rest = authorization
@@ -270,7 +303,9 @@ fn verify(
         fields.get("SignedHeaders"),
         fields.get("Signature"),
     ) else {
-        return Err(invalid("Authorization header lacks Credential, SignedHeaders or Signature"));
+        return Err(invalid(
+            "Authorization header lacks Credential, SignedHeaders or Signature",
+        ));
     };
     let scope: Vec<&str> = credential.split('/').collect();
     let [access_key, day, scope_region, service, terminator] = scope[..] else {
@@ -289,16 +324,27 @@ fn verify(
         ));
     }
     if service != SERVICE || scope_region != region || terminator != "aws4_request" {
-        return Err(invalid("Credential should be scoped to a valid region and service 'ecs'"));
+        return Err(invalid(
+            "Credential should be scoped to a valid region and service 'ecs'",
+        ));
     }
     let date = header_value(headers, "x-amz-date").ok_or_else(|| invalid("Missing X-Amz-Date"))?;
     if date.get(..8) != Some(day) {
-        return Err(invalid("Date in Credential scope does not match X-Amz-Date"));
+        return Err(invalid(
+            "Date in Credential scope does not match X-Amz-Date",
+        ));
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
     match seconds_of_amz_date(date) {
         Some(then) if (now - then).abs() <= 300 => {}
-        _ => return Err(invalid(&format!("Signature expired: {date} is not within 5 min of now"))),
+        _ => {
+            return Err(invalid(&format!(
+                "Signature expired: {date} is not within 5 min of now"
+            )))
+        }
     }
     let signed: Vec<String> = signed.split(';').map(str::to_string).collect();
     for needed in ["host", "x-amz-date"] {
@@ -307,7 +353,15 @@ fn verify(
         }
     }
     let expected = signature(
-        credentials, region, method, path, raw_query, headers, &signed, body, date,
+        credentials,
+        region,
+        method,
+        path,
+        raw_query,
+        headers,
+        &signed,
+        body,
+        date,
     );
     if &expected != given {
         return Err(invalid(
@@ -386,7 +440,9 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn update(&self, change: impl FnOnce(&mut State)) {
@@ -405,7 +461,12 @@ pub fn random_hex32() -> String {
         let mut hasher = state.build_hasher();
         hasher.write_u64(IDS.fetch_add(1, Ordering::Relaxed));
         hasher.write_u64(half);
-        hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        hasher.write_u128(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
         text.push_str(&format!("{:016x}", hasher.finish()));
     }
     text
@@ -413,7 +474,10 @@ pub fn random_hex32() -> String {
 
 /// A task ARN as ECS writes them.
 pub fn task_arn(cluster: &str) -> String {
-    format!("arn:aws:ecs:us-west-2:{ACCOUNT}:task/{cluster}/{}", random_hex32())
+    format!(
+        "arn:aws:ecs:us-west-2:{ACCOUNT}:task/{cluster}/{}",
+        random_hex32()
+    )
 }
 
 /// An ACS container for a busybox-style task: `port_mappings` are (containerPort, hostPort,
@@ -462,14 +526,21 @@ pub fn acs_task(arn: &str, family: &str, desired_status: &str, containers: Vec<V
 }
 
 fn epoch_millis() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 fn message_id() -> String {
     let hex = random_hex32();
     format!(
         "{}-{}-{}-{}-{}",
-        &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32]
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
     )
 }
 
@@ -551,12 +622,14 @@ impl FakeEcs {
 
     /// Only these credentials are accepted from now on (a rotated key).
     pub fn set_credentials(&self, credentials: Credentials) {
-        self.shared.update(|state| state.credentials = vec![credentials]);
+        self.shared
+            .update(|state| state.credentials = vec![credentials]);
     }
 
     /// These are accepted too.
     pub fn accept_credentials(&self, credentials: Credentials) {
-        self.shared.update(|state| state.credentials.push(credentials));
+        self.shared
+            .update(|state| state.credentials.push(credentials));
     }
 
     /// ECS out of reach: new connections are closed at once, the ACS session and kept-alive API
@@ -632,35 +705,66 @@ impl FakeEcs {
         mut matches: impl FnMut(&AgentMessage) -> bool,
         deadline: Instant,
     ) -> AgentMessage {
-        self.wait(deadline, |state| state.agent_messages.iter().find(|m| matches(m)).cloned())
-            .unwrap_or_else(|| panic!("no matching ACS message; received: {:?}", self.agent_messages()))
+        self.wait(deadline, |state| {
+            state.agent_messages.iter().find(|m| matches(m)).cloned()
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no matching ACS message; received: {:?}",
+                self.agent_messages()
+            )
+        })
     }
 
     /// The first SubmitTaskStateChange of `task_arn` with `status`, waiting until `deadline`.
-    pub fn wait_for_task_state(&self, task_arn: &str, status: &str, deadline: Instant) -> StateChange {
+    pub fn wait_for_task_state(
+        &self,
+        task_arn: &str,
+        status: &str,
+        deadline: Instant,
+    ) -> StateChange {
         self.wait(deadline, |state| {
             state
                 .state_changes
                 .iter()
-                .find(|c| c.operation == "SubmitTaskStateChange" && c.task_arn == task_arn && c.status == status)
+                .find(|c| {
+                    c.operation == "SubmitTaskStateChange"
+                        && c.task_arn == task_arn
+                        && c.status == status
+                })
                 .cloned()
         })
         .unwrap_or_else(|| {
-            panic!("no {status} for {task_arn}; received: {:#?}", self.state_changes())
+            panic!(
+                "no {status} for {task_arn}; received: {:#?}",
+                self.state_changes()
+            )
         })
     }
 
     /// Waits until `count` registrations arrived; returns them.
     pub fn wait_for_registrations(&self, count: usize, deadline: Instant) -> Vec<Value> {
-        self.wait(deadline, |state| (state.registrations.len() >= count).then(|| state.registrations.clone()))
-            .unwrap_or_else(|| panic!("fewer than {count} registrations: {:?}", self.registrations()))
+        self.wait(deadline, |state| {
+            (state.registrations.len() >= count).then(|| state.registrations.clone())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "fewer than {count} registrations: {:?}",
+                self.registrations()
+            )
+        })
     }
 
     /// Waits until the `count`th ACS session is open; returns its query.
     pub fn wait_for_acs_session(&self, count: u64, deadline: Instant) -> BTreeMap<String, String> {
         self.wait(deadline, |state| {
-            (state.counters.acs_sessions >= count && state.acs.is_some())
-                .then(|| state.acs.as_ref().map(|s| s.query.clone()).unwrap_or_default())
+            (state.counters.acs_sessions >= count && state.acs.is_some()).then(|| {
+                state
+                    .acs
+                    .as_ref()
+                    .map(|s| s.query.clone())
+                    .unwrap_or_default()
+            })
         })
         .unwrap_or_else(|| panic!("ACS session {count} did not open"))
     }
@@ -673,15 +777,24 @@ impl FakeEcs {
 
     fn session_arns(&self) -> (String, String) {
         let state = self.shared.lock();
-        let query = state.acs.as_ref().map(|s| s.query.clone()).unwrap_or_default();
+        let query = state
+            .acs
+            .as_ref()
+            .map(|s| s.query.clone())
+            .unwrap_or_default();
         (
             query.get("clusterArn").cloned().unwrap_or_default(),
-            query.get("containerInstanceArn").cloned().unwrap_or_default(),
+            query
+                .get("containerInstanceArn")
+                .cloned()
+                .unwrap_or_default(),
         )
     }
 
     fn send_message(&self, type_name: &str, message: Value) {
-        self.send(Outgoing::Text(json!({"type": type_name, "message": message}).to_string()));
+        self.send(Outgoing::Text(
+            json!({"type": type_name, "message": message}).to_string(),
+        ));
     }
 
     /// Sends a PayloadMessage with `tasks` (a JSON array of ACS tasks); returns its messageId.
@@ -699,7 +812,10 @@ impl FakeEcs {
     /// Sends a HeartbeatMessage; returns its messageId.
     pub fn send_heartbeat(&self) -> String {
         let id = message_id();
-        self.send_message("HeartbeatMessage", json!({"messageId": id, "healthy": true}));
+        self.send_message(
+            "HeartbeatMessage",
+            json!({"messageId": id, "healthy": true}),
+        );
         id
     }
 
@@ -734,7 +850,10 @@ impl FakeEcs {
 
     /// Sends a CloseMessage, then closes the websocket.
     pub fn send_close(&self) {
-        self.send_message("CloseMessage", json!({"message": "ACS closes the connection"}));
+        self.send_message(
+            "CloseMessage",
+            json!({"message": "ACS closes the connection"}),
+        );
         self.send(Outgoing::Close);
     }
 
@@ -786,7 +905,12 @@ fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<HttpRequ
                 let headers: Vec<(String, String)> = request
                     .headers
                     .iter()
-                    .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+                    .map(|h| {
+                        (
+                            h.name.to_ascii_lowercase(),
+                            String::from_utf8_lossy(h.value).into_owned(),
+                        )
+                    })
                     .collect();
                 let length: usize = header_value(&headers, "content-length")
                     .and_then(|v| v.trim().parse().ok())
@@ -859,14 +983,23 @@ fn serve_connection(shared: &Arc<Shared>, mut stream: TcpStream) {
         if request.method == "GET" && upgrade {
             let mut prefix = request.head;
             prefix.extend_from_slice(&buffer);
-            serve_acs(shared, stream, prefix, request.path, request.raw_query, request.headers);
+            serve_acs(
+                shared,
+                stream,
+                prefix,
+                request.path,
+                request.raw_query,
+                request.headers,
+            );
             return;
         }
         let (status, body) = api_call(shared, &request);
         if write_response(&mut stream, status, &body).is_err() {
             return;
         }
-        if header_value(&request.headers, "connection").is_some_and(|v| v.eq_ignore_ascii_case("close")) {
+        if header_value(&request.headers, "connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+        {
             return;
         }
     }
@@ -880,8 +1013,13 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
     };
     shared.changed.notify_all();
     if let Err((type_name, message)) = verify(
-        &credentials, &shared.region, &request.method, &request.path, &request.raw_query,
-        &request.headers, &request.body,
+        &credentials,
+        &shared.region,
+        &request.method,
+        &request.path,
+        &request.raw_query,
+        &request.headers,
+        &request.body,
     ) {
         shared.update(|state| state.counters.signature_failures += 1);
         return (403, error_body(type_name, &message));
@@ -893,12 +1031,26 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
     let content_type_ok = header_value(&request.headers, "content-type")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(JSON_CONTENT_TYPE));
     if request.method != "POST" || request.path != "/" || !content_type_ok {
-        return (400, error_body("UnknownOperationException", "expected POST / with application/x-amz-json-1.1"));
+        return (
+            400,
+            error_body(
+                "UnknownOperationException",
+                "expected POST / with application/x-amz-json-1.1",
+            ),
+        );
     }
     let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
-        return (400, error_body("SerializationException", "the body is not JSON"));
+        return (
+            400,
+            error_body("SerializationException", "the body is not JSON"),
+        );
     };
-    let text = |name: &str| body.get(name).and_then(Value::as_str).unwrap_or("").to_string();
+    let text = |name: &str| {
+        body.get(name)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     match operation.as_str() {
         "RegisterContainerInstance" => {
             let mut state = shared.lock();
@@ -906,11 +1058,21 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
             if state.inactive {
                 drop(state);
                 shared.changed.notify_all();
-                return (400, error_body("InactiveInstanceException", "The container instance is inactive."));
+                return (
+                    400,
+                    error_body(
+                        "InactiveInstanceException",
+                        "The container instance is inactive.",
+                    ),
+                );
             }
             let cluster_ref = text("cluster");
             let cluster = cluster_ref.rsplit('/').next().unwrap_or("default");
-            let cluster = if cluster.is_empty() { "default" } else { cluster };
+            let cluster = if cluster.is_empty() {
+                "default"
+            } else {
+                cluster
+            };
             let arn = match body.get("containerInstanceArn").and_then(Value::as_str) {
                 Some(arn) if !arn.is_empty() => arn.to_string(),
                 _ => format!(
@@ -924,27 +1086,36 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
             }
             drop(state);
             shared.changed.notify_all();
-            (200, json!({"containerInstance": {
-                "containerInstanceArn": arn,
-                "ec2InstanceId": format!("mi-{}", &random_hex32()[..17]),
-                "status": "ACTIVE",
-                "agentConnected": false,
-                "versionInfo": body.get("versionInfo").cloned().unwrap_or(json!({})),
-                "attributes": body.get("attributes").cloned().unwrap_or(json!([])),
-                "registeredResources": body.get("totalResources").cloned().unwrap_or(json!([])),
-                "remainingResources": body.get("totalResources").cloned().unwrap_or(json!([])),
-                "registeredAt": epoch_millis() as f64 / 1000.0,
-                "runningTasksCount": 0,
-                "pendingTasksCount": 0,
-            }}))
+            (
+                200,
+                json!({"containerInstance": {
+                    "containerInstanceArn": arn,
+                    "ec2InstanceId": format!("mi-{}", &random_hex32()[..17]),
+                    "status": "ACTIVE",
+                    "agentConnected": false,
+                    "versionInfo": body.get("versionInfo").cloned().unwrap_or(json!({})),
+                    "attributes": body.get("attributes").cloned().unwrap_or(json!([])),
+                    "registeredResources": body.get("totalResources").cloned().unwrap_or(json!([])),
+                    "remainingResources": body.get("totalResources").cloned().unwrap_or(json!([])),
+                    "registeredAt": epoch_millis() as f64 / 1000.0,
+                    "runningTasksCount": 0,
+                    "pendingTasksCount": 0,
+                }}),
+            )
         }
         "DiscoverPollEndpoint" => {
             let url = format!("http://127.0.0.1:{}/", shared.port);
-            (200, json!({"endpoint": url, "telemetryEndpoint": url, "serviceConnectEndpoint": url}))
+            (
+                200,
+                json!({"endpoint": url, "telemetryEndpoint": url, "serviceConnectEndpoint": url}),
+            )
         }
         "SubmitTaskStateChange" | "SubmitContainerStateChange" => {
             let containers = if operation == "SubmitTaskStateChange" {
-                body.get("containers").and_then(Value::as_array).cloned().unwrap_or_default()
+                body.get("containers")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
             } else {
                 vec![body.clone()]
             };
@@ -952,7 +1123,10 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
                 operation: operation.clone(),
                 task_arn: text("task"),
                 status: text("status"),
-                reason: body.get("reason").and_then(Value::as_str).map(str::to_string),
+                reason: body
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 containers,
                 body: body.clone(),
             };
@@ -961,7 +1135,10 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
         }
         _ => (
             400,
-            error_body("UnknownOperationException", &format!("unknown operation {operation:?}")),
+            error_body(
+                "UnknownOperationException",
+                &format!("unknown operation {operation:?}"),
+            ),
         ),
     }
 }
@@ -1012,33 +1189,76 @@ fn serve_acs(
     let query = parse_query(&raw_query);
     let (credentials, inactive, known) = {
         let state = shared.lock();
-        let instance = query.get("containerInstanceArn").cloned().unwrap_or_default();
-        (state.credentials.clone(), state.inactive, state.instances.contains(&instance))
+        let instance = query
+            .get("containerInstanceArn")
+            .cloned()
+            .unwrap_or_default();
+        (
+            state.credentials.clone(),
+            state.inactive,
+            state.instances.contains(&instance),
+        )
     };
-    let Ok(control) = stream.try_clone() else { return };
-    let replayed = Replayed { prefix, position: 0, stream };
+    let Ok(control) = stream.try_clone() else {
+        return;
+    };
+    let replayed = Replayed {
+        prefix,
+        position: 0,
+        stream,
+    };
     let region = shared.region.clone();
     let signature_failed = std::cell::Cell::new(false);
+    // tungstenite's callback returns its own (large) ErrorResponse.
+    #[allow(clippy::result_large_err)]
     let check = |_request: &Request, response: Response| -> Result<Response, ErrorResponse> {
-        verify(&credentials, &region, "GET", &path, &raw_query, &headers, b"").map_err(
-            |(type_name, message)| {
-                signature_failed.set(true);
-                refuse(403, error_body(type_name, &message))
-            },
-        )?;
+        verify(
+            &credentials,
+            &region,
+            "GET",
+            &path,
+            &raw_query,
+            &headers,
+            b"",
+        )
+        .map_err(|(type_name, message)| {
+            signature_failed.set(true);
+            refuse(403, error_body(type_name, &message))
+        })?;
         if path != "/ws" {
-            return Err(refuse(404, error_body("UnknownOperationException", "ACS listens on /ws")));
+            return Err(refuse(
+                404,
+                error_body("UnknownOperationException", "ACS listens on /ws"),
+            ));
         }
-        for name in ["clusterArn", "containerInstanceArn", "seqNum", "protocolVersion", "sendCredentials"] {
+        for name in [
+            "clusterArn",
+            "containerInstanceArn",
+            "seqNum",
+            "protocolVersion",
+            "sendCredentials",
+        ] {
             if !query.contains_key(name) {
-                return Err(refuse(400, error_body("BadRequestException", &format!("missing {name}"))));
+                return Err(refuse(
+                    400,
+                    error_body("BadRequestException", &format!("missing {name}")),
+                ));
             }
         }
         if inactive {
-            return Err(refuse(400, error_body("InactiveInstanceException", "The container instance is inactive.")));
+            return Err(refuse(
+                400,
+                error_body(
+                    "InactiveInstanceException",
+                    "The container instance is inactive.",
+                ),
+            ));
         }
         if !known {
-            return Err(refuse(400, error_body("InvalidInstanceException", "unknown containerInstanceArn")));
+            return Err(refuse(
+                400,
+                error_body("InvalidInstanceException", "unknown containerInstanceArn"),
+            ));
         }
         Ok(response)
     };
@@ -1052,12 +1272,18 @@ fn serve_acs(
         }
     };
     let (sender, receiver) = mpsc::channel();
-    let Ok(session_stream) = control.try_clone() else { return };
+    let Ok(session_stream) = control.try_clone() else {
+        return;
+    };
     shared.update(|state| {
         if let Some(old) = state.acs.take() {
             let _ = old.stream.shutdown(Shutdown::Both);
         }
-        state.acs = Some(AcsSession { sender, stream: session_stream, query: query.clone() });
+        state.acs = Some(AcsSession {
+            sender,
+            stream: session_stream,
+            query: query.clone(),
+        });
         state.acs_queries.push(query.clone());
         state.counters.acs_sessions += 1;
     });
@@ -1077,7 +1303,11 @@ fn serve_acs(
             Ok(Message::Text(text)) => {
                 if let Ok(value) = serde_json::from_str::<Value>(text.as_str()) {
                     let message = AgentMessage {
-                        type_name: value.get("type").and_then(Value::as_str).unwrap_or("").to_string(),
+                        type_name: value
+                            .get("type")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
                         message: value.get("message").cloned().unwrap_or(Value::Null),
                     };
                     shared.update(|state| state.agent_messages.push(message));
@@ -1085,7 +1315,10 @@ fn serve_acs(
             }
             Ok(_) => {}
             Err(tungstenite::Error::Io(error))
-                if matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
             {
                 let _ = socket.flush();
             }
@@ -1094,9 +1327,10 @@ fn serve_acs(
     }
     let _ = control.shutdown(Shutdown::Both);
     shared.update(|state| {
-        let same = state.acs.as_ref().is_some_and(|s| {
-            s.stream.peer_addr().ok() == peer
-        });
+        let same = state
+            .acs
+            .as_ref()
+            .is_some_and(|s| s.stream.peer_addr().ok() == peer);
         if same {
             state.acs = None;
         }
