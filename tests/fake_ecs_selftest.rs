@@ -375,3 +375,68 @@ fn acs_upgrade_with_a_bad_signature_is_refused() {
     fake.drop_connection();
     assert!(socket.read().is_err() || !fake.acs_connected());
 }
+
+#[test]
+fn kept_alive_connections_and_container_changes() {
+    let fake = FakeEcs::start();
+    let mut stream = TcpStream::connect(("127.0.0.1", fake.port())).expect("connect");
+    let task = fake_ecs::task_arn("edge");
+    for (operation, body) in [
+        (
+            "SubmitContainerStateChange",
+            json!({"cluster": "edge", "task": task, "containerName": "web", "status": "STOPPED", "exitCode": 1}),
+        ),
+        (
+            "SubmitTaskStateChange",
+            json!({"cluster": "edge", "task": task, "status": "STOPPED", "reason": "Essential container in task exited"}),
+        ),
+    ] {
+        let body = body.to_string();
+        let headers = signed_headers(&fake, &Credentials::test(), operation, body.as_bytes());
+        let mut request = String::from("POST / HTTP/1.1\r\n");
+        for (name, value) in &headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).expect("write");
+        let text = read_one_response(&mut stream);
+        assert!(text.starts_with("HTTP/1.1 200"), "{operation}: {text}");
+    }
+    let stopped = fake.wait_for_task_state(&task, "STOPPED", Instant::now() + DEADLINE);
+    assert_eq!(
+        stopped.reason.as_deref(),
+        Some("Essential container in task exited")
+    );
+    let changes = fake.state_changes();
+    assert_eq!(changes[0].operation, "SubmitContainerStateChange");
+    assert_eq!(changes[0].containers[0]["exitCode"], json!(1));
+    assert_eq!(fake.counters().connections, 1);
+}
+
+/// One response from a kept-alive connection: its head and `Content-Length` bytes of body.
+fn read_one_response(stream: &mut TcpStream) -> String {
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|line| {
+                    line.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_string())
+                })
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if body.len() >= length {
+                return text;
+            }
+        }
+        let read = stream
+            .read(&mut chunk)
+            .expect("an answer on the same connection");
+        assert!(read > 0, "the connection closed: {text}");
+        bytes.extend_from_slice(&chunk[..read]);
+    }
+}

@@ -958,12 +958,12 @@ fn write_response(stream: &mut TcpStream, status: u16, body: &Value) -> io::Resu
         403 => "Forbidden",
         _ => "Error",
     };
-    write!(
-        stream,
+    let response = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {JSON_CONTENT_TYPE}\r\nContent-Length: {}\r\nx-amzn-RequestId: {}\r\n\r\n{body}",
         body.len(),
         message_id()
-    )?;
+    );
+    stream.write_all(response.as_bytes())?;
     stream.flush()
 }
 
