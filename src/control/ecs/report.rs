@@ -118,7 +118,7 @@ pub fn truncate_bytes(text: &str, max_bytes: usize) -> &str {
 /// Epoch seconds as the JSON protocol carries a timestamp: a number, milliseconds kept.
 fn timestamp(seconds: f64) -> Value {
     let millis = (seconds * 1000.0).round();
-    if millis.is_finite() && millis.fract() == 0.0 && (millis / 1000.0).fract() == 0.0 {
+    if millis % 1000.0 == 0.0 {
         json!((millis / 1000.0) as i64)
     } else {
         json!(millis / 1000.0)
