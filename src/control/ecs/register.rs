@@ -430,9 +430,11 @@ mod tests {
     const ARN: &str =
         "arn:aws:ecs:us-west-2:123456789012:container-instance/edge/0123456789abcdef0123456789abcdef";
 
+    type Check = dyn Fn(&Value) -> bool;
+
     #[test]
     fn variations() {
-        let cases: Vec<(&str, RegistrationInput, &dyn Fn(&Value) -> bool)> = vec![
+        let cases: Vec<(&str, RegistrationInput, &Check)> = vec![
             (
                 "re-registration names the ARN and sends no custom attribute",
                 RegistrationInput {
@@ -508,10 +510,13 @@ mod tests {
         );
     }
 
+    /// The pairs parsed, or a piece of the error.
+    type Expected = Result<Vec<(&'static str, &'static str)>, &'static str>;
+
     #[test]
     fn instance_attributes() {
         let long = "a".repeat(129);
-        let cases: Vec<(String, Result<Vec<(&str, &str)>, &str>)> = vec![
+        let cases: Vec<(String, Expected)> = vec![
             ("".to_string(), Ok(vec![])),
             (
                 r#"{"site": "shop-17", "rack": "a/3:2 @top"}"#.to_string(),
