@@ -29,7 +29,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "control",
-        &["engine", "task", "event", "text", "clock", "net"],
+        &["engine", "task", "event", "text", "clock", "net", "state"],
     ),
     (
         "engine",
