@@ -1,4 +1,5 @@
 //! Desired-state sources other than the local API: the `tasks.d` directory today, a remote
 //! control plane later. Each maps its input onto the engine's two commands (submit, stop).
 
+pub mod ecs;
 pub mod tasks_d;
