@@ -220,6 +220,20 @@ pub struct CreateContainer {
     /// `HostConfig.PidMode` / `IpcMode` (`host`, `none`, …).
     pub pid_mode: Option<String>,
     pub ipc_mode: Option<String>,
+    /// ECS's `dockerConfig.config`: a JSON object of Docker create `Config` fields merged over
+    /// the body built from the fields above (the ECS labels and the network mode are put back
+    /// after it).
+    pub config_overlay: Option<serde_json::Value>,
+    /// ECS's `dockerConfig.hostConfig`: the same for `HostConfig`.
+    pub host_config_overlay: Option<serde_json::Value>,
+}
+
+/// The top-level keys of an overlay, for `Debug`: its values may hold what `env` holds.
+fn overlay_keys(overlay: &Option<serde_json::Value>) -> Option<Vec<&str>> {
+    overlay.as_ref().map(|value| match value.as_object() {
+        Some(map) => map.keys().map(String::as_str).collect(),
+        None => Vec::new(),
+    })
 }
 
 impl fmt::Debug for CreateContainer {
@@ -276,6 +290,11 @@ impl fmt::Debug for CreateContainer {
             .field("security_opt", &self.security_opt)
             .field("pid_mode", &self.pid_mode)
             .field("ipc_mode", &self.ipc_mode)
+            .field("config_overlay", &overlay_keys(&self.config_overlay))
+            .field(
+                "host_config_overlay",
+                &overlay_keys(&self.host_config_overlay),
+            )
             .finish()
     }
 }

@@ -245,7 +245,73 @@ pub fn create_body(spec: &CreateContainer) -> Value {
             }),
         );
     }
+    apply_overlays(&mut body, spec);
     body
+}
+
+/// Lays ECS's `dockerConfig` over the body: `config` over the body's top level (Docker's
+/// create `Config`), `hostConfig` over its `HostConfig`, as the ECS agent unmarshals them over
+/// the configuration it built. Then puts back what deckhand must own whatever the overlay
+/// says: every label deckhand set (an overlay may add labels — the ECS control plane sends a
+/// definition's `dockerLabels` as `Config.Labels` — but never change or drop one, or deckhand
+/// would lose track of its own container: it lists and adopts by these labels), and the network
+/// mode deckhand chose (the task's, or the sandbox's namespace in an awsvpc task).
+fn apply_overlays(body: &mut Value, spec: &CreateContainer) {
+    if spec.config_overlay.is_none() && spec.host_config_overlay.is_none() {
+        return;
+    }
+    if let Some(overlay) = &spec.config_overlay {
+        merge_json(body, overlay);
+    }
+    if let Some(overlay) = &spec.host_config_overlay {
+        if let Some(map) = body.as_object_mut() {
+            let host_config = map.entry("HostConfig").or_insert_with(|| json!({}));
+            merge_json(host_config, overlay);
+        }
+    }
+    let Some(map) = body.as_object_mut() else {
+        return;
+    };
+    let labels = map.entry("Labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        for (key, value) in &spec.labels {
+            labels.insert(key.clone(), Value::String(value.clone()));
+        }
+    }
+    if let Some(network_mode) = &spec.network_mode {
+        let host_config = map.entry("HostConfig").or_insert_with(|| json!({}));
+        if !host_config.is_object() {
+            *host_config = json!({});
+        }
+        if let Some(host_config) = host_config.as_object_mut() {
+            host_config.insert("NetworkMode".to_string(), json!(network_mode));
+        }
+    }
+}
+
+/// Merges `overlay` into `base` as Go's `json.Unmarshal` does into a filled struct: an object
+/// over an object merges key by key (recursively); `null` clears an object or array and leaves
+/// a scalar as it was (Go leaves a non-pointer field alone on `null`); anything else replaces
+/// (arrays are not appended to). Keys match exactly: Docker's own decoding matches field names
+/// case-insensitively, which the ECS control plane never relies on.
+pub fn merge_json(base: &mut Value, overlay: &Value) {
+    match (base, overlay) {
+        (Value::Object(base_map), Value::Object(overlay_map)) => {
+            for (key, overlay_value) in overlay_map {
+                match base_map.get_mut(key) {
+                    Some(base_value) => merge_json(base_value, overlay_value),
+                    None => {
+                        base_map.insert(key.clone(), overlay_value.clone());
+                    }
+                }
+            }
+        }
+        (Value::Bool(_) | Value::Number(_) | Value::String(_), Value::Null) => {}
+        (base, overlay) => *base = overlay.clone(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -1025,6 +1091,109 @@ mod tests {
         assert_eq!(host["SecurityOpt"], json!(["no-new-privileges"]));
         assert_eq!(host["PidMode"], "host");
         assert_eq!(host["IpcMode"], "none");
+    }
+
+    #[test]
+    fn merge_json_follows_go_unmarshal_into_a_filled_struct() {
+        // (base, overlay, merged)
+        let table = [
+            (json!({"a": 1}), json!({"b": 2}), json!({"a": 1, "b": 2})),
+            (json!({"a": 1}), json!({"a": 2}), json!({"a": 2})),
+            (
+                json!({"a": {"x": 1, "y": 2}}),
+                json!({"a": {"y": 3, "z": 4}}),
+                json!({"a": {"x": 1, "y": 3, "z": 4}}),
+            ),
+            (json!({"a": [1, 2]}), json!({"a": [3]}), json!({"a": [3]})),
+            (json!({"a": [1, 2]}), json!({"a": null}), json!({"a": null})),
+            (
+                json!({"a": {"x": 1}}),
+                json!({"a": null}),
+                json!({"a": null}),
+            ),
+            (json!({"a": true}), json!({"a": null}), json!({"a": true})),
+            (
+                json!({"a": "text"}),
+                json!({"a": null}),
+                json!({"a": "text"}),
+            ),
+            (
+                json!({"a": 1}),
+                json!({"a": {"x": 1}}),
+                json!({"a": {"x": 1}}),
+            ),
+            (json!({"a": {"x": 1}}), json!({"a": 5}), json!({"a": 5})),
+            (json!({"a": 1}), json!({}), json!({"a": 1})),
+            (json!({"a": 1}), json!({"a": false}), json!({"a": false})),
+        ];
+        for (mut base, overlay, merged) in table {
+            let before = base.clone();
+            merge_json(&mut base, &overlay);
+            assert_eq!(base, merged, "{before} + {overlay}");
+        }
+    }
+
+    #[test]
+    fn create_body_takes_the_docker_config_overlays_and_keeps_deckhands_labels_and_network() {
+        let labels = BTreeMap::from([
+            (
+                "com.amazonaws.ecs.task-arn".to_string(),
+                "arn:task".to_string(),
+            ),
+            (
+                "com.amazonaws.ecs.container-name".to_string(),
+                "web".to_string(),
+            ),
+        ]);
+        let body = create_body(&CreateContainer {
+            image: "nginx".into(),
+            labels,
+            env: vec!["A=1".into()],
+            memory: Some(128 << 20),
+            network_mode: Some("bridge".into()),
+            cap_add: vec!["NET_ADMIN".into()],
+            config_overlay: Some(json!({
+                "Labels": {"team": "web", "com.amazonaws.ecs.task-arn": "arn:other"},
+                "User": "nobody",
+            })),
+            host_config_overlay: Some(json!({
+                "Ulimits": [{"Name": "nofile", "Soft": 1024, "Hard": 2048}],
+                "LogConfig": {"Type": "json-file", "Config": {"max-size": "10m"}},
+                "MemoryReservation": 67108864,
+                "CapAdd": [],
+                "NetworkMode": "host",
+            })),
+            ..CreateContainer::default()
+        });
+        assert_eq!(body["Labels"]["team"], "web", "an overlay adds labels");
+        assert_eq!(
+            body["Labels"]["com.amazonaws.ecs.task-arn"], "arn:task",
+            "but never changes deckhand's"
+        );
+        assert_eq!(body["Labels"]["com.amazonaws.ecs.container-name"], "web");
+        assert_eq!(body["User"], "nobody");
+        assert_eq!(
+            body["Env"],
+            json!(["A=1"]),
+            "what the overlay leaves alone stays"
+        );
+        assert_eq!(body["HostConfig"]["Memory"], 128 << 20);
+        assert_eq!(body["HostConfig"]["MemoryReservation"], 67108864);
+        assert_eq!(body["HostConfig"]["Ulimits"][0]["Name"], "nofile");
+        assert_eq!(body["HostConfig"]["LogConfig"]["Config"]["max-size"], "10m");
+        assert_eq!(body["HostConfig"]["CapAdd"], json!([]), "an array replaces");
+        assert_eq!(
+            body["HostConfig"]["NetworkMode"], "bridge",
+            "deckhand's network mode stays"
+        );
+        assert_eq!(body["HostConfig"]["RestartPolicy"]["Name"], "no");
+
+        let overlay_labels_not_an_object = create_body(&CreateContainer {
+            labels: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            config_overlay: Some(json!({"Labels": null})),
+            ..CreateContainer::default()
+        });
+        assert_eq!(overlay_labels_not_an_object["Labels"], json!({"k": "v"}));
     }
 
     #[test]

@@ -420,6 +420,14 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         security_opt: definition.docker_security_options.clone(),
         pid_mode: pid_mode_of(task, container)?,
         ipc_mode: ipc_mode_of(task, container)?,
+        config_overlay: definition
+            .docker_config
+            .as_ref()
+            .and_then(|overlay| overlay.config.clone()),
+        host_config_overlay: definition
+            .docker_config
+            .as_ref()
+            .and_then(|overlay| overlay.host_config.clone()),
     })
 }
 
@@ -776,6 +784,31 @@ mod tests {
         assert_eq!(request.labels[LABEL_TASK_DEFINITION_VERSION], "3");
         assert_eq!(request.labels["team"], "edge");
         assert_eq!(request.labels.len(), 6);
+    }
+
+    #[test]
+    fn create_request_carries_the_docker_config_overlays() {
+        let mut definition = container_definition("app");
+        let plain = create_request(&task_with(vec![definition.clone()], Vec::new()), 0, "edge")
+            .expect("valid task");
+        assert_eq!(
+            (plain.config_overlay, plain.host_config_overlay),
+            (None, None)
+        );
+        definition.docker_config = Some(crate::task::DockerConfigOverlay {
+            config: Some(serde_json::json!({"User": "nobody"})),
+            host_config: Some(serde_json::json!({"Privileged": true})),
+        });
+        let request = create_request(&task_with(vec![definition], Vec::new()), 0, "edge")
+            .expect("valid task");
+        assert_eq!(
+            request.config_overlay,
+            Some(serde_json::json!({"User": "nobody"}))
+        );
+        assert_eq!(
+            request.host_config_overlay,
+            Some(serde_json::json!({"Privileged": true}))
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The task model (pure): statuses, task and container types, parsing and validating ECS
 //! task-definition JSON, dependency rules and status derivation. No I/O here.
 
+pub mod acs;
 pub mod compose;
 pub mod definition;
 pub mod labels;

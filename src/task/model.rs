@@ -484,6 +484,24 @@ pub struct ContainerDefinition {
     /// `{"username","password"}` this container's pull sends to its registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository_credentials: Option<String>,
+    /// ECS's `dockerConfig` (a task from the ECS control plane): raw Docker JSON laid over the
+    /// create request deckhand builds, as the ECS agent does. `None` for every other source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_config: Option<DockerConfigOverlay>,
+}
+
+/// ECS's `dockerConfig` of a container: Docker's own create `Config` and `HostConfig` fields,
+/// each a JSON object (checked when the task is read), merged over what deckhand builds from
+/// the definition: objects merge key by key, anything else replaces (Go's `json.Unmarshal`
+/// into a filled struct, which is what the ECS agent does). The ECS control plane puts task
+/// definition parameters here that have no field of their own in its task shape (ulimits, log
+/// configuration, memory reservation, …).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DockerConfigOverlay {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_config: Option<serde_json::Value>,
 }
 
 impl ContainerDefinition {
@@ -529,6 +547,7 @@ impl ContainerDefinition {
             pseudo_terminal: false,
             secrets: Vec::new(),
             repository_credentials: None,
+            docker_config: None,
         }
     }
 

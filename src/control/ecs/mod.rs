@@ -8,9 +8,12 @@
 pub mod client;
 pub mod credentials;
 pub mod endpoint;
+pub mod messages;
 pub mod register;
 pub mod reporter;
 pub mod report;
+pub mod session;
+pub mod session_driver;
 pub mod sigv4;
 pub mod websocket;
 

@@ -196,6 +196,7 @@ impl Parser {
             pseudo_terminal,
             secrets,
             repository_credentials,
+            docker_config: None,
         }
     }
 

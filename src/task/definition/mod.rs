@@ -101,8 +101,17 @@ pub fn check_task_definition(json: &[u8]) -> Result<ParsedDefinition, InvalidDef
             })
         }
     };
+    check_task_definition_document(&document)
+}
+
+/// [`check_task_definition`] over a document already read: how another input format (an ECS
+/// control-plane task, `task::acs`) mapped onto the `register-task-definition` shape meets the
+/// same acceptance rules.
+pub fn check_task_definition_document(
+    document: &Value,
+) -> Result<ParsedDefinition, InvalidDefinition> {
     let mut parser = Parser::default();
-    let definition = parser.document(&document);
+    let definition = parser.document(document);
     if parser.errors.is_empty() {
         if let Some(definition) = definition {
             return Ok(ParsedDefinition {

@@ -1,0 +1,86 @@
+//! The ACS websocket's framing: every message is `{"type":"<Name>","message":{...}}` (names and
+//! fields from the ECS agent's `ecs-agent/acs/model/api/api-2.json`). Reading one gives its type
+//! and body; writing one builds the envelope. Pure.
+
+use serde_json::{json, Map, Value};
+
+/// The largest message deckhand reads (ECS's payloads stay far below).
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// One message from ACS: its type name and its body (an object).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incoming {
+    pub kind: String,
+    pub body: Map<String, Value>,
+}
+
+/// Reads one websocket text frame; the error says why it is not an ACS message.
+pub fn read_message(text: &str) -> Result<Incoming, String> {
+    if text.len() > MAX_MESSAGE_BYTES {
+        return Err(format!("{} bytes: at most {MAX_MESSAGE_BYTES}", text.len()));
+    }
+    let value: Value =
+        serde_json::from_str(text).map_err(|error| format!("not valid JSON: {error}"))?;
+    let kind = value
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or("no \"type\"")?
+        .to_string();
+    let body = match value.get("message") {
+        Some(Value::Object(body)) => body.clone(),
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => return Err(format!("{kind}: \"message\" is not an object")),
+    };
+    Ok(Incoming { kind, body })
+}
+
+/// A string field of a body; `""` when absent or not a string.
+pub fn text(body: &Map<String, Value>, key: &str) -> String {
+    body.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `{"type": kind, "message": message}` as text.
+pub fn envelope(kind: &str, message: Value) -> String {
+    json!({ "type": kind, "message": message }).to_string()
+}
+
+/// `AckRequest`: a payload or task manifest handled.
+pub fn ack_request(cluster: &str, container_instance: &str, message_id: &str) -> String {
+    envelope(
+        "AckRequest",
+        json!({ "cluster": cluster, "containerInstance": container_instance, "messageId": message_id }),
+    )
+}
+
+/// `HeartbeatAckRequest`.
+pub fn heartbeat_ack(message_id: &str) -> String {
+    envelope("HeartbeatAckRequest", json!({ "messageId": message_id }))
+}
+
+/// `NackRequest`: a message deckhand will not act on, and why.
+pub fn nack_request(
+    cluster: &str,
+    container_instance: &str,
+    message_id: &str,
+    reason: &str,
+) -> String {
+    envelope(
+        "NackRequest",
+        json!({ "cluster": cluster, "containerInstance": container_instance, "messageId": message_id, "reason": reason }),
+    )
+}
+
+/// `TaskStopVerificationMessage`: the local tasks a manifest left out, for ECS to confirm.
+pub fn task_stop_verification(message_id: &str, task_arns: &[String]) -> String {
+    let candidates: Vec<Value> = task_arns
+        .iter()
+        .map(|arn| json!({ "taskArn": arn }))
+        .collect();
+    envelope(
+        "TaskStopVerificationMessage",
+        json!({ "messageId": message_id, "stopCandidates": candidates }),
+    )
+}
