@@ -15,6 +15,7 @@
 
 use crate::api::{ApiServers, TaskMetadataServers};
 use crate::config::{Config, ImagePullBehavior, EXIT_CONFIG};
+use crate::control::ecs::connection::EcsConnection;
 use crate::control::tasks_d::{TasksDirWatcher, DEFAULT_RESCAN_INTERVAL};
 use crate::docker::{DockerClient, DockerHost};
 use crate::engine::host_resources::HostCapacity;
@@ -240,6 +241,19 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
         let registries: Vec<&str> = config.registry_credentials.registries().collect();
         log::info!("registry credentials for {}", registries.join(", "));
     }
+    // The ECS connection's own checks (credentials, attributes, the endpoint) before anything
+    // starts: a host that cannot join its cluster says so and is not restarted in a loop.
+    let ecs_prepared = match config
+        .ecs
+        .as_ref()
+        .map(|ecs| prepare_ecs(ecs, &config.data_dir))
+        .transpose() {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            eprintln!("deckhand: configuration error: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     // Signals are caught from here on, so a SIGTERM during start-up is not fatal mid-way.
     let signals = match start_signal_thread() {
         Ok(signals) => signals,
@@ -290,16 +304,23 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             return ExitCode::from(EXIT_RUNTIME);
         }
     };
-    match client.version() {
-        Ok(version) => log::info!(
-            "Docker Engine {} at {}, API {} (negotiated; daemon supports up to {})",
-            version.version,
-            client.host().source,
-            client.api_version(),
-            version.api_version
-        ),
-        Err(error) => log::warn!("cannot read the Docker Engine version: {error}"),
-    }
+    let docker_version = match client.version() {
+        Ok(version) => {
+            log::info!(
+                "Docker Engine {} at {}, API {} (negotiated; daemon supports up to {})",
+                version.version,
+                client.host().source,
+                client.api_version(),
+                version.api_version
+            );
+            Some(version.version)
+        }
+        Err(error) => {
+            log::warn!("cannot read the Docker Engine version: {error}");
+            None
+        }
+    };
+    let docker_api_version = client.api_version();
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
 
     // Listening before the engine starts: restored tasks create containers pointed at it.
@@ -334,6 +355,7 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             return ExitCode::from(EXIT_RUNTIME);
         }
     };
+    let handle_for_ecs = handle.clone();
     let mut watcher =
         match TasksDirWatcher::start(handle, config.tasks_dir.clone(), DEFAULT_RESCAN_INTERVAL) {
             Ok(watcher) => watcher,
@@ -344,6 +366,27 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
                 return ExitCode::from(EXIT_RUNTIME);
             }
         };
+
+    let ecs = match ecs_prepared {
+        Some(prepared) => {
+            let settings = prepared.settings(
+                &config,
+                (docker_api_version.major, docker_api_version.minor),
+                docker_version,
+            );
+            match EcsConnection::start(settings, handle_for_ecs.clone()) {
+                Ok(connection) => Some(connection),
+                Err(error) => {
+                    log::error!("cannot start the ECS connection: {error}");
+                    watcher.shutdown();
+                    api.shutdown();
+                    engine.shutdown();
+                    return ExitCode::from(EXIT_RUNTIME);
+                }
+            }
+        }
+        None => None,
+    };
 
     let mut watchdog_usec = 0u64;
     let watchdog = if sd_notify::watchdog_enabled(false, &mut watchdog_usec) && watchdog_usec > 0 {
@@ -395,6 +438,9 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     api.shutdown();
     if let Some(servers) = &mut task_metadata {
         servers.shutdown();
+    }
+    if let Some(ecs) = ecs {
+        ecs.shutdown();
     }
     watcher.shutdown();
     engine.shutdown();
@@ -562,6 +608,97 @@ mod tests {
             let configured: ImagePullBehavior = name.parse().expect("a configured behaviour");
             let engine: PullBehavior = name.parse().expect("an engine behaviour");
             assert_eq!(PullBehavior::from(configured), engine, "{name}");
+        }
+    }
+}
+
+/// What the ECS connection needs that can be checked before Docker is reached.
+struct PreparedEcs {
+    endpoint: crate::control::ecs::Endpoint,
+    credentials: Arc<crate::control::ecs::CredentialChain>,
+    custom_attributes: Vec<(String, String)>,
+    region: String,
+    record: Arc<crate::control::ecs::reporter::RecordFile>,
+}
+
+/// `ECS_EXTERNAL=true`: the endpoint parses, the attributes follow ECS's rules, there are
+/// credentials (the message says where they were looked for), and `ecs.json` reads.
+fn prepare_ecs(ecs: &crate::config::EcsConfig, data_dir: &Path) -> Result<PreparedEcs, String> {
+    use crate::control::ecs::{register, CredentialChain, Endpoint};
+    let endpoint = Endpoint::parse(&ecs.backend_host)
+        .map_err(|error| format!("ECS_BACKEND_HOST: {error}"))?;
+    let attributes: serde_json::Map<String, serde_json::Value> = ecs
+        .instance_attributes
+        .iter()
+        .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone())))
+        .collect();
+    let custom_attributes =
+        register::parse_instance_attributes(&serde_json::Value::Object(attributes).to_string())
+            .map_err(|error| format!("ECS_INSTANCE_ATTRIBUTES: {error}"))?;
+    let mut values = std::collections::BTreeMap::new();
+    let mut put = |key: &str, value: Option<&String>| {
+        if let Some(value) = value {
+            values.insert(key.to_string(), value.clone());
+        }
+    };
+    put("AWS_ACCESS_KEY_ID", ecs.access_key_id.as_ref());
+    put("AWS_SECRET_ACCESS_KEY", ecs.secret_access_key.as_ref());
+    put("AWS_SESSION_TOKEN", ecs.session_token.as_ref());
+    put("AWS_PROFILE", Some(&ecs.profile));
+    put(
+        "AWS_SHARED_CREDENTIALS_FILE",
+        Some(&ecs.shared_credentials_file.display().to_string()),
+    );
+    let credentials = Arc::new(CredentialChain::from_values(&values));
+    credentials
+        .current()
+        .map_err(|error| format!("ECS_EXTERNAL=true needs AWS credentials: {error}"))?;
+    // A damaged record must not make this host register as a new instance or report twice:
+    // the operator looks at it (the message names it) before the agent goes on.
+    let record = crate::control::ecs::reporter::RecordFile::open(data_dir)?;
+    Ok(PreparedEcs {
+        record: Arc::new(record),
+        endpoint,
+        credentials,
+        custom_attributes,
+        region: ecs.region.clone(),
+    })
+}
+
+impl PreparedEcs {
+    fn settings(
+        self,
+        config: &Config,
+        docker_api_version: (u32, u32),
+        docker_version: Option<String>,
+    ) -> crate::control::ecs::connection::EcsSettings {
+        use crate::control::ecs::register::{ecs_cpu_architecture, RegistrationInput};
+        let mem_total_mib = crate::host::read_mem_total_mib().unwrap_or(0);
+        crate::control::ecs::connection::EcsSettings {
+            cluster: config.cluster.clone(),
+            region: self.region,
+            endpoint: self.endpoint,
+            credentials: self.credentials,
+            registration: RegistrationInput {
+                cluster: config.cluster.clone(),
+                container_instance_arn: None,
+                cpu_cores: u32::try_from(crate::host::cpu_cores()).unwrap_or(u32::MAX),
+                memory_mib: mem_total_mib,
+                reserved_memory_mib: config.reserved_memory_mib.min(mem_total_mib),
+                reserved_tcp_ports: config.reserved_ports.clone(),
+                reserved_udp_ports: config.reserved_ports_udp.clone(),
+                docker_api_version,
+                agent_version: crate::VERSION.to_string(),
+                agent_hash: String::new(),
+                docker_version: docker_version.clone().unwrap_or_default(),
+                privileged_disabled: config.privileged_disabled,
+                cpu_architecture: ecs_cpu_architecture(std::env::consts::ARCH).to_string(),
+                custom_attributes: self.custom_attributes,
+                client_token: crate::engine::container_spec::random_hex(16).unwrap_or_default(),
+            },
+            record: self.record,
+            exclude_ipv6: config.exclude_ipv6_port_bindings,
+            docker_version,
         }
     }
 }
