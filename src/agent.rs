@@ -247,7 +247,8 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
         .ecs
         .as_ref()
         .map(|ecs| prepare_ecs(ecs, &config.data_dir))
-        .transpose() {
+        .transpose()
+    {
         Ok(prepared) => prepared,
         Err(error) => {
             eprintln!("deckhand: configuration error: {error}");
@@ -625,8 +626,8 @@ struct PreparedEcs {
 /// credentials (the message says where they were looked for), and `ecs.json` reads.
 fn prepare_ecs(ecs: &crate::config::EcsConfig, data_dir: &Path) -> Result<PreparedEcs, String> {
     use crate::control::ecs::{register, CredentialChain, Endpoint};
-    let endpoint = Endpoint::parse(&ecs.backend_host)
-        .map_err(|error| format!("ECS_BACKEND_HOST: {error}"))?;
+    let endpoint =
+        Endpoint::parse(&ecs.backend_host).map_err(|error| format!("ECS_BACKEND_HOST: {error}"))?;
     let attributes: serde_json::Map<String, serde_json::Value> = ecs
         .instance_attributes
         .iter()

@@ -499,7 +499,7 @@ pub fn acs_container(
         "portMappings": port_mappings.iter().map(|(container_port, host_port, protocol)| json!({
             "containerPort": container_port, "hostPort": host_port, "protocol": protocol
         })).collect::<Vec<_>>(),
-        "environment": [],
+        "environment": {},
         "mountPoints": [],
         "volumesFrom": [],
         "links": [],

@@ -100,10 +100,7 @@ fn wait(stop: &Receiver<()>, pause: Duration) -> bool {
 }
 
 fn stopped(stop: &Receiver<()>) -> bool {
-    !matches!(
-        stop.try_recv(),
-        Err(crossbeam_channel::TryRecvError::Empty)
-    )
+    !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
 }
 
 fn session_thread(
@@ -278,13 +275,16 @@ impl AcsTarget for EngineTarget {
         let owned = self.owned();
         let find = |arn: &str| owned.iter().find(|(owned_arn, _)| owned_arn == arn);
         let mut rejected = Vec::new();
-        let (stops, starts): (Vec<_>, Vec<_>) = tasks
-            .into_iter()
-            .partition(|task| matches!(task, Ok(task) if task.desired_status == TaskStatus::Stopped));
+        let (stops, starts): (Vec<_>, Vec<_>) = tasks.into_iter().partition(
+            |task| matches!(task, Ok(task) if task.desired_status == TaskStatus::Stopped),
+        );
         // Stops before starts: a replacement's start waits for the stop numbered before it.
         for task in stops.into_iter().flatten() {
             let Some((_, local)) = find(&task.arn) else {
-                log::info!("ECS: task {} is to stop and is not here; nothing to do", task.arn);
+                log::info!(
+                    "ECS: task {} is to stop and is not here; nothing to do",
+                    task.arn
+                );
                 continue;
             };
             if local.desired_status == TaskStatus::Stopped {

@@ -111,8 +111,11 @@ impl RecordFile {
 
 /// What the reporter calls ECS with (the real client, or a test's).
 pub trait EcsCaller: Send + Sync {
-    fn call(&self, operation: &str, body: &serde_json::Value)
-        -> Result<serde_json::Value, EcsError>;
+    fn call(
+        &self,
+        operation: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, EcsError>;
 }
 
 impl EcsCaller for crate::control::ecs::EcsClient {
@@ -154,7 +157,9 @@ pub fn next_report(
     let mut passed = None;
     let mut waiting: Vec<&Event> = Vec::new();
     for event in events {
-        let task = tasks.get(&event.task).filter(|task| ecs_arn(task).is_some());
+        let task = tasks
+            .get(&event.task)
+            .filter(|task| ecs_arn(task).is_some());
         let Some(task) = task else {
             if waiting.is_empty() {
                 passed = Some(event.seq);
@@ -182,6 +187,16 @@ pub fn next_report(
                 }
             }
             None => {
+                // Already acknowledged (an event a restore emitted again after the checkpoint
+                // lagged): ECS knows it; say nothing.
+                let status = if event.status == "STOPPED" {
+                    TaskStatus::Stopped
+                } else {
+                    TaskStatus::Running
+                };
+                if status <= task.reported_status {
+                    return Ok((None, event.seq));
+                }
                 let report = task_report(task, event, &waiting, cluster, exclude_ipv6);
                 return Ok((Some(report), event.seq));
             }
@@ -376,7 +391,10 @@ impl Reporter {
             return match self.submit("SubmitTaskStateChange", &body) {
                 Ok(()) => {
                     let arn = rejected.arn.clone();
-                    match self.record.update(|record| record.rejected.retain(|r| r.arn != arn)) {
+                    match self
+                        .record
+                        .update(|record| record.rejected.retain(|r| r.arn != arn))
+                    {
                         Ok(()) => Round::Sent,
                         Err(error) => Round::Failed(format!("cannot save ecs.json: {error}")),
                     }
@@ -409,7 +427,10 @@ impl Reporter {
                 if through <= record.reported_through {
                     return Round::Idle(Duration::from_millis(200));
                 }
-                match self.record.update(|record| record.reported_through = through) {
+                match self
+                    .record
+                    .update(|record| record.reported_through = through)
+                {
                     Ok(()) => Round::Sent,
                     Err(error) => Round::Failed(format!("cannot save ecs.json: {error}")),
                 }

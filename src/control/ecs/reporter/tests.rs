@@ -64,7 +64,10 @@ fn container_changes_ride_on_the_task_change_that_follows_them() {
     let report = report.unwrap();
     assert_eq!(through, 6);
     assert_eq!(report.operation, "SubmitTaskStateChange");
-    assert_eq!(report.acknowledges, Some(("e".to_string(), TaskStatus::Running)));
+    assert_eq!(
+        report.acknowledges,
+        Some(("e".to_string(), TaskStatus::Running))
+    );
     let body = &report.body;
     assert_eq!(body["task"], ARN);
     assert_eq!(body["status"], "RUNNING");
@@ -85,7 +88,10 @@ fn local_tasks_are_passed_over_and_never_reported() {
         event(2, "l", None, "RUNNING", 0),
         event(3, "gone", None, "STOPPED", 0),
     ];
-    assert_eq!(next_report(&events, &tasks(), "edge", false, 0), Ok((None, 3)));
+    assert_eq!(
+        next_report(&events, &tasks(), "edge", false, 0),
+        Ok((None, 3))
+    );
     // Passed over up to the ECS task's first event, which is then reported.
     let events = [
         event(1, "l", None, "RUNNING", 0),
@@ -93,18 +99,27 @@ fn local_tasks_are_passed_over_and_never_reported() {
     ];
     let (report, through) = next_report(&events, &tasks(), "edge", false, 0).unwrap();
     assert_eq!(through, 2);
-    assert_eq!(report.unwrap().acknowledges, Some(("e".into(), TaskStatus::Stopped)));
+    assert_eq!(
+        report.unwrap().acknowledges,
+        Some(("e".into(), TaskStatus::Stopped))
+    );
 }
 
 #[test]
 fn a_lone_container_change_waits_briefly_then_goes_alone() {
     let events = [event(7, "e", Some("side"), "STOPPED", 10_000)];
     // Young and last: wait for its task's change.
-    assert_eq!(next_report(&events, &tasks(), "edge", false, 10_500), Err(()));
+    assert_eq!(
+        next_report(&events, &tasks(), "edge", false, 10_500),
+        Err(())
+    );
     // Waited long enough: alone.
     let (report, through) = next_report(&events, &tasks(), "edge", false, 12_001).unwrap();
     let report = report.unwrap();
-    assert_eq!((report.operation, through), ("SubmitContainerStateChange", 7));
+    assert_eq!(
+        (report.operation, through),
+        ("SubmitContainerStateChange", 7)
+    );
     assert_eq!(report.body["containerName"], "side");
     assert_eq!(report.body["exitCode"], 0);
     assert_eq!(report.acknowledges, None);
@@ -135,7 +150,29 @@ fn the_record_survives_a_reopen_and_a_damaged_one_is_an_error() {
     assert_eq!(again.reported_through, 42);
     assert_eq!(again.container_instance_arn.as_deref(), Some("arn:ci"));
     assert_eq!(again.rejected.len(), 1);
-    std::fs::write(dir.path.as_path().join("ecs.json"), b"{\"schema\":1,\"ecs\":[").unwrap();
+    std::fs::write(
+        dir.path.as_path().join("ecs.json"),
+        b"{\"schema\":1,\"ecs\":[",
+    )
+    .unwrap();
     let error = RecordFile::open(dir.path.as_path()).unwrap_err();
     assert!(error.contains("ecs.json"), "{error}");
+}
+
+#[test]
+fn a_task_status_ecs_acknowledged_is_not_reported_again() {
+    // A restore whose checkpoint lagged emits RUNNING again: ECS already has it.
+    let mut known = tasks();
+    known.get_mut("e").unwrap().reported_status = TaskStatus::Running;
+    let events = [
+        event(9, "e", Some("app"), "RUNNING", 0),
+        event(10, "e", None, "RUNNING", 0),
+    ];
+    assert_eq!(
+        next_report(&events, &known, "edge", false, 0),
+        Ok((None, 10))
+    );
+    let events = [event(11, "e", None, "STOPPED", 0)];
+    let (report, _) = next_report(&events, &known, "edge", false, 0).unwrap();
+    assert!(report.is_some());
 }

@@ -1,0 +1,388 @@
+//! deckhand as an Amazon ECS external instance, the whole agent on real Docker against the fake
+//! ECS of `tests/support/fake_ecs.rs` (JSON API and ACS websocket on 127.0.0.1, every request's
+//! SigV4 signature checked): registration (and re-registration with the saved ARN), a payload's
+//! task running under its own ARN and reported, idempotent re-delivery, heartbeats, the task
+//! manifest and stop verification, local tasks beside ECS tasks and never reported, a local
+//! stop of an ECS task refused, ECS out of reach while a task stops (reported once ECS is back),
+//! and the start-up checks (exit 78).
+
+#[path = "support/agent.rs"]
+mod agent_support;
+#[path = "support/docker.rs"]
+mod docker_support;
+#[path = "support/fake_ecs.rs"]
+#[allow(dead_code)]
+mod fake_ecs;
+
+use agent_support::{free_port, http_get_eventually, web_definition, Agent, AgentOptions};
+use fake_ecs::{acs_container, acs_task, task_arn, Credentials, FakeEcs};
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+fn ecs_env(fake: &FakeEcs, cluster: &str) -> Vec<(String, String)> {
+    let credentials = Credentials::test();
+    vec![
+        ("ECS_EXTERNAL".into(), "true".into()),
+        ("AWS_REGION".into(), fake.region().into()),
+        ("ECS_BACKEND_HOST".into(), fake.endpoint()),
+        ("ECS_CLUSTER".into(), cluster.into()),
+        ("AWS_ACCESS_KEY_ID".into(), credentials.access_key),
+        ("AWS_SECRET_ACCESS_KEY".into(), credentials.secret_key),
+        (
+            "AWS_SESSION_TOKEN".into(),
+            credentials.session_token.unwrap_or_default(),
+        ),
+        (
+            "ECS_INSTANCE_ATTRIBUTES".into(),
+            r#"{"stack":"edge-7"}"#.into(),
+        ),
+        ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
+    ]
+}
+
+fn web_task(arn: &str, port: u16, marker: &str) -> Value {
+    let script = format!(
+        "mkdir -p /www && echo '{marker}' > /www/index.html && exec httpd -f -p 80 -h /www"
+    );
+    acs_task(
+        arn,
+        "ecs-web",
+        "RUNNING",
+        vec![acs_container(
+            "web",
+            docker_support::TEST_IMAGE,
+            &["sh", "-c", &script],
+            true,
+            &[(80, port, "tcp")],
+        )],
+    )
+}
+
+/// The Docker ids of the containers labelled with `arn`.
+fn containers_of(arn: &str) -> Vec<String> {
+    let output = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=com.amazonaws.ecs.task-arn={arn}"),
+        ])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn state_changes_of(fake: &FakeEcs, arn: &str, status: &str) -> usize {
+    fake.state_changes()
+        .iter()
+        .filter(|change| change.task_arn == arn && change.status == status)
+        .count()
+}
+
+fn http_get_path(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").expect("request");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer");
+    answer
+}
+
+/// Waits until the agent's `ecs.json` says every event up to `seq` was reported.
+fn wait_for_reported_through(agent: &Agent, seq: u64) {
+    let path = agent.directory.path.join("data").join("ecs.json");
+    let until = deadline();
+    loop {
+        let through = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .and_then(|record| record["ecs"]["reportedThrough"].as_u64())
+            .unwrap_or(0);
+        if through >= seq {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{} never reached {seq}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn unique_cluster() -> String {
+    format!("ecs-{}", &fake_ecs::random_hex32()[..12])
+}
+
+#[test]
+fn an_ecs_task_runs_under_its_arn_is_reported_verified_and_stopped() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs") else {
+        return;
+    };
+    let fake = FakeEcs::start();
+    let cluster = unique_cluster();
+    let mut agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: true,
+            extra_env: ecs_env(&fake, &cluster),
+        },
+    );
+
+    // Registration: an external instance with what deckhand implements and the custom attribute.
+    let registration = fake.wait_for_registrations(1, deadline()).remove(0);
+    assert_eq!(registration["cluster"], cluster.as_str());
+    let attributes: Vec<&str> = registration["attributes"]
+        .as_array()
+        .expect("attributes")
+        .iter()
+        .filter_map(|attribute| attribute["name"].as_str())
+        .collect();
+    for expected in [
+        "ecs.capability.external",
+        "ecs.os-type",
+        "ecs.cpu-architecture",
+        "com.amazonaws.ecs.capability.docker-remote-api.1.17",
+        "stack",
+    ] {
+        assert!(attributes.contains(&expected), "{expected}: {attributes:?}");
+    }
+    for absent in [
+        "ecs.capability.task-eni",
+        "com.amazonaws.ecs.capability.task-iam-role",
+    ] {
+        assert!(!attributes.contains(&absent), "{absent}: {attributes:?}");
+    }
+    let resources = registration["totalResources"]
+        .as_array()
+        .expect("resources");
+    let cpu = resources.iter().find(|r| r["name"] == "CPU").expect("CPU");
+    assert!(cpu["integerValue"].as_u64().unwrap_or(0) >= 1024, "{cpu}");
+    let query = fake.wait_for_acs_session(1, deadline());
+    assert_eq!(query.get("protocolVersion").map(String::as_str), Some("2"));
+
+    // The introspection endpoint shows the registered ARN.
+    let introspection = agent.introspection.expect("introspection");
+    let metadata = http_get_path(introspection.port(), "/v1/metadata");
+    assert!(metadata.contains(":container-instance/"), "{metadata}");
+
+    // A local task beside it.
+    let local_port = free_port();
+    let local = agent.submit(&web_definition("local-web", local_port, "local"));
+    agent.wait_for_task_status(&local, "RUNNING");
+
+    // A payload: acknowledged, run, reported RUNNING with its container.
+    let arn = task_arn(&cluster);
+    let port = free_port();
+    let payload_id = fake.send_payload(Value::Array(vec![web_task(&arn, port, "from ecs")]), 1);
+    fake.wait_for_message(
+        |message| {
+            message.type_name == "AckRequest" && message.message["messageId"] == payload_id.as_str()
+        },
+        deadline(),
+    );
+    let running = fake.wait_for_task_state(&arn, "RUNNING", deadline());
+    let container = &running.containers[0];
+    assert_eq!(container["containerName"], "web");
+    assert!(container["runtimeId"].as_str().is_some(), "{container}");
+    assert_eq!(container["networkBindings"][0]["hostPort"], port);
+    http_get_eventually(port, "from ecs");
+    assert_eq!(containers_of(&arn).len(), 1);
+
+    // `ps` shows the ARN; a local stop is refused, naming ECS.
+    let ps = agent.cli(&["ps"]);
+    assert!(String::from_utf8_lossy(&ps.stdout).contains(arn.rsplit('/').next().unwrap()));
+    let id = arn.rsplit('/').next().unwrap().to_string();
+    let stop = agent.request("POST", &format!("/v1/tasks/{id}/stop"), None);
+    assert_eq!(stop.status, 409, "{:?}", stop.body);
+    assert!(stop.error_message().contains("ECS"), "{:?}", stop.body);
+
+    // Re-delivered: acknowledged again, nothing started twice.
+    let again = fake.send_payload(Value::Array(vec![web_task(&arn, port, "from ecs")]), 1);
+    fake.wait_for_message(
+        |message| {
+            message.type_name == "AckRequest" && message.message["messageId"] == again.as_str()
+        },
+        deadline(),
+    );
+    assert_eq!(containers_of(&arn).len(), 1);
+
+    // Heartbeat.
+    let heartbeat = fake.send_heartbeat();
+    fake.wait_for_message(
+        |message| {
+            message.type_name == "HeartbeatAckRequest"
+                && message.message["messageId"] == heartbeat.as_str()
+        },
+        deadline(),
+    );
+
+    // A manifest without the task: deckhand asks to verify, ECS confirms, the task stops.
+    fake.send_manifest(&[], 10);
+    let verification = fake.wait_for_message(
+        |message| message.type_name == "TaskStopVerificationMessage",
+        deadline(),
+    );
+    let candidates = verification.message["stopCandidates"].to_string();
+    assert!(candidates.contains(&arn), "{candidates}");
+    assert!(!candidates.contains(&local), "{candidates}");
+    let verification_id = verification.message["messageId"]
+        .as_str()
+        .expect("message id")
+        .to_string();
+    fake.send_stop_verification_ack(&verification_id, &[&arn]);
+    let stopped = fake.wait_for_task_state(&arn, "STOPPED", deadline());
+    assert!(!stopped.containers.is_empty(), "{stopped:?}");
+    // Acknowledged STOPPED: cleaned up.
+    let until = deadline();
+    while !containers_of(&arn).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the ECS task's container was never removed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state_changes_of(&fake, &arn, "RUNNING"), 1);
+    assert_eq!(state_changes_of(&fake, &arn, "STOPPED"), 1);
+    // The local task was never reported.
+    assert!(
+        fake.state_changes()
+            .iter()
+            .all(|change| !change.body.to_string().contains(&local)),
+        "{:?}",
+        fake.state_changes()
+    );
+
+    // A restart registers again under the saved ARN.
+    let first_arn = fake.registrations()[0].clone();
+    agent.kill9();
+    agent.restart();
+    let registrations = fake.wait_for_registrations(2, deadline());
+    let saved = registrations[1]["containerInstanceArn"]
+        .as_str()
+        .expect("re-registration carries the saved ARN");
+    assert!(
+        saved.contains(":container-instance/"),
+        "{first_arn} {saved}"
+    );
+}
+
+#[test]
+fn with_ecs_out_of_reach_tasks_keep_running_and_changes_arrive_once_it_is_back() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs offline") else {
+        return;
+    };
+    let fake = FakeEcs::start();
+    let cluster = unique_cluster();
+    let mut agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            extra_env: ecs_env(&fake, &cluster),
+        },
+    );
+    fake.wait_for_acs_session(1, deadline());
+    let arn = task_arn(&cluster);
+    let port = free_port();
+    fake.send_payload(Value::Array(vec![web_task(&arn, port, "offline")]), 1);
+    fake.wait_for_task_state(&arn, "RUNNING", deadline());
+    // ECS's answer is recorded by the agent (a kill before that would make it report RUNNING
+    // again, as any at-least-once reporter must).
+    wait_for_reported_through(&agent, 1);
+
+    // ECS goes away; the agent restarts meanwhile; the task keeps running.
+    fake.set_down(true);
+    agent.kill9();
+    agent.restart();
+    http_get_eventually(port, "offline");
+    // The essential container dies while ECS is away: the task stops here all the same.
+    let ids = containers_of(&arn);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let killed = Command::new("docker").args(["kill", &ids[0]]).output();
+    assert!(killed.map(|o| o.status.success()).unwrap_or(false));
+    let id = arn.rsplit('/').next().unwrap().to_string();
+    agent.wait_for_task_status(&id, "STOPPED");
+    assert_eq!(state_changes_of(&fake, &arn, "STOPPED"), 0);
+    // Not removed while ECS has not acknowledged the STOPPED.
+    assert_eq!(containers_of(&arn).len(), 1);
+
+    fake.set_down(false);
+    let stopped = fake.wait_for_task_state(&arn, "STOPPED", deadline());
+    assert_eq!(
+        stopped.reason.as_deref(),
+        Some("Essential container in task exited"),
+        "{stopped:?}"
+    );
+    let until = deadline();
+    while !containers_of(&arn).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "never cleaned up after the acknowledgement"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state_changes_of(&fake, &arn, "RUNNING"), 1);
+    assert_eq!(state_changes_of(&fake, &arn, "STOPPED"), 1);
+}
+
+/// The agent binary with only these variables (and a scratch data directory).
+fn start_up_error(env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let directory = std::env::temp_dir().join(format!("dh-ecs-{}", fake_ecs::random_hex32()));
+    std::fs::create_dir_all(&directory).expect("scratch");
+    let config = directory.join("deckhand.conf");
+    std::fs::write(&config, "").expect("config");
+    let output = Command::new(env!("CARGO_BIN_EXE_deckhand"))
+        .args(["run", "--config", &config.to_string_lossy()])
+        .env_clear()
+        .env("ECS_DATADIR", directory.join("data"))
+        .env("DECKHAND_API_SOCKET", directory.join("api.sock"))
+        .env("DECKHAND_TASKS_DIR", directory.join("tasks.d"))
+        .env("HOME", &directory)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run deckhand");
+    let _ = std::fs::remove_dir_all(&directory);
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ecs_external_without_a_region_or_credentials_exits_78_saying_why() {
+    let (code, stderr) = start_up_error(&[("ECS_EXTERNAL", "true")]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("AWS_REGION") && stderr.contains("AWS_DEFAULT_REGION"),
+        "{stderr}"
+    );
+
+    let (code, stderr) = start_up_error(&[("ECS_EXTERNAL", "true"), ("AWS_REGION", "us-west-2")]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(stderr.contains("AWS_ACCESS_KEY_ID"), "{stderr}");
+    assert!(stderr.contains(".aws/credentials"), "{stderr}");
+
+    let (code, stderr) = start_up_error(&[
+        ("ECS_EXTERNAL", "true"),
+        ("AWS_REGION", "us-west-2"),
+        ("AWS_ACCESS_KEY_ID", "AKID"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("ECS_INSTANCE_ATTRIBUTES", r#"{"bad name!":"x"}"#),
+    ]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("ECS_INSTANCE_ATTRIBUTES") && stderr.contains("bad name!"),
+        "{stderr}"
+    );
+}
