@@ -598,6 +598,38 @@ pub fn ecs_credentials(data: &[u8]) {
     }
 }
 
+/// ECS control-plane input: the bytes as one ACS task (`task::acs::parse_acs_task`) and as a
+/// websocket frame through the ACS session. Never a panic; a mapped task is a valid definition
+/// (it passes the task-definition rules again from its own model), its containers named once;
+/// every error has a path; the session answers any frame without panicking.
+pub fn acs_task(data: &[u8]) {
+    use crate::control::ecs::session::{AcsSession, SessionInput};
+    use crate::task::acs::parse_acs_task;
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
+        match parse_acs_task(&value) {
+            Ok(task) => {
+                assert!(!task.arn.is_empty());
+                let order = crate::task::start_order(&task.definition);
+                assert_eq!(order.len(), task.definition.containers.len());
+            }
+            Err(error) => assert!(!error.path.is_empty() && !error.message.is_empty()),
+        }
+        let payload = serde_json::json!({"type": "PayloadMessage", "message": {
+            "messageId": "m", "clusterArn": "c", "containerInstanceArn": "i", "tasks": [value]}});
+        let mut session = AcsSession::new("c", "i", 1);
+        let now = std::time::Instant::now();
+        session.handle(SessionInput::Connected, now);
+        session.handle(SessionInput::Text(payload.to_string()), now);
+    }
+    let mut session = AcsSession::new("c", "i", 2);
+    let now = std::time::Instant::now();
+    session.handle(SessionInput::Connected, now);
+    session.handle(
+        SessionInput::Text(String::from_utf8_lossy(data).into_owned()),
+        now,
+    );
+}
+
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -617,6 +649,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("secrets_file", secrets_file),
     ("ecs_http", ecs_http),
     ("ecs_credentials", ecs_credentials),
+    ("acs_task", acs_task),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

@@ -173,6 +173,14 @@ pub fn parse_acs_task(task: &Value) -> Result<AcsTask, AcsTaskError> {
     mapper.task(task)
 }
 
+/// One container mapped: its definition document, its Docker overlay, and the network mode its
+/// host config names.
+type MappedContainer = (
+    Map<String, Value>,
+    Option<DockerConfigOverlay>,
+    Option<String>,
+);
+
 #[derive(Default)]
 struct Mapper {
     arn: Option<String>,
@@ -517,18 +525,7 @@ impl Mapper {
 
     /// One container: its definition document, its Docker overlay, and the network mode its
     /// host config names.
-    fn container(
-        &mut self,
-        value: &Value,
-        path: &str,
-    ) -> Result<
-        (
-            Map<String, Value>,
-            Option<DockerConfigOverlay>,
-            Option<String>,
-        ),
-        AcsTaskError,
-    > {
+    fn container(&mut self, value: &Value, path: &str) -> Result<MappedContainer, AcsTaskError> {
         let object = self.object(path, value)?;
         let mut known: Vec<&str> = PASSED_CONTAINER_KEYS.to_vec();
         known.extend([
