@@ -289,6 +289,28 @@ inside systemctl start deckhand.service || fail "systemctl start with the config
 wait_until 30 "expected task $task_id RUNNING with the configuration restored" task_is_running
 echo "NRestarts: $restarts_before before, $restarts_failed after exit 78 (a manual restart resets it)"
 
+step "ECS_EXTERNAL=true: the service reads root's shared credentials file (ProtectHome=read-only)"
+# Credentials only in /root/.aws/credentials, as ECS Anywhere's SSM agent writes them, and an ECS
+# endpoint that does not answer: the agent must find the credentials (else it exits 78 saying it
+# needs them) and keep retrying the registration while its task runs on.
+inside mkdir -p /root/.aws
+inside sh -c 'umask 077; printf "[default]\naws_access_key_id = AKIDEXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n" >/root/.aws/credentials'
+inside cp /etc/deckhand/deckhand.conf /root/deckhand.conf.before-ecs
+inside sh -c 'printf "ECS_EXTERNAL=true\nAWS_REGION=us-west-2\nECS_BACKEND_HOST=http://127.0.0.1:9\n" >>/etc/deckhand/deckhand.conf'
+inside systemctl restart deckhand.service \
+    || { inside journalctl --no-pager -o cat -u deckhand.service | tail -n 5 >&2; fail "systemctl restart with ECS_EXTERNAL=true failed"; }
+wait_until 30 "expected the agent to try to register with ECS (journal: 'cannot register yet')" \
+    journal_has "ECS: cannot register yet"
+[ "$(unit_property ActiveState)" = active ] || fail "expected the service active while ECS is away, it is $(unit_property ActiveState)"
+if journal_has "needs AWS credentials"; then
+    fail "expected the service to read /root/.aws/credentials; the journal says it found none"
+fi
+wait_until 30 "expected task $task_id RUNNING while ECS is out of reach" task_is_running
+inside cp /root/deckhand.conf.before-ecs /etc/deckhand/deckhand.conf
+inside rm -rf /root/.aws
+inside systemctl restart deckhand.service || fail "systemctl restart without ECS failed"
+wait_until 30 "expected task $task_id RUNNING after ECS was turned off again" task_is_running
+
 step "a hung main loop is killed by the watchdog and restarted"
 inside mkdir -p /etc/systemd/system/deckhand.service.d
 inside sh -c 'printf "[Service]\nWatchdogSec=3s\n" >/etc/systemd/system/deckhand.service.d/watchdog.conf'
