@@ -530,89 +530,6 @@ impl From<ImagePullBehavior> for PullBehavior {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Scope;
-
-    #[test]
-    fn engine_settings_come_from_the_agent_configuration() {
-        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\nDECKHAND_DOCKER_CONCURRENCY=3\nECS_EXCLUDE_IPV6_PORTBINDING=false\n";
-        let config = Config::from_sources(
-            Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
-            &|_| None,
-            Scope::System,
-        )
-        .expect("a valid configuration");
-        let engine = EngineConfig::from_agent_config(&config);
-        assert_eq!(engine.cluster, "edge");
-        assert_eq!(engine.cleanup_wait, Duration::from_secs(600));
-        assert_eq!(engine.stop_timeout, Duration::from_secs(7));
-        assert_eq!(engine.pull_behavior, PullBehavior::Once);
-        assert!(engine.pull_dependent_containers_upfront);
-        assert!(engine.disable_privileged);
-        assert_eq!(engine.docker_concurrency, 3);
-        assert!(!engine.exclude_ipv6_port_bindings);
-        assert_eq!(
-            engine.steady_check_interval,
-            config.steady_state_check_interval
-        );
-    }
-
-    #[test]
-    fn the_host_capacity_is_memtotal_less_the_reserved_memory_and_1024_units_per_core() {
-        let file =
-            "ECS_RESERVED_MEMORY=512\nECS_RESERVED_PORTS=[22]\nECS_RESERVED_PORTS_UDP=[53, 5353]\n";
-        let config = Config::from_sources(
-            Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
-            &|_| None,
-            Scope::System,
-        )
-        .expect("a valid configuration");
-        let capacity = host_capacity(&config, Some(2048), 2);
-        assert_eq!(capacity.memory_mib, 1536);
-        assert_eq!(capacity.cpu_units, 2048);
-        assert_eq!(capacity.reserved_tcp_ports, [22].into_iter().collect());
-        assert_eq!(
-            capacity.reserved_udp_ports,
-            [53, 5353].into_iter().collect()
-        );
-        // More reserved than the host has: nothing is offered.
-        assert_eq!(host_capacity(&config, Some(256), 1).memory_mib, 0);
-        // The host's memory unknown: memory is not accounted.
-        assert_eq!(host_capacity(&config, None, 1).memory_mib, u64::MAX);
-        // The agent reads this host's.
-        let engine = EngineConfig::from_agent_config(&config);
-        let total = crate::host::read_mem_total_mib().expect("this host has /proc/meminfo");
-        assert_eq!(engine.host_capacity.memory_mib, total.saturating_sub(512));
-        assert_eq!(
-            engine.host_capacity.cpu_units,
-            1024 * crate::host::cpu_cores()
-        );
-    }
-
-    #[test]
-    fn the_engines_default_pool_size_is_the_configured_default() {
-        assert_eq!(
-            EngineConfig::default().docker_concurrency,
-            Config::from_sources(None, &|_| None, Scope::System)
-                .expect("the defaults load")
-                .docker_concurrency,
-            "the engine's default pool size is the documented DECKHAND_DOCKER_CONCURRENCY"
-        );
-    }
-
-    /// Every value the configuration accepts names the same behaviour in the engine.
-    #[test]
-    fn each_configured_pull_behavior_maps_to_the_engine_behavior_of_the_same_name() {
-        for name in ["default", "always", "once", "prefer-cached"] {
-            let configured: ImagePullBehavior = name.parse().expect("a configured behaviour");
-            let engine: PullBehavior = name.parse().expect("an engine behaviour");
-            assert_eq!(PullBehavior::from(configured), engine, "{name}");
-        }
-    }
-}
-
 /// What the ECS connection needs that can be checked before Docker is reached.
 struct PreparedEcs {
     endpoint: crate::control::ecs::Endpoint,
@@ -700,6 +617,89 @@ impl PreparedEcs {
             record: self.record,
             exclude_ipv6: config.exclude_ipv6_port_bindings,
             docker_version,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Scope;
+
+    #[test]
+    fn engine_settings_come_from_the_agent_configuration() {
+        let file = "ECS_CLUSTER=edge\nECS_ENGINE_TASK_CLEANUP_WAIT_DURATION=10m\nECS_CONTAINER_STOP_TIMEOUT=7s\nECS_IMAGE_PULL_BEHAVIOR=once\nECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true\nECS_DISABLE_PRIVILEGED=true\nDECKHAND_DOCKER_CONCURRENCY=3\nECS_EXCLUDE_IPV6_PORTBINDING=false\n";
+        let config = Config::from_sources(
+            Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
+            &|_| None,
+            Scope::System,
+        )
+        .expect("a valid configuration");
+        let engine = EngineConfig::from_agent_config(&config);
+        assert_eq!(engine.cluster, "edge");
+        assert_eq!(engine.cleanup_wait, Duration::from_secs(600));
+        assert_eq!(engine.stop_timeout, Duration::from_secs(7));
+        assert_eq!(engine.pull_behavior, PullBehavior::Once);
+        assert!(engine.pull_dependent_containers_upfront);
+        assert!(engine.disable_privileged);
+        assert_eq!(engine.docker_concurrency, 3);
+        assert!(!engine.exclude_ipv6_port_bindings);
+        assert_eq!(
+            engine.steady_check_interval,
+            config.steady_state_check_interval
+        );
+    }
+
+    #[test]
+    fn the_host_capacity_is_memtotal_less_the_reserved_memory_and_1024_units_per_core() {
+        let file =
+            "ECS_RESERVED_MEMORY=512\nECS_RESERVED_PORTS=[22]\nECS_RESERVED_PORTS_UDP=[53, 5353]\n";
+        let config = Config::from_sources(
+            Some((Path::new("/etc/deckhand/deckhand.conf"), file)),
+            &|_| None,
+            Scope::System,
+        )
+        .expect("a valid configuration");
+        let capacity = host_capacity(&config, Some(2048), 2);
+        assert_eq!(capacity.memory_mib, 1536);
+        assert_eq!(capacity.cpu_units, 2048);
+        assert_eq!(capacity.reserved_tcp_ports, [22].into_iter().collect());
+        assert_eq!(
+            capacity.reserved_udp_ports,
+            [53, 5353].into_iter().collect()
+        );
+        // More reserved than the host has: nothing is offered.
+        assert_eq!(host_capacity(&config, Some(256), 1).memory_mib, 0);
+        // The host's memory unknown: memory is not accounted.
+        assert_eq!(host_capacity(&config, None, 1).memory_mib, u64::MAX);
+        // The agent reads this host's.
+        let engine = EngineConfig::from_agent_config(&config);
+        let total = crate::host::read_mem_total_mib().expect("this host has /proc/meminfo");
+        assert_eq!(engine.host_capacity.memory_mib, total.saturating_sub(512));
+        assert_eq!(
+            engine.host_capacity.cpu_units,
+            1024 * crate::host::cpu_cores()
+        );
+    }
+
+    #[test]
+    fn the_engines_default_pool_size_is_the_configured_default() {
+        assert_eq!(
+            EngineConfig::default().docker_concurrency,
+            Config::from_sources(None, &|_| None, Scope::System)
+                .expect("the defaults load")
+                .docker_concurrency,
+            "the engine's default pool size is the documented DECKHAND_DOCKER_CONCURRENCY"
+        );
+    }
+
+    /// Every value the configuration accepts names the same behaviour in the engine.
+    #[test]
+    fn each_configured_pull_behavior_maps_to_the_engine_behavior_of_the_same_name() {
+        for name in ["default", "always", "once", "prefer-cached"] {
+            let configured: ImagePullBehavior = name.parse().expect("a configured behaviour");
+            let engine: PullBehavior = name.parse().expect("an engine behaviour");
+            assert_eq!(PullBehavior::from(configured), engine, "{name}");
         }
     }
 }

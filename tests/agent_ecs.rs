@@ -11,7 +11,6 @@ mod agent_support;
 #[path = "support/docker.rs"]
 mod docker_support;
 #[path = "support/fake_ecs.rs"]
-#[allow(dead_code)]
 mod fake_ecs;
 
 use agent_support::{free_port, http_get_eventually, web_definition, Agent, AgentOptions};
@@ -80,11 +79,36 @@ fn containers_of(arn: &str) -> Vec<String> {
         .collect()
 }
 
+/// SubmitTaskStateChange requests for `arn` with `status`.
 fn state_changes_of(fake: &FakeEcs, arn: &str, status: &str) -> usize {
     fake.state_changes()
         .iter()
-        .filter(|change| change.task_arn == arn && change.status == status)
+        .filter(|change| {
+            change.operation == "SubmitTaskStateChange"
+                && change.task_arn == arn
+                && change.status == status
+        })
         .count()
+}
+
+/// How often container `name` of `arn` was reported with `status`: carried by a task change,
+/// or alone in a SubmitContainerStateChange.
+fn container_reports(fake: &FakeEcs, arn: &str, name: &str, status: &str) -> usize {
+    fake.state_changes()
+        .iter()
+        .filter(|change| change.task_arn == arn)
+        .map(|change| {
+            if change.operation == "SubmitContainerStateChange" {
+                usize::from(change.body["containerName"] == name && change.body["status"] == status)
+            } else {
+                change
+                    .containers
+                    .iter()
+                    .filter(|c| c["containerName"] == name && c["status"] == status)
+                    .count()
+            }
+        })
+        .sum()
 }
 
 fn http_get_path(port: u16, path: &str) -> String {
@@ -97,6 +121,28 @@ fn http_get_path(port: u16, path: &str) -> String {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).expect("answer");
     answer
+}
+
+/// Waits until the agent's `ecs.json` records ECS's acknowledgement of RUNNING for every task.
+fn wait_for_acknowledged_running(agent: &Agent, ids: &[String]) {
+    let path = agent.directory.path.join("data").join("ecs.json");
+    let until = deadline();
+    loop {
+        let record = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+            .unwrap_or_default();
+        let acknowledged = &record["ecs"]["acknowledged"];
+        if ids.iter().all(|id| acknowledged[id]["task"] == "RUNNING") {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{}: not every task acknowledged RUNNING: {record}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Waits until the agent's `ecs.json` says every event up to `seq` was reported.
@@ -255,6 +301,8 @@ fn an_ecs_task_runs_under_its_arn_is_reported_verified_and_stopped() {
     }
     assert_eq!(state_changes_of(&fake, &arn, "RUNNING"), 1);
     assert_eq!(state_changes_of(&fake, &arn, "STOPPED"), 1);
+    assert_eq!(container_reports(&fake, &arn, "web", "RUNNING"), 1);
+    assert_eq!(container_reports(&fake, &arn, "web", "STOPPED"), 1);
     // The local task was never reported.
     assert!(
         fake.state_changes()
@@ -384,5 +432,79 @@ fn ecs_external_without_a_region_or_credentials_exits_78_saying_why() {
     assert!(
         stderr.contains("ECS_INSTANCE_ATTRIBUTES") && stderr.contains("bad name!"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn kill_9_between_payload_and_ack_twenty_times_leaves_one_container_set_and_one_report_per_change()
+{
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs crash loop") else {
+        return;
+    };
+    let fake = FakeEcs::start();
+    let cluster = unique_cluster();
+    let mut agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            extra_env: ecs_env(&fake, &cluster),
+        },
+    );
+    fake.wait_for_acs_session(1, deadline());
+    let mut tasks: Vec<(String, Value)> = Vec::new();
+    let rounds = 20u64;
+    for round in 0..rounds {
+        let arn = task_arn(&cluster);
+        let task = web_task(&arn, free_port(), &format!("round {round}"));
+        tasks.push((arn, task));
+        // ACS sends what it has not seen acknowledged again: every task so far, each time.
+        let payload = Value::Array(tasks.iter().map(|(_, task)| task.clone()).collect());
+        let sessions = fake.counters().acs_sessions;
+        fake.send_payload(payload, 2 * round + 1);
+        // The kill lands anywhere from just after the payload arrived to just after its ack.
+        std::thread::sleep(Duration::from_millis(5 * (round % 5)));
+        agent.kill9();
+        agent.restart();
+        fake.wait_for_acs_session(sessions + 1, deadline());
+        // ECS sends it again; once acknowledged, every task so far runs and is reported, and
+        // the agent has recorded ECS's answers (so the next kill, aimed at the next payload, is
+        // not also a kill between a report and its record — that window makes any reporter
+        // at-least-once, and is not what this test is about).
+        let payload = Value::Array(tasks.iter().map(|(_, task)| task.clone()).collect());
+        let again = fake.send_payload(payload, 2 * round + 2);
+        fake.wait_for_message(
+            |message| {
+                message.type_name == "AckRequest" && message.message["messageId"] == again.as_str()
+            },
+            deadline(),
+        );
+        let ids: Vec<String> = tasks
+            .iter()
+            .map(|(arn, _)| arn.rsplit('/').next().unwrap_or_default().to_string())
+            .collect();
+        wait_for_acknowledged_running(&agent, &ids);
+    }
+    for (arn, _) in &tasks {
+        fake.wait_for_task_state(arn, "RUNNING", deadline());
+        assert_eq!(containers_of(arn).len(), 1, "{arn}: one container set");
+    }
+    // Every change reported once: nothing is sent twice once ECS acknowledged it (a kill can
+    // land between ECS's answer and the agent's record of it only after a report, which these
+    // kills, right after a payload, rarely hit; the count says if one did).
+    for (arn, _) in &tasks {
+        assert_eq!(
+            state_changes_of(&fake, arn, "RUNNING"),
+            1,
+            "{arn}: {:#?}",
+            fake.state_changes()
+        );
+    }
+    let registrations = fake.registrations();
+    let first = registrations[0]["containerInstanceArn"].clone();
+    assert!(
+        registrations[1..]
+            .iter()
+            .all(|registration| registration["containerInstanceArn"].is_string()),
+        "every re-registration carries the saved ARN: {first} {registrations:?}"
     );
 }

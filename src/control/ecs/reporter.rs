@@ -26,7 +26,7 @@ use crate::event::Event;
 use crate::task::{ContainerKind, Millis, Task, TaskStatus, ECS_SOURCE_PREFIX};
 use crossbeam_channel::Receiver;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +55,41 @@ pub struct EcsRecord {
     /// The highest ACS payload sequence number acknowledged (sent as `seqNum` on reconnect).
     #[serde(default)]
     pub seq_num: u64,
+    /// What ECS acknowledged of each task it owns that the engine still holds, by task id:
+    /// saved in the same write as the cursor, so a change a restore emits again (its
+    /// checkpoint lagged behind the report) is recognised and not sent twice.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub acknowledged: BTreeMap<String, Acknowledged>,
+}
+
+/// What ECS acknowledged of one task: its status and each container's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Acknowledged {
+    #[serde(default, skip_serializing_if = "TaskStatus::is_none")]
+    pub task: TaskStatus,
+    /// Container name → `RUNNING` or `STOPPED`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub containers: BTreeMap<String, String>,
+}
+
+impl Acknowledged {
+    fn container_has(&self, name: &str, status: &str) -> bool {
+        self.containers
+            .get(name)
+            .is_some_and(|known| known == status || known == "STOPPED")
+    }
+
+    /// Records what `report` made ECS know.
+    pub fn record(&mut self, report: &Report) {
+        if let Some((_, status)) = report.acknowledges {
+            self.task = self.task.max(status);
+        }
+        for (name, status) in &report.containers {
+            if !self.container_has(name, status) {
+                self.containers.insert(name.clone(), status.clone());
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +172,9 @@ pub struct Report {
     pub through: u64,
     /// The task and the status ECS then knows, for the engine.
     pub acknowledges: Option<(String, TaskStatus)>,
+    /// The task the report is about (its id), and the container statuses it carries.
+    pub task_id: String,
+    pub containers: Vec<(String, String)>,
 }
 
 /// The task ARN of a task ECS owns.
@@ -144,86 +182,105 @@ pub fn ecs_arn(task: &Task) -> Option<&str> {
     task.source.as_deref()?.strip_prefix(ECS_SOURCE_PREFIX)
 }
 
-/// The next request for `events` (in order, all after the cursor), or why to wait: pure.
-/// `Ok(None)` with `through` > cursor: the events up to `through` are not ECS's (pass over);
-/// `Err(())`: a container change waits for its task's change.
+/// What the reporter does next with the events after its cursor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextReport {
+    /// Send this request; once ECS answered, the cursor moves to its `through`.
+    Send(Report),
+    /// The events up to this one need no request (local tasks, the sandbox, or what ECS
+    /// already acknowledged): move the cursor there.
+    PassOver(u64),
+    /// A container change waits for its task's change (or nothing is there yet).
+    Wait,
+}
+
+/// The next request for `events` (in order, all after the cursor): pure.
 pub fn next_report(
     events: &[Event],
     tasks: &HashMap<String, Task>,
+    acknowledged: &BTreeMap<String, Acknowledged>,
     cluster: &str,
     exclude_ipv6: bool,
     now: Millis,
-) -> Result<(Option<Report>, u64), ()> {
+) -> NextReport {
+    let none = Acknowledged::default();
     let mut passed = None;
     let mut waiting: Vec<&Event> = Vec::new();
+    let mut followed = false;
     for event in events {
         let task = tasks
             .get(&event.task)
             .filter(|task| ecs_arn(task).is_some());
-        let Some(task) = task else {
-            if waiting.is_empty() {
-                passed = Some(event.seq);
-                continue;
-            }
-            break;
-        };
         if let Some(first) = waiting.first() {
-            if first.task != event.task {
+            if task.is_none() || first.task != event.task {
+                followed = true;
                 break;
             }
         }
+        let Some(task) = task else {
+            passed = Some(event.seq);
+            continue;
+        };
+        let known = acknowledged.get(&task.id).unwrap_or(&none);
         match &event.container {
             Some(name) => {
                 let internal = task
                     .containers
                     .iter()
                     .any(|c| c.name() == name && c.kind == ContainerKind::Sandbox);
-                if internal && waiting.is_empty() {
-                    passed = Some(event.seq);
-                    continue;
-                }
-                if !internal {
-                    waiting.push(event);
+                // A task status ECS knows covers the container changes up to it: each went
+                // before, or with, its task's change.
+                let covered = task.reported_status.max(known.task) >= status_of(event);
+                let old_news = internal || covered || known.container_has(name, &event.status);
+                match (old_news, waiting.is_empty()) {
+                    (true, true) => passed = Some(event.seq),
+                    (true, false) => {}
+                    (false, _) => waiting.push(event),
                 }
             }
             None => {
-                // Already acknowledged (an event a restore emitted again after the checkpoint
-                // lagged): ECS knows it; say nothing.
-                let status = if event.status == "STOPPED" {
-                    TaskStatus::Stopped
-                } else {
-                    TaskStatus::Running
-                };
-                if status <= task.reported_status {
-                    return Ok((None, event.seq));
+                let status = status_of(event);
+                // Already acknowledged (an event a restore emitted again after its checkpoint
+                // lagged): ECS knows it. Container changes before it still go, alone.
+                if status <= task.reported_status.max(known.task) {
+                    if waiting.is_empty() {
+                        passed = Some(event.seq);
+                        continue;
+                    }
+                    followed = true;
+                    break;
                 }
-                let report = task_report(task, event, &waiting, cluster, exclude_ipv6);
-                return Ok((Some(report), event.seq));
+                return NextReport::Send(task_report(task, event, &waiting, cluster, exclude_ipv6));
             }
         }
     }
-    match (waiting.first(), waiting.last()) {
-        (Some(first), Some(last)) => {
-            let followed = events.last().is_some_and(|event| event.seq > last.seq);
-            let waited = now.saturating_sub(first.time) >= CONTAINER_CHANGE_WAIT.as_millis() as u64;
-            if !followed && !waited {
-                return Err(());
-            }
-            // Alone: the first one (the next round takes the rest).
-            let task = &tasks[&first.task];
-            let change = container_change(task, first);
-            let arn = ecs_arn(task).unwrap_or_default();
-            Ok((
-                Some(Report {
-                    operation: "SubmitContainerStateChange",
-                    body: container_state_change_body(cluster, arn, &change, exclude_ipv6),
-                    through: first.seq,
-                    acknowledges: None,
-                }),
-                first.seq,
-            ))
-        }
-        _ => Ok((None, passed.unwrap_or(0))),
+    let Some(first) = waiting.first() else {
+        return passed.map_or(NextReport::Wait, NextReport::PassOver);
+    };
+    let waited = now.saturating_sub(first.time) >= CONTAINER_CHANGE_WAIT.as_millis() as u64;
+    if !followed && !waited {
+        return NextReport::Wait;
+    }
+    // Alone: the first one (the next round takes the rest).
+    let task = &tasks[&first.task];
+    let change = container_change(task, first);
+    let arn = ecs_arn(task).unwrap_or_default();
+    NextReport::Send(Report {
+        operation: "SubmitContainerStateChange",
+        body: container_state_change_body(cluster, arn, &change, exclude_ipv6),
+        through: first.seq,
+        acknowledges: None,
+        task_id: task.id.clone(),
+        containers: vec![(change.container_name.clone(), first.status.clone())],
+    })
+}
+
+/// The task status an event's `RUNNING`/`STOPPED` stands for.
+fn status_of(event: &Event) -> TaskStatus {
+    if event.status == "STOPPED" {
+        TaskStatus::Stopped
+    } else {
+        TaskStatus::Running
     }
 }
 
@@ -266,6 +323,11 @@ fn task_report(
         body: task_state_change_body(&change, exclude_ipv6),
         through: event.seq,
         acknowledges: Some((task.id.clone(), engine_status)),
+        task_id: task.id.clone(),
+        containers: containers
+            .iter()
+            .filter_map(|event| Some((event.container.clone()?, event.status.clone())))
+            .collect(),
     }
 }
 
@@ -339,8 +401,15 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// Runs until `stop` fires.
+    /// Runs until `stop` fires. First tells the engine again what ECS acknowledged (the
+    /// engine's own record of it may lag behind this one after a crash).
     pub fn run(self) {
+        for (task_id, acknowledged) in self.record.get().acknowledged {
+            if acknowledged.task != TaskStatus::None {
+                self.engine
+                    .control_plane_reported(&task_id, acknowledged.task);
+            }
+        }
         let mut retry = RETRY_FIRST;
         let mut last_unreachable_logged = false;
         loop {
@@ -418,12 +487,13 @@ impl Reporter {
         match next_report(
             &events,
             &tasks,
+            &record.acknowledged,
             &self.cluster,
             self.exclude_ipv6,
             crate::clock::now_millis(),
         ) {
-            Err(()) => Round::Idle(Duration::from_millis(200)),
-            Ok((None, through)) => {
+            NextReport::Wait => Round::Idle(Duration::from_millis(200)),
+            NextReport::PassOver(through) => {
                 if through <= record.reported_through {
                     return Round::Idle(Duration::from_millis(200));
                 }
@@ -435,14 +505,21 @@ impl Reporter {
                     Err(error) => Round::Failed(format!("cannot save ecs.json: {error}")),
                 }
             }
-            Ok((Some(report), _)) => {
+            NextReport::Send(report) => {
                 if let Err(error) = self.submit(report.operation, &report.body) {
                     return Round::Failed(error);
                 }
-                if let Err(error) = self
-                    .record
-                    .update(|record| record.reported_through = report.through)
-                {
+                let saved = self.record.update(|record| {
+                    record.reported_through = report.through;
+                    record
+                        .acknowledged
+                        .entry(report.task_id.clone())
+                        .or_default()
+                        .record(&report);
+                    // Tasks the engine no longer holds were cleaned up: nothing to recognise.
+                    record.acknowledged.retain(|id, _| tasks.contains_key(id));
+                });
+                if let Err(error) = saved {
                     return Round::Failed(format!("cannot save ecs.json: {error}"));
                 }
                 if let Some((task_id, status)) = report.acknowledges {

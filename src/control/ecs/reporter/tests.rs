@@ -3,6 +3,7 @@
 use super::*;
 use crate::ports::PortBinding;
 use crate::task::{NetworkMode, TaskDefinition};
+use serde_json::Value;
 
 const ARN: &str = "arn:aws:ecs:us-west-2:123456789012:task/edge/0123456789abcdef0123456789abcdef";
 
@@ -47,6 +48,13 @@ fn event(seq: u64, task: &str, container: Option<&str>, status: &str, time: Mill
     }
 }
 
+fn sent(next: NextReport) -> Report {
+    match next {
+        NextReport::Send(report) => report,
+        other => panic!("a report expected, not {other:?}"),
+    }
+}
+
 fn tasks() -> HashMap<String, Task> {
     let ecs = task("e", Some(&format!("ecs:{ARN}")));
     let local = task("l", None);
@@ -60,8 +68,12 @@ fn container_changes_ride_on_the_task_change_that_follows_them() {
         event(5, "e", Some("side"), "RUNNING", 10_000),
         event(6, "e", None, "RUNNING", 10_000),
     ];
-    let (report, through) = next_report(&events, &tasks(), "edge", false, 10_001).unwrap();
-    let report = report.unwrap();
+    let NextReport::Send(report) =
+        next_report(&events, &tasks(), &BTreeMap::new(), "edge", false, 10_001)
+    else {
+        panic!("a report expected");
+    };
+    let through = report.through;
     assert_eq!(through, 6);
     assert_eq!(report.operation, "SubmitTaskStateChange");
     assert_eq!(
@@ -89,20 +101,25 @@ fn local_tasks_are_passed_over_and_never_reported() {
         event(3, "gone", None, "STOPPED", 0),
     ];
     assert_eq!(
-        next_report(&events, &tasks(), "edge", false, 0),
-        Ok((None, 3))
+        next_report(&events, &tasks(), &BTreeMap::new(), "edge", false, 0),
+        NextReport::PassOver(3)
     );
     // Passed over up to the ECS task's first event, which is then reported.
     let events = [
         event(1, "l", None, "RUNNING", 0),
         event(2, "e", None, "STOPPED", 0),
     ];
-    let (report, through) = next_report(&events, &tasks(), "edge", false, 0).unwrap();
+    let report = sent(next_report(
+        &events,
+        &tasks(),
+        &BTreeMap::new(),
+        "edge",
+        false,
+        0,
+    ));
+    let through = report.through;
     assert_eq!(through, 2);
-    assert_eq!(
-        report.unwrap().acknowledges,
-        Some(("e".into(), TaskStatus::Stopped))
-    );
+    assert_eq!(report.acknowledges, Some(("e".into(), TaskStatus::Stopped)));
 }
 
 #[test]
@@ -110,12 +127,16 @@ fn a_lone_container_change_waits_briefly_then_goes_alone() {
     let events = [event(7, "e", Some("side"), "STOPPED", 10_000)];
     // Young and last: wait for its task's change.
     assert_eq!(
-        next_report(&events, &tasks(), "edge", false, 10_500),
-        Err(())
+        next_report(&events, &tasks(), &BTreeMap::new(), "edge", false, 10_500),
+        NextReport::Wait
     );
     // Waited long enough: alone.
-    let (report, through) = next_report(&events, &tasks(), "edge", false, 12_001).unwrap();
-    let report = report.unwrap();
+    let NextReport::Send(report) =
+        next_report(&events, &tasks(), &BTreeMap::new(), "edge", false, 12_001)
+    else {
+        panic!("a report expected");
+    };
+    let through = report.through;
     assert_eq!(
         (report.operation, through),
         ("SubmitContainerStateChange", 7)
@@ -128,8 +149,15 @@ fn a_lone_container_change_waits_briefly_then_goes_alone() {
         event(7, "e", Some("side"), "STOPPED", 10_000),
         event(8, "l", None, "RUNNING", 10_000),
     ];
-    let (report, _) = next_report(&events, &tasks(), "edge", false, 10_001).unwrap();
-    assert_eq!(report.unwrap().operation, "SubmitContainerStateChange");
+    let report = sent(next_report(
+        &events,
+        &tasks(),
+        &BTreeMap::new(),
+        "edge",
+        false,
+        10_001,
+    ));
+    assert_eq!(report.operation, "SubmitContainerStateChange");
 }
 
 #[test]
@@ -169,10 +197,76 @@ fn a_task_status_ecs_acknowledged_is_not_reported_again() {
         event(10, "e", None, "RUNNING", 0),
     ];
     assert_eq!(
-        next_report(&events, &known, "edge", false, 0),
-        Ok((None, 10))
+        next_report(&events, &known, &BTreeMap::new(), "edge", false, 0),
+        NextReport::PassOver(10)
     );
     let events = [event(11, "e", None, "STOPPED", 0)];
-    let (report, _) = next_report(&events, &known, "edge", false, 0).unwrap();
-    assert!(report.is_some());
+    let report = sent(next_report(
+        &events,
+        &known,
+        &BTreeMap::new(),
+        "edge",
+        false,
+        0,
+    ));
+    assert_eq!(report.acknowledges, Some(("e".into(), TaskStatus::Stopped)));
+}
+
+#[test]
+fn what_the_record_says_ecs_acknowledged_is_not_sent_again() {
+    // The engine's checkpoint lagged (reported_status NONE), but ecs.json has the answer.
+    let mut acknowledged = BTreeMap::new();
+    let mut known = Acknowledged::default();
+    known.record(&Report {
+        operation: "SubmitTaskStateChange",
+        body: Value::Null,
+        through: 6,
+        acknowledges: Some(("e".into(), TaskStatus::Running)),
+        task_id: "e".into(),
+        containers: vec![("app".into(), "RUNNING".into())],
+    });
+    acknowledged.insert("e".to_string(), known);
+    let events = [
+        event(20, "e", Some("app"), "RUNNING", 0),
+        event(21, "e", None, "RUNNING", 0),
+    ];
+    assert_eq!(
+        next_report(&events, &tasks(), &acknowledged, "edge", false, 0),
+        NextReport::PassOver(21)
+    );
+    // A task status ECS knows covers its containers' changes up to it.
+    let events = [
+        event(22, "e", Some("side"), "RUNNING", 0),
+        event(23, "e", None, "RUNNING", 0),
+    ];
+    assert_eq!(
+        next_report(&events, &tasks(), &acknowledged, "edge", false, 0),
+        NextReport::PassOver(23)
+    );
+    // A container's STOPPED while the task runs on is news, alone once it waited.
+    let events = [event(26, "e", Some("side"), "STOPPED", 0)];
+    let NextReport::Send(report) =
+        next_report(&events, &tasks(), &acknowledged, "edge", false, 5_000)
+    else {
+        panic!("a report expected");
+    };
+    assert_eq!(report.operation, "SubmitContainerStateChange");
+    assert_eq!(
+        report.containers,
+        vec![("side".to_string(), "STOPPED".to_string())]
+    );
+    // STOPPED is news.
+    let events = [
+        event(24, "e", Some("app"), "STOPPED", 0),
+        event(25, "e", None, "STOPPED", 0),
+    ];
+    let NextReport::Send(report) = next_report(&events, &tasks(), &acknowledged, "edge", false, 0)
+    else {
+        panic!("a report expected");
+    };
+    assert_eq!(report.operation, "SubmitTaskStateChange");
+    assert_eq!(
+        report.containers,
+        vec![("app".to_string(), "STOPPED".to_string())]
+    );
 }
