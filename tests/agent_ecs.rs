@@ -218,6 +218,15 @@ fn an_ecs_task_runs_under_its_arn_is_reported_verified_and_stopped() {
     let query = fake.wait_for_acs_session(1, deadline());
     assert_eq!(query.get("protocolVersion").map(String::as_str), Some("2"));
 
+    // A figure, not a check: the agent's resident memory, connected, before any task.
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .unwrap_or("VmRSS: ?");
+    println!("idle agent connected to ECS (debug build): {rss}");
+
     // The introspection endpoint shows the registered ARN.
     let introspection = agent.introspection.expect("introspection");
     let metadata = http_get_path(introspection.port(), "/v1/metadata");
@@ -341,6 +350,12 @@ fn with_ecs_out_of_reach_tasks_keep_running_and_changes_arrive_once_it_is_back()
         },
     );
     fake.wait_for_acs_session(1, deadline());
+    // The server drops the connection, then closes the next one: the agent reconnects each time.
+    fake.drop_connection();
+    fake.wait_for_acs_session(2, deadline());
+    fake.send_close();
+    let query = fake.wait_for_acs_session(3, deadline());
+    assert!(query.contains_key("seqNum"), "{query:?}");
     let arn = task_arn(&cluster);
     let port = free_port();
     fake.send_payload(Value::Array(vec![web_task(&arn, port, "offline")]), 1);
@@ -507,4 +522,72 @@ fn kill_9_between_payload_and_ack_twenty_times_leaves_one_container_set_and_one_
             .all(|registration| registration["containerInstanceArn"].is_string()),
         "every re-registration carries the saved ARN: {first} {registrations:?}"
     );
+}
+
+/// A measurement, not a check (`cargo build --release && cargo test --test agent_ecs --
+/// --ignored --nocapture`): the stripped release binary's resident memory once it registered
+/// and holds the ACS session, idle, against the fake ECS.
+#[test]
+#[ignore]
+fn idle_rss_of_the_release_binary_connected_to_ecs() {
+    let binary = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/deckhand");
+    assert!(binary.exists(), "build it first: cargo build --release");
+    let fake = FakeEcs::start();
+    let cluster = unique_cluster();
+    let directory = std::env::temp_dir().join(format!("dh-ecs-rss-{}", fake_ecs::random_hex32()));
+    std::fs::create_dir_all(directory.join("tasks.d")).expect("scratch");
+    let config = directory.join("deckhand.conf");
+    std::fs::write(&config, "").expect("config");
+    let mut child = Command::new(&binary)
+        .args(["run", "--config", &config.to_string_lossy()])
+        .env("ECS_DATADIR", directory.join("data"))
+        .env("DECKHAND_API_SOCKET", directory.join("api.sock"))
+        .env("DECKHAND_TASKS_DIR", directory.join("tasks.d"))
+        .env("DECKHAND_INTROSPECTION_ADDR", "")
+        .env("DECKHAND_TASK_METADATA", "false")
+        .envs(ecs_env(&fake, &cluster))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the release binary");
+    fake.wait_for_acs_session(1, deadline());
+    // Settled: the session is open and nothing else happens.
+    std::thread::sleep(Duration::from_secs(2));
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    for line in status
+        .lines()
+        .filter(|line| line.starts_with("VmRSS:") || line.starts_with("Threads:"))
+    {
+        println!("release binary, registered, ACS session open, no task: {line}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn a_deregistered_instance_says_so_and_local_tasks_run_on() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs inactive") else {
+        return;
+    };
+    let fake = FakeEcs::start();
+    fake.set_inactive(true);
+    let cluster = unique_cluster();
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            extra_env: ecs_env(&fake, &cluster),
+        },
+    );
+    let line = agent.wait_for_log("this container instance is deregistered");
+    assert!(line.contains("InactiveInstanceException"), "{line}");
+    assert!(line.contains("in an hour"), "{line}");
+    let port = free_port();
+    let local = agent.submit(&web_definition("local-web", port, "still here"));
+    agent.wait_for_task_status(&local, "RUNNING");
+    http_get_eventually(port, "still here");
+    // It does not hammer ECS meanwhile: one registration attempt.
+    assert_eq!(fake.registrations().len(), 0);
+    assert_eq!(fake.counters().acs_sessions, 0);
 }
