@@ -50,7 +50,10 @@ impl IntrospectionApi {
             .with_header("Allow", "GET");
         }
         match segments.as_slice() {
-            ["v1", "metadata"] => HttpResponse::json(200, &metadata_json(&self.engine.cluster(), self.engine.container_instance_arn())),
+            ["v1", "metadata"] => HttpResponse::json(
+                200,
+                &metadata_json(&self.engine.cluster(), self.engine.container_instance_arn()),
+            ),
             ["v1", "tasks"] => self.tasks(request),
             ["metrics"] => self.metrics(),
             _ => HttpResponse::error(404, format!("no such endpoint: {}", request.path)),

@@ -143,7 +143,10 @@ impl LocalApi {
         let method = request.method.as_str();
         match segments.as_slice() {
             ["v1", "metadata"] => match method {
-                "GET" => HttpResponse::json(200, &metadata_json(&self.engine.cluster(), self.engine.container_instance_arn())),
+                "GET" => HttpResponse::json(
+                    200,
+                    &metadata_json(&self.engine.cluster(), self.engine.container_instance_arn()),
+                ),
                 _ => method_not_allowed(request, "GET"),
             },
             ["v1", "tasks"] => match method {

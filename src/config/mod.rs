@@ -258,7 +258,10 @@ impl fmt::Debug for EcsConfig {
                 "secret_access_key",
                 &self.secret_access_key.as_ref().map(|_| "<redacted>"),
             )
-            .field("session_token", &self.session_token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "session_token",
+                &self.session_token.as_ref().map(|_| "<redacted>"),
+            )
             .field("shared_credentials_file", &self.shared_credentials_file)
             .field("profile", &self.profile)
             .finish()
@@ -798,12 +801,16 @@ fn parse_instance_attributes(text: &str) -> Result<Vec<(String, String)>, String
     let value: serde_json::Value = serde_json::from_str(text)
         .map_err(|error| format!("must be a JSON object of names to values: {error}"))?;
     let serde_json::Value::Object(map) = value else {
-        return Err("must be a JSON object of names to values, e.g. {\"stack\":\"prod\"}".to_string());
+        return Err(
+            "must be a JSON object of names to values, e.g. {\"stack\":\"prod\"}".to_string(),
+        );
     };
     map.into_iter()
         .map(|(name, value)| match value {
             serde_json::Value::String(value) => Ok((name, value)),
-            other => Err(format!("the value of attribute {name:?} must be a string, not {other}")),
+            other => Err(format!(
+                "the value of attribute {name:?} must be a string, not {other}"
+            )),
         })
         .collect()
 }

@@ -1218,7 +1218,10 @@ fn ecs_external_is_off_by_default_and_needs_a_region_when_on() {
     assert_eq!(ecs_config(&[("ECS_EXTERNAL", "false")]).unwrap(), None);
     let error = ecs_config(&[("ECS_EXTERNAL", "true")]).unwrap_err();
     let message = error.to_string();
-    assert!(message.contains("AWS_REGION") && message.contains("AWS_DEFAULT_REGION"), "{message}");
+    assert!(
+        message.contains("AWS_REGION") && message.contains("AWS_DEFAULT_REGION"),
+        "{message}"
+    );
     assert!(ecs_config(&[("ECS_EXTERNAL", "yes please")]).is_err());
     let error = ecs_config(&[("ECS_EXTERNAL", "true"), ("AWS_REGION", "US West")]).unwrap_err();
     assert!(error.to_string().contains("AWS_REGION"), "{error}");
@@ -1226,22 +1229,31 @@ fn ecs_external_is_off_by_default_and_needs_a_region_when_on() {
 
 #[test]
 fn ecs_settings_take_ecs_names_and_defaults() {
-    let ecs = ecs_config(&[("ECS_EXTERNAL", "true"), ("AWS_DEFAULT_REGION", "eu-west-1")])
-        .unwrap()
-        .unwrap();
+    let ecs = ecs_config(&[
+        ("ECS_EXTERNAL", "true"),
+        ("AWS_DEFAULT_REGION", "eu-west-1"),
+    ])
+    .unwrap()
+    .unwrap();
     assert_eq!(ecs.region, "eu-west-1");
     assert_eq!(ecs.backend_host, "https://ecs.eu-west-1.amazonaws.com");
     assert_eq!(ecs.profile, "default");
     assert_eq!(ecs.access_key_id, None);
     // No HOME (the packaged service): root's file, which ECS Anywhere's SSM agent rotates.
-    assert_eq!(ecs.shared_credentials_file, PathBuf::from("/root/.aws/credentials"));
+    assert_eq!(
+        ecs.shared_credentials_file,
+        PathBuf::from("/root/.aws/credentials")
+    );
 
     let ecs = ecs_config(&[
         ("ECS_EXTERNAL", "true"),
         ("AWS_REGION", "us-west-2"),
         ("AWS_DEFAULT_REGION", "eu-west-1"),
         ("ECS_BACKEND_HOST", "http://127.0.0.1:4000"),
-        ("ECS_INSTANCE_ATTRIBUTES", r#"{"stack":"prod","zone":"shelf-3"}"#),
+        (
+            "ECS_INSTANCE_ATTRIBUTES",
+            r#"{"stack":"prod","zone":"shelf-3"}"#,
+        ),
         ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
         ("AWS_SECRET_ACCESS_KEY", "very-secret"),
         ("AWS_SESSION_TOKEN", "token-secret"),
@@ -1259,27 +1271,44 @@ fn ecs_settings_take_ecs_names_and_defaults() {
             ("zone".to_string(), "shelf-3".to_string())
         ]
     );
-    assert_eq!(ecs.shared_credentials_file, PathBuf::from("/home/edge/.aws/credentials"));
+    assert_eq!(
+        ecs.shared_credentials_file,
+        PathBuf::from("/home/edge/.aws/credentials")
+    );
     assert_eq!(ecs.profile, "fleet");
     let shown = format!("{ecs:?}");
-    assert!(!shown.contains("very-secret") && !shown.contains("token-secret"), "{shown}");
+    assert!(
+        !shown.contains("very-secret") && !shown.contains("token-secret"),
+        "{shown}"
+    );
 }
 
 #[test]
 fn ecs_bad_values_name_the_key() {
     let base = [("ECS_EXTERNAL", "true"), ("AWS_REGION", "us-west-2")];
     let cases: &[(&str, &str, &str)] = &[
-        ("ECS_BACKEND_HOST", "ecs.us-west-2.amazonaws.com", "https://"),
+        (
+            "ECS_BACKEND_HOST",
+            "ecs.us-west-2.amazonaws.com",
+            "https://",
+        ),
         ("ECS_INSTANCE_ATTRIBUTES", "stack=prod", "JSON object"),
         ("ECS_INSTANCE_ATTRIBUTES", "[1]", "JSON object"),
         ("ECS_INSTANCE_ATTRIBUTES", r#"{"n":1}"#, "must be a string"),
-        ("AWS_SHARED_CREDENTIALS_FILE", "relative/credentials", "AWS_SHARED_CREDENTIALS_FILE"),
+        (
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "relative/credentials",
+            "AWS_SHARED_CREDENTIALS_FILE",
+        ),
     ];
     for (key, value, expected) in cases {
         let mut pairs = base.to_vec();
         pairs.push((key, value));
         let message = ecs_config(&pairs).unwrap_err().to_string();
-        assert!(message.contains(key) && message.contains(expected), "{key}={value}: {message}");
+        assert!(
+            message.contains(key) && message.contains(expected),
+            "{key}={value}: {message}"
+        );
     }
 }
 
@@ -1289,7 +1318,10 @@ fn ecs_keys_come_from_the_file_too() {
     let ecs = system_config(Some(file), &[]).unwrap().ecs.unwrap();
     assert_eq!(ecs.region, "ap-south-1");
     assert_eq!(ecs.backend_host, "http://127.0.0.1:9");
-    assert_eq!(ecs.instance_attributes, vec![("rack".to_string(), "7".to_string())]);
+    assert_eq!(
+        ecs.instance_attributes,
+        vec![("rack".to_string(), "7".to_string())]
+    );
     assert_eq!(ecs.session_token.as_deref(), Some("tok"));
     // The environment wins over the file, as for every key.
     let ecs = system_config(Some(file), &[("ECS_BACKEND_HOST", "https://ecs.example")])
@@ -1298,7 +1330,12 @@ fn ecs_keys_come_from_the_file_too() {
         .unwrap();
     assert_eq!(ecs.backend_host, "https://ecs.example");
     // Off in the environment turns off what the file turned on.
-    assert_eq!(system_config(Some(file), &[("ECS_EXTERNAL", "false")]).unwrap().ecs, None);
+    assert_eq!(
+        system_config(Some(file), &[("ECS_EXTERNAL", "false")])
+            .unwrap()
+            .ecs,
+        None
+    );
     // A bad attribute list is an error even with the connection off.
     assert!(system_config(Some("ECS_INSTANCE_ATTRIBUTES=oops\n"), &[]).is_err());
 }

@@ -361,8 +361,11 @@ fn unavailable(what: &str, error: impl std::fmt::Display) -> EngineError {
 /// for the older UUID-shaped ids, which get an id of deckhand's.
 pub fn task_id_of_arn(arn: &str) -> Option<&str> {
     let id = arn.rsplit('/').next()?;
-    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-        .then_some(id)
+    (id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    .then_some(id)
 }
 
 #[cfg(test)]
@@ -387,7 +390,10 @@ mod tests {
             ),
             ("", None),
             ("arn:aws:ecs:us-west-2:123456789012:task/edge/", None),
-            ("arn:aws:ecs:us-west-2:123456789012:task/edge/é123456789abcdef0123456789abcde", None),
+            (
+                "arn:aws:ecs:us-west-2:123456789012:task/edge/é123456789abcdef0123456789abcde",
+                None,
+            ),
         ];
         for (arn, expected) in cases {
             assert_eq!(task_id_of_arn(arn), *expected, "{arn}");

@@ -103,7 +103,9 @@ pub enum Input {
     },
     /// The control plane that owns the task acknowledged its report of `status` (§10, ECS):
     /// a task it owns is removed only after it acknowledged STOPPED.
-    ControlPlaneReported { status: TaskStatus },
+    ControlPlaneReported {
+        status: TaskStatus,
+    },
     /// Docker events may have been missed: re-inspect.
     Resync,
     /// Every earlier stop finished (§9).

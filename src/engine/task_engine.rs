@@ -31,7 +31,7 @@ use crate::engine::image_cleanup::{
 };
 use crate::engine::log_driver::AwsLogsSetup;
 use crate::engine::managed_task::{
-    run_managed_task, ManagedTask, OwnerCommand, ManagedTaskSettings, TaskInboxes, TaskRoute,
+    run_managed_task, ManagedTask, ManagedTaskSettings, OwnerCommand, TaskInboxes, TaskRoute,
     DOCKER_EVENT_INBOX_CAPACITY,
 };
 use crate::engine::shared::{Commands, TaskHandle, TaskShared};

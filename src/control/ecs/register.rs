@@ -85,7 +85,10 @@ impl fmt::Display for RegisterError {
                 "ECS_INSTANCE_ATTRIBUTES: expected a JSON object of strings ({problem})"
             ),
             RegisterError::BadAttribute { name, problem } => {
-                write!(formatter, "ECS_INSTANCE_ATTRIBUTES: attribute {name:?}: {problem}")
+                write!(
+                    formatter,
+                    "ECS_INSTANCE_ATTRIBUTES: attribute {name:?}: {problem}"
+                )
             }
             RegisterError::TooManyAttributes(count) => write!(
                 formatter,
@@ -141,7 +144,9 @@ pub fn parse_instance_attributes(text: &str) -> Result<Vec<(String, String)>, Re
 fn attribute_problem(name: &str, value: &str) -> Option<String> {
     let name_chars = name.chars().count();
     if name_chars == 0 || name_chars > ATTRIBUTE_MAX_CHARS {
-        return Some(format!("the name must have 1 to {ATTRIBUTE_MAX_CHARS} characters"));
+        return Some(format!(
+            "the name must have 1 to {ATTRIBUTE_MAX_CHARS} characters"
+        ));
     }
     if let Some(bad) = name
         .chars()
@@ -160,7 +165,9 @@ fn attribute_problem(name: &str, value: &str) -> Option<String> {
     }
     let value_chars = value.chars().count();
     if value_chars == 0 || value_chars > ATTRIBUTE_MAX_CHARS {
-        return Some(format!("the value must have 1 to {ATTRIBUTE_MAX_CHARS} characters"));
+        return Some(format!(
+            "the value must have 1 to {ATTRIBUTE_MAX_CHARS} characters"
+        ));
     }
     if let Some(bad) = value.chars().find(|c| {
         !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '/' | '\\' | ':' | ' '))
@@ -350,7 +357,11 @@ mod tests {
                 attributes
                     .iter()
                     .map(|attribute| match attribute.get("value") {
-                        Some(value) => format!("{}={}", attribute["name"].as_str().unwrap_or(""), value.as_str().unwrap_or("")),
+                        Some(value) => format!(
+                            "{}={}",
+                            attribute["name"].as_str().unwrap_or(""),
+                            value.as_str().unwrap_or("")
+                        ),
                         None => attribute["name"].as_str().unwrap_or("").to_string(),
                     })
                     .collect()
@@ -422,17 +433,59 @@ mod tests {
     #[test]
     fn variations() {
         let cases: Vec<(&str, RegistrationInput, &dyn Fn(&Value) -> bool)> = vec![
-            ("re-registration names the ARN and sends no custom attribute",
-             RegistrationInput { container_instance_arn: Some(ARN.to_string()), ..input() },
-             &|body| body["containerInstanceArn"] == json!(ARN) && !names(body).iter().any(|name| name.starts_with("site"))),
-            ("privileged disabled", RegistrationInput { privileged_disabled: true, ..input() },
-             &|body| !names(body).iter().any(|name| name.ends_with("privileged-container"))),
-            ("arm64", RegistrationInput { cpu_architecture: "aarch64".to_string(), ..input() },
-             &|body| names(body).contains(&"ecs.cpu-architecture=arm64".to_string())),
-            ("an old API lists the versions up to it", RegistrationInput { docker_api_version: (1, 24), ..input() },
-             &|body| names(body).iter().filter(|name| name.contains("docker-remote-api")).count() == 8),
-            ("no reserved memory", RegistrationInput { reserved_memory_mib: 0, ..input() },
-             &|body| body["totalResources"][1]["integerValue"] == json!(3934)),
+            (
+                "re-registration names the ARN and sends no custom attribute",
+                RegistrationInput {
+                    container_instance_arn: Some(ARN.to_string()),
+                    ..input()
+                },
+                &|body| {
+                    body["containerInstanceArn"] == json!(ARN)
+                        && !names(body).iter().any(|name| name.starts_with("site"))
+                },
+            ),
+            (
+                "privileged disabled",
+                RegistrationInput {
+                    privileged_disabled: true,
+                    ..input()
+                },
+                &|body| {
+                    !names(body)
+                        .iter()
+                        .any(|name| name.ends_with("privileged-container"))
+                },
+            ),
+            (
+                "arm64",
+                RegistrationInput {
+                    cpu_architecture: "aarch64".to_string(),
+                    ..input()
+                },
+                &|body| names(body).contains(&"ecs.cpu-architecture=arm64".to_string()),
+            ),
+            (
+                "an old API lists the versions up to it",
+                RegistrationInput {
+                    docker_api_version: (1, 24),
+                    ..input()
+                },
+                &|body| {
+                    names(body)
+                        .iter()
+                        .filter(|name| name.contains("docker-remote-api"))
+                        .count()
+                        == 8
+                },
+            ),
+            (
+                "no reserved memory",
+                RegistrationInput {
+                    reserved_memory_mib: 0,
+                    ..input()
+                },
+                &|body| body["totalResources"][1]["integerValue"] == json!(3934),
+            ),
         ];
         for (label, case, check) in cases {
             let body = register_request(&case).unwrap();
@@ -442,10 +495,16 @@ mod tests {
 
     #[test]
     fn reserved_memory_above_total_is_refused() {
-        let case = RegistrationInput { reserved_memory_mib: 4000, ..input() };
+        let case = RegistrationInput {
+            reserved_memory_mib: 4000,
+            ..input()
+        };
         assert_eq!(
             register_request(&case),
-            Err(RegisterError::ReservedMemoryTooLarge { total_mib: 3934, reserved_mib: 4000 })
+            Err(RegisterError::ReservedMemoryTooLarge {
+                total_mib: 3934,
+                reserved_mib: 4000
+            })
         );
     }
 
@@ -454,30 +513,84 @@ mod tests {
         let long = "a".repeat(129);
         let cases: Vec<(String, Result<Vec<(&str, &str)>, &str>)> = vec![
             ("".to_string(), Ok(vec![])),
-            (r#"{"site": "shop-17", "rack": "a/3:2 @top"}"#.to_string(), Ok(vec![("rack", "a/3:2 @top"), ("site", "shop-17")])),
-            ("[1]".to_string(), Err("ECS_INSTANCE_ATTRIBUTES: expected a JSON object of strings")),
-            (r#"{"site": 3}"#.to_string(), Err(r#"attribute "site": the value must be a string"#)),
-            (r#"{"": "x"}"#.to_string(), Err(r#"attribute "": the name must have 1 to 128 characters"#)),
-            (format!(r#"{{"{long}": "x"}}"#), Err("the name must have 1 to 128 characters")),
-            (r#"{"bad name": "x"}"#.to_string(), Err(r#"attribute "bad name": the name may hold letters, digits, - _ / \ and . only, not ' '"#)),
-            (r#"{"site": ""}"#.to_string(), Err(r#"attribute "site": the value must have 1 to 128 characters"#)),
-            (format!(r#"{{"site": "{long}"}}"#), Err("the value must have 1 to 128 characters")),
-            (r#"{"site": " x"}"#.to_string(), Err(r#"attribute "site": the value must not start or end with a space"#)),
-            (r#"{"site": "x;y"}"#.to_string(), Err(r#"the value may hold letters, digits, spaces and - _ . @ / \ : only, not ';'"#)),
-            (r#"{"ecs.capability.external": "x"}"#.to_string(), Err("the name is one deckhand sets itself")),
-            (r#"{"ecs.os-type": "windows"}"#.to_string(), Err("the name is one deckhand sets itself")),
-            (format!("{{{}}}", (0..11).map(|n| format!(r#""k{n}": "v""#)).collect::<Vec<_>>().join(",")),
-             Err("11 attributes, ECS takes at most 10 per instance")),
+            (
+                r#"{"site": "shop-17", "rack": "a/3:2 @top"}"#.to_string(),
+                Ok(vec![("rack", "a/3:2 @top"), ("site", "shop-17")]),
+            ),
+            (
+                "[1]".to_string(),
+                Err("ECS_INSTANCE_ATTRIBUTES: expected a JSON object of strings"),
+            ),
+            (
+                r#"{"site": 3}"#.to_string(),
+                Err(r#"attribute "site": the value must be a string"#),
+            ),
+            (
+                r#"{"": "x"}"#.to_string(),
+                Err(r#"attribute "": the name must have 1 to 128 characters"#),
+            ),
+            (
+                format!(r#"{{"{long}": "x"}}"#),
+                Err("the name must have 1 to 128 characters"),
+            ),
+            (
+                r#"{"bad name": "x"}"#.to_string(),
+                Err(
+                    r#"attribute "bad name": the name may hold letters, digits, - _ / \ and . only, not ' '"#,
+                ),
+            ),
+            (
+                r#"{"site": ""}"#.to_string(),
+                Err(r#"attribute "site": the value must have 1 to 128 characters"#),
+            ),
+            (
+                format!(r#"{{"site": "{long}"}}"#),
+                Err("the value must have 1 to 128 characters"),
+            ),
+            (
+                r#"{"site": " x"}"#.to_string(),
+                Err(r#"attribute "site": the value must not start or end with a space"#),
+            ),
+            (
+                r#"{"site": "x;y"}"#.to_string(),
+                Err(
+                    r#"the value may hold letters, digits, spaces and - _ . @ / \ : only, not ';'"#,
+                ),
+            ),
+            (
+                r#"{"ecs.capability.external": "x"}"#.to_string(),
+                Err("the name is one deckhand sets itself"),
+            ),
+            (
+                r#"{"ecs.os-type": "windows"}"#.to_string(),
+                Err("the name is one deckhand sets itself"),
+            ),
+            (
+                format!(
+                    "{{{}}}",
+                    (0..11)
+                        .map(|n| format!(r#""k{n}": "v""#))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+                Err("11 attributes, ECS takes at most 10 per instance"),
+            ),
         ];
         for (text, expected) in cases {
             let got = parse_instance_attributes(&text);
             match (expected, got) {
                 (Ok(pairs), Ok(got)) => {
-                    let pairs: Vec<(String, String)> = pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+                    let pairs: Vec<(String, String)> = pairs
+                        .iter()
+                        .map(|(n, v)| (n.to_string(), v.to_string()))
+                        .collect();
                     assert_eq!(got, pairs, "{text}");
                 }
                 (Err(needle), Err(error)) => {
-                    assert!(error.to_string().contains(needle), "{text}: {error} lacks {needle}")
+                    assert!(
+                        error.to_string().contains(needle),
+                        "{text}: {error} lacks {needle}"
+                    )
                 }
                 (expected, got) => panic!("{text}: expected {expected:?}, got {got:?}"),
             }
@@ -487,10 +600,21 @@ mod tests {
     #[test]
     fn register_response() {
         let arn = "arn:aws:ecs:us-west-2:123456789012:container-instance/edge/0123456789abcdef0123456789abcdef";
-        let body = json!({"containerInstance": {"containerInstanceArn": arn, "status": "ACTIVE"}}).to_string();
-        assert_eq!(parse_register_response(body.as_bytes()), Ok(arn.to_string()));
-        for bad in [&b"{}"[..], b"not json", br#"{"containerInstance": {"containerInstanceArn": ""}}"#] {
-            assert!(matches!(parse_register_response(bad), Err(RegisterError::BadResponse(_))));
+        let body = json!({"containerInstance": {"containerInstanceArn": arn, "status": "ACTIVE"}})
+            .to_string();
+        assert_eq!(
+            parse_register_response(body.as_bytes()),
+            Ok(arn.to_string())
+        );
+        for bad in [
+            &b"{}"[..],
+            b"not json",
+            br#"{"containerInstance": {"containerInstanceArn": ""}}"#,
+        ] {
+            assert!(matches!(
+                parse_register_response(bad),
+                Err(RegisterError::BadResponse(_))
+            ));
         }
     }
 }

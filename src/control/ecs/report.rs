@@ -147,14 +147,20 @@ fn container_fields(change: &ContainerChange, exclude_ipv6: bool) -> Map<String,
     let mut fields = Map::new();
     fields.insert("containerName".into(), json!(change.container_name));
     if let Some(id) = change.runtime_id.as_deref().filter(|id| !id.is_empty()) {
-        fields.insert("runtimeId".into(), json!(truncate_bytes(id, MAX_RUNTIME_ID_BYTES)));
+        fields.insert(
+            "runtimeId".into(),
+            json!(truncate_bytes(id, MAX_RUNTIME_ID_BYTES)),
+        );
     }
     if let Some(digest) = change.image_digest.as_deref().filter(|d| !d.is_empty()) {
         let digest = truncate_bytes(digest, MAX_IMAGE_DIGEST_BYTES);
         fields.insert("imageDigest".into(), json!(digest));
     }
     if let Some(reason) = change.reason.as_deref().filter(|r| !r.is_empty()) {
-        fields.insert("reason".into(), json!(truncate_bytes(reason, MAX_REASON_BYTES)));
+        fields.insert(
+            "reason".into(),
+            json!(truncate_bytes(reason, MAX_REASON_BYTES)),
+        );
     }
     fields.insert("status".into(), json!(change.status.as_str()));
     if let Some(code) = change.exit_code {
@@ -174,7 +180,10 @@ pub fn task_state_change_body(change: &TaskChange, exclude_ipv6: bool) -> Value 
     body.insert("task".into(), json!(change.task_arn));
     body.insert("status".into(), json!(change.status.as_str()));
     let reason = change.reason.as_deref().unwrap_or("");
-    body.insert("reason".into(), json!(truncate_bytes(reason, MAX_REASON_BYTES)));
+    body.insert(
+        "reason".into(),
+        json!(truncate_bytes(reason, MAX_REASON_BYTES)),
+    );
     for (key, time) in [
         ("pullStartedAt", change.pull_started_at),
         ("pullStoppedAt", change.pull_stopped_at),
@@ -268,7 +277,8 @@ pub fn plan_submission(pending: &PendingReport) -> Vec<Submission> {
 mod tests {
     use super::*;
 
-    const ARN: &str = "arn:aws:ecs:us-west-2:123456789012:task/edge/0123456789abcdef0123456789abcdef";
+    const ARN: &str =
+        "arn:aws:ecs:us-west-2:123456789012:task/edge/0123456789abcdef0123456789abcdef";
 
     fn web(status: ContainerReportStatus) -> ContainerChange {
         ContainerChange {
@@ -329,32 +339,48 @@ mod tests {
             ..task(TaskReportStatus::Stopped)
         };
         let cases = [
-            (running.clone(), false, json!({
-                "cluster": "edge", "task": ARN, "status": "RUNNING", "reason": "",
-                "pullStartedAt": 1_700_000_000.25, "pullStoppedAt": 1_700_000_003,
-                "containers": [{"containerName": "web", "runtimeId": "4f1c", "status": "RUNNING",
-                    "networkBindings": [
-                        {"bindIP": "0.0.0.0", "containerPort": 80, "hostPort": 8080, "protocol": "tcp"},
-                        {"bindIP": "::", "containerPort": 80, "hostPort": 8080, "protocol": "tcp"}]}]
-            })),
-            (running, true, json!({
-                "cluster": "edge", "task": ARN, "status": "RUNNING", "reason": "",
-                "pullStartedAt": 1_700_000_000.25, "pullStoppedAt": 1_700_000_003,
-                "containers": [{"containerName": "web", "runtimeId": "4f1c", "status": "RUNNING",
-                    "networkBindings": [
-                        {"bindIP": "0.0.0.0", "containerPort": 80, "hostPort": 8080, "protocol": "tcp"}]}]
-            })),
-            (stopped, false, json!({
-                "cluster": "edge", "task": ARN, "status": "STOPPED",
-                "reason": "Essential container in task exited",
-                "executionStoppedAt": 1_700_000_100.123,
-                "containers": [{"containerName": "web", "runtimeId": "4f1c", "imageDigest": "sha256:abcd",
-                    "reason": "OutOfMemoryError: Container killed due to memory usage",
-                    "status": "STOPPED", "exitCode": 137, "networkBindings": []}]
-            })),
-            (task(TaskReportStatus::Pending), false, json!({
-                "cluster": "edge", "task": ARN, "status": "PENDING", "reason": ""
-            })),
+            (
+                running.clone(),
+                false,
+                json!({
+                    "cluster": "edge", "task": ARN, "status": "RUNNING", "reason": "",
+                    "pullStartedAt": 1_700_000_000.25, "pullStoppedAt": 1_700_000_003,
+                    "containers": [{"containerName": "web", "runtimeId": "4f1c", "status": "RUNNING",
+                        "networkBindings": [
+                            {"bindIP": "0.0.0.0", "containerPort": 80, "hostPort": 8080, "protocol": "tcp"},
+                            {"bindIP": "::", "containerPort": 80, "hostPort": 8080, "protocol": "tcp"}]}]
+                }),
+            ),
+            (
+                running,
+                true,
+                json!({
+                    "cluster": "edge", "task": ARN, "status": "RUNNING", "reason": "",
+                    "pullStartedAt": 1_700_000_000.25, "pullStoppedAt": 1_700_000_003,
+                    "containers": [{"containerName": "web", "runtimeId": "4f1c", "status": "RUNNING",
+                        "networkBindings": [
+                            {"bindIP": "0.0.0.0", "containerPort": 80, "hostPort": 8080, "protocol": "tcp"}]}]
+                }),
+            ),
+            (
+                stopped,
+                false,
+                json!({
+                    "cluster": "edge", "task": ARN, "status": "STOPPED",
+                    "reason": "Essential container in task exited",
+                    "executionStoppedAt": 1_700_000_100.123,
+                    "containers": [{"containerName": "web", "runtimeId": "4f1c", "imageDigest": "sha256:abcd",
+                        "reason": "OutOfMemoryError: Container killed due to memory usage",
+                        "status": "STOPPED", "exitCode": 137, "networkBindings": []}]
+                }),
+            ),
+            (
+                task(TaskReportStatus::Pending),
+                false,
+                json!({
+                    "cluster": "edge", "task": ARN, "status": "PENDING", "reason": ""
+                }),
+            ),
         ];
         for (change, exclude_ipv6, expected) in cases {
             assert_eq!(task_state_change_body(&change, exclude_ipv6), expected);
@@ -428,21 +454,56 @@ mod tests {
             change,
         };
         let cases: Vec<(&str, PendingReport, Vec<Submission>)> = vec![
-            ("RUNNING reached: the task change carries the waiting containers",
-             pending(Running, None, vec![web(CRunning)], false), vec![task_with(Running, vec![web(CRunning)])]),
-            ("STOPPED reached after RUNNING", pending(Stopped, Some(Running), vec![web(CStopped)], false),
-             vec![task_with(Stopped, vec![web(CStopped)])]),
-            ("STOPPED with nothing waiting", pending(Stopped, Some(Running), vec![], false), vec![task_with(Stopped, vec![])]),
-            ("a container change while PENDING waits", pending(Pending, None, vec![web(CRunning)], false), vec![]),
-            ("the drain sends it with the PENDING status", pending(Pending, None, vec![web(CRunning)], true),
-             vec![task_with(Pending, vec![web(CRunning)])]),
-            ("a non-essential container stops while RUNNING: waits", pending(Running, Some(Running), vec![web(CStopped)], false), vec![]),
-            ("… and goes at the drain with RUNNING", pending(Running, Some(Running), vec![web(CStopped)], true),
-             vec![task_with(Running, vec![web(CStopped)])]),
-            ("a drain with nothing waiting sends nothing", pending(Running, Some(Running), vec![], true), vec![]),
-            ("already sent: nothing", pending(Stopped, Some(Stopped), vec![], false), vec![]),
-            ("after STOPPED was sent a container change goes alone", pending(Stopped, Some(Stopped), vec![web(CStopped)], true),
-             vec![alone(web(CStopped))]),
+            (
+                "RUNNING reached: the task change carries the waiting containers",
+                pending(Running, None, vec![web(CRunning)], false),
+                vec![task_with(Running, vec![web(CRunning)])],
+            ),
+            (
+                "STOPPED reached after RUNNING",
+                pending(Stopped, Some(Running), vec![web(CStopped)], false),
+                vec![task_with(Stopped, vec![web(CStopped)])],
+            ),
+            (
+                "STOPPED with nothing waiting",
+                pending(Stopped, Some(Running), vec![], false),
+                vec![task_with(Stopped, vec![])],
+            ),
+            (
+                "a container change while PENDING waits",
+                pending(Pending, None, vec![web(CRunning)], false),
+                vec![],
+            ),
+            (
+                "the drain sends it with the PENDING status",
+                pending(Pending, None, vec![web(CRunning)], true),
+                vec![task_with(Pending, vec![web(CRunning)])],
+            ),
+            (
+                "a non-essential container stops while RUNNING: waits",
+                pending(Running, Some(Running), vec![web(CStopped)], false),
+                vec![],
+            ),
+            (
+                "… and goes at the drain with RUNNING",
+                pending(Running, Some(Running), vec![web(CStopped)], true),
+                vec![task_with(Running, vec![web(CStopped)])],
+            ),
+            (
+                "a drain with nothing waiting sends nothing",
+                pending(Running, Some(Running), vec![], true),
+                vec![],
+            ),
+            (
+                "already sent: nothing",
+                pending(Stopped, Some(Stopped), vec![], false),
+                vec![],
+            ),
+            (
+                "after STOPPED was sent a container change goes alone",
+                pending(Stopped, Some(Stopped), vec![web(CStopped)], true),
+                vec![alone(web(CStopped))],
+            ),
         ];
         for (label, report, expected) in cases {
             assert_eq!(plan_submission(&report), expected, "{label}");

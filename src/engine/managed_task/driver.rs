@@ -8,7 +8,7 @@ use crate::clock::now_millis;
 use crate::engine::managed_task::calls::spawn_worker;
 use crate::engine::managed_task::machine::ManagedTask;
 use crate::engine::messages::{
-    DockerObservation, OwnerCommand, Effect, Input, TaskRoute, TimerKind,
+    DockerObservation, Effect, Input, OwnerCommand, TaskRoute, TimerKind,
 };
 use crate::engine::shared::TaskShared;
 use crate::task::TaskStatus;

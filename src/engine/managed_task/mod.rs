@@ -9,7 +9,8 @@ mod machine;
 mod tests;
 
 pub use crate::engine::messages::{
-    DesiredCommand, DockerCall, OwnerCommand, Effect, Input, Reported, TaskRoute, TimerKind, TransitionOutput,
+    DesiredCommand, DockerCall, Effect, Input, OwnerCommand, Reported, TaskRoute, TimerKind,
+    TransitionOutput,
 };
 pub use crate::engine::transition::classify_error;
 pub(crate) use driver::run_managed_task;

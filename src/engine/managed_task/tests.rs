@@ -1919,7 +1919,10 @@ fn a_task_ecs_owns_is_removed_only_after_ecs_acknowledged_its_stopped() {
     let effects = owned.start(100_000);
     assert!(!removes(&effects), "{effects:?}");
     let effects = owned.handle(Input::TimerFired(TimerKind::Cleanup), 130_000);
-    assert!(!removes(&effects), "the poll alone removes nothing: {effects:?}");
+    assert!(
+        !removes(&effects),
+        "the poll alone removes nothing: {effects:?}"
+    );
     // ECS acknowledging RUNNING changes nothing; STOPPED starts the removal, and the
     // acknowledgement is saved with the task.
     let effects = owned.handle(

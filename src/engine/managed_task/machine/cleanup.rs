@@ -55,8 +55,8 @@ impl ManagedTask {
         }
         // A task Amazon ECS owns also keeps its containers until ECS acknowledged its STOPPED
         // (the acknowledgement arrives as an input; the poll only re-arms the wait).
-        let control_plane_waits = self.task.owned_by_control_plane()
-            && self.task.reported_status < TaskStatus::Stopped;
+        let control_plane_waits =
+            self.task.owned_by_control_plane() && self.task.reported_status < TaskStatus::Stopped;
         if self.task.sent_status < TaskStatus::Stopped || control_plane_waits {
             self.emit_unreported(now, effects);
             let poll =
