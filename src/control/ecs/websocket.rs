@@ -218,10 +218,28 @@ pub fn accept_key(key: &str) -> String {
     base64(&sha1(format!("{key}{ACCEPT_GUID}").as_bytes()))
 }
 
-/// Standard base64 (RFC 4648 §4) with padding.
-fn base64(bytes: &[u8]) -> String {
-    let url = crate::encoding::base64_url(bytes);
-    url.replace('-', "+").replace('_', "/")
+/// Standard base64 (RFC 4648 §4) with padding, for the key and the accept key. Pure.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut encoded = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for group in bytes.chunks(3) {
+        let joined = group
+            .iter()
+            .enumerate()
+            .fold(0u32, |joined, (index, byte)| {
+                joined | u32::from(*byte) << (16 - 8 * index)
+            });
+        for index in 0..4 {
+            if index <= group.len() {
+                encoded.push(char::from(
+                    ALPHABET[(joined >> (18 - 6 * index)) as usize & 63],
+                ));
+            } else {
+                encoded.push('=');
+            }
+        }
+    }
+    encoded
 }
 
 /// SHA-1 (FIPS 180-4), for the handshake's accept key only: RFC 6455 names it, and nothing

@@ -501,3 +501,19 @@ fn encoded_frames_use_the_shortest_length_and_the_mask() {
         }
     }
 }
+
+#[test]
+fn keys_are_standard_base64_of_16_random_bytes() {
+    let cases: &[(&[u8], &str)] = &[
+        (b"", ""),
+        (b"f", "Zg=="),
+        (b"fo", "Zm8="),
+        (b"foo", "Zm9v"),
+        (b"foobar", "Zm9vYmFy"),
+        (b"\xfb\xff\xfe", "+//+"),
+        (b"the sample nonce", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+    for (bytes, expected) in cases {
+        assert_eq!(base64(bytes), *expected, "{bytes:?}");
+    }
+}
