@@ -443,7 +443,9 @@ mod tests {
 
     #[test]
     fn variations() {
-        let cases: Vec<(&str, RegistrationInput, &dyn Fn(&Value) -> bool)> = vec![
+        /// What changes, the input, and a check of the request.
+        type Case<'a> = (&'a str, RegistrationInput, &'a dyn Fn(&Value) -> bool);
+        let cases: Vec<Case> = vec![
             (
                 "re-registration names the ARN and sends no custom attribute",
                 RegistrationInput {
@@ -522,7 +524,9 @@ mod tests {
     #[test]
     fn instance_attributes() {
         let long = "a".repeat(129);
-        let cases: Vec<(String, Result<Vec<(&str, &str)>, &str>)> = vec![
+        /// The text, and its attributes or a part of the error.
+        type Case<'a> = (String, Result<Vec<(&'a str, &'a str)>, &'a str>);
+        let cases: Vec<Case> = vec![
             ("".to_string(), Ok(vec![])),
             (
                 r#"{"site": "shop-17", "rack": "a/3:2 @top"}"#.to_string(),

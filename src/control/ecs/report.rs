@@ -328,7 +328,7 @@ mod tests {
         };
         let stopped = TaskChange {
             reason: Some("Essential container in task exited".to_string()),
-            execution_stopped_at: Some(1_700_000_100.1234),
+            execution_stopped_at: Some(1_700_000_100.123_4),
             containers: vec![ContainerChange {
                 exit_code: Some(137),
                 reason: Some("OutOfMemoryError: Container killed due to memory usage".to_string()),
