@@ -630,6 +630,41 @@ pub fn acs_task(data: &[u8]) {
     );
 }
 
+/// The ACS websocket's frames as the client reads them (part already read with the upgrade's
+/// answer, the rest in small reads): never a panic; no more text comes out than went in; the
+/// client's answers (pongs, closes) are final masked frames; once a read ends or fails, the
+/// next says the socket is closed.
+pub fn acs_frames(data: &[u8]) {
+    use crate::control::ecs::websocket::ClientSocket;
+    let ahead = data.len().min(data.len() % 7);
+    let (read_ahead, rest) = data.split_at(ahead);
+    let connection = FakeConnection {
+        input: SplitReader {
+            data: rest,
+            step: 1 + data.len() % 11,
+        },
+        output: Vec::new(),
+    };
+    let mut socket = ClientSocket::new(connection, read_ahead.to_vec());
+    let mut text_bytes = 0;
+    while let Ok(Some(text)) = socket.read_text() {
+        text_bytes += text.len();
+    }
+    assert!(text_bytes <= data.len(), "{text_bytes} bytes of text");
+    assert!(
+        matches!(socket.read_text(), Ok(None)),
+        "a read after the end"
+    );
+    let mut written = socket.stream_ref().output.as_slice();
+    while let [first, second, rest @ ..] = written {
+        assert_eq!(first & 0xF0, 0x80, "a final frame without reserved bits");
+        assert_eq!(second & 0x80, 0x80, "a masked frame");
+        let length = usize::from(second & 0x7F);
+        assert!(length <= 125, "a control frame's length");
+        written = rest.get(4 + length..).expect("the whole frame was written");
+    }
+}
+
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -650,6 +685,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("ecs_http", ecs_http),
     ("ecs_credentials", ecs_credentials),
     ("acs_task", acs_task),
+    ("acs_frames", acs_frames),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

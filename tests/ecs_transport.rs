@@ -579,6 +579,90 @@ fn the_acs_websocket_connects_signed_and_carries_text_both_ways() {
 }
 
 #[test]
+fn pings_fragments_large_messages_and_the_close_handshake_work_with_another_implementation() {
+    use tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tungstenite::protocol::frame::Frame;
+    let large = "p".repeat(300_000);
+    let expected_large = large.clone();
+    for tls in [false, true] {
+        let large = large.clone();
+        let (seen_sender, seen) = crossbeam_channel::unbounded::<String>();
+        let (url, server) = serve_acs(
+            tls,
+            None,
+            Box::new(move |socket| {
+                socket
+                    .send(tungstenite::Message::Ping(b"hb".to_vec().into()))
+                    .expect("ping");
+                for (part, opcode, last) in [
+                    ("{\"type\":", OpCode::Data(Data::Text), false),
+                    ("\"Heartbeat", OpCode::Data(Data::Continue), false),
+                    ("Message\"}", OpCode::Data(Data::Continue), true),
+                ] {
+                    socket
+                        .send(tungstenite::Message::Frame(Frame::message(
+                            part.as_bytes().to_vec(),
+                            opcode,
+                            last,
+                        )))
+                        .expect("fragment");
+                }
+                socket
+                    .send(tungstenite::Message::binary(vec![1, 2, 3]))
+                    .expect("binary");
+                socket
+                    .send(tungstenite::Message::text(large))
+                    .expect("large");
+                for _ in 0..4 {
+                    match socket.read() {
+                        Ok(message) => seen_sender.send(format!("{message:?}")).expect("seen"),
+                        Err(error) => {
+                            seen_sender.send(format!("{error}")).expect("seen");
+                            break;
+                        }
+                    }
+                }
+            }),
+        );
+        let mut socket = websocket::connect(
+            &url,
+            &query(),
+            REGION,
+            &credentials(SECRET),
+            &now(),
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|error| panic!("tls {tls}: {error}"));
+        assert_eq!(
+            socket.read_text().expect("read").as_deref(),
+            Some(r#"{"type":"HeartbeatMessage"}"#)
+        );
+        assert_eq!(
+            socket.read_text().expect("read").as_deref(),
+            Some(expected_large.as_str())
+        );
+        socket.send_text("ack").expect("send");
+        socket.close();
+        server.join().expect("server");
+        let seen: Vec<String> = seen.try_iter().collect();
+        assert_eq!(seen.len(), 4, "tls {tls}: {seen:?}");
+        assert!(
+            seen[0].starts_with("Pong(") && seen[0].contains("hb"),
+            "{seen:?}"
+        );
+        assert!(
+            seen[1].starts_with("Text(") && seen[1].contains("ack"),
+            "{seen:?}"
+        );
+        assert!(
+            seen[2].starts_with("Close(Some(CloseFrame { code: Normal"),
+            "{seen:?}"
+        );
+        assert!(seen[3].contains("closed"), "tls {tls}: {seen:?}");
+    }
+}
+
+#[test]
 fn an_idle_acs_socket_times_out_distinguishably_and_stays_usable() {
     let (release, released) = crossbeam_channel::bounded::<()>(1);
     let (url, server) = serve_acs(

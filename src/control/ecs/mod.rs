@@ -20,6 +20,8 @@ pub mod websocket;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod websocket_tests;
 
 use std::fmt;
 

@@ -262,11 +262,22 @@ fn attribute_json(name: &str, value: Option<&str>) -> Value {
     }
 }
 
+/// The ports in order, each once. A bit per port rather than a sort: the binary needs no sort
+/// of `u16` for it.
 fn port_set(ports: &[u16]) -> Vec<String> {
-    let mut ports = ports.to_vec();
-    ports.sort_unstable();
-    ports.dedup();
-    ports.iter().map(u16::to_string).collect()
+    let mut seen = vec![0u64; 1024];
+    for port in ports {
+        if let Some(word) = seen.get_mut(usize::from(*port / 64)) {
+            *word |= 1 << (port % 64);
+        }
+    }
+    (0..=u16::MAX)
+        .filter(|port| {
+            seen.get(usize::from(port / 64))
+                .is_some_and(|word| word >> (port % 64) & 1 == 1)
+        })
+        .map(|port| port.to_string())
+        .collect()
 }
 
 /// The RegisterContainerInstance body for `input`.
@@ -620,6 +631,18 @@ mod tests {
                 parse_register_response(bad),
                 Err(RegisterError::BadResponse(_))
             ));
+        }
+    }
+
+    #[test]
+    fn port_sets_are_ordered_and_unique_at_both_ends_of_the_range() {
+        let cases: &[(&[u16], &[&str])] = &[
+            (&[], &[]),
+            (&[65535, 0, 65535, 64, 63], &["0", "63", "64", "65535"]),
+            (&[443, 80, 443], &["80", "443"]),
+        ];
+        for (ports, expected) in cases {
+            assert_eq!(port_set(ports), *expected, "{ports:?}");
         }
     }
 }

@@ -59,8 +59,8 @@ pub fn sign(
     if let Some(token) = &credentials.session_token {
         headers.push(("x-amz-security-token".into(), canonical_header_value(token)));
     }
-    // Stable sort by name: a name given twice keeps its values' order, joined by commas.
-    headers.sort_by(|left, right| left.0.cmp(&right.0));
+    // By name only: a name given twice keeps its values' order, joined by commas.
+    sort_pairs(&mut headers, false);
     let mut canonical_headers = String::new();
     let mut signed_headers: Vec<&str> = Vec::new();
     for (name, value) in &headers {
@@ -181,12 +181,25 @@ fn canonical_path(path: &str) -> String {
     uri_encode(path, true)
 }
 
+/// Stable sort by name, then (with `by_value`) by value. One function for the headers and the
+/// query, so that the binary holds one sort of these pairs.
+fn sort_pairs(pairs: &mut [(String, String)], by_value: bool) {
+    pairs.sort_by(|left, right| {
+        let order = left.0.cmp(&right.0);
+        if by_value {
+            order.then_with(|| left.1.cmp(&right.1))
+        } else {
+            order
+        }
+    });
+}
+
 fn canonical_query(query: &[(&str, &str)]) -> String {
     let mut pairs: Vec<(String, String)> = query
         .iter()
         .map(|(key, value)| (uri_encode(key, false), uri_encode(value, false)))
         .collect();
-    pairs.sort();
+    sort_pairs(&mut pairs, true);
     pairs
         .iter()
         .map(|(key, value)| format!("{key}={value}"))

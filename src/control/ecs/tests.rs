@@ -257,11 +257,11 @@ impl Xorshift {
 }
 
 /// Random mutations of real-looking inputs through the fuzz entry points of the credentials
-/// parser and the API answer reader: no panic, and both the accepting and the refusing paths
-/// run.
+/// parser, the API answer reader and the websocket frame reader: no panic, and both the
+/// accepting and the refusing paths run.
 #[test]
-fn mutated_credentials_files_and_answers_never_panic() {
-    let seeds: [(&[u8], crate::fuzzing::Target); 2] = [
+fn mutated_credentials_files_answers_and_frames_never_panic() {
+    let seeds: [(&[u8], crate::fuzzing::Target); 3] = [
         (
             b"# c\n[default] ; x\naws_access_key_id = A # k\naws_secret_access_key = S\n  more = 1\n[p]\nk=v\n",
             crate::fuzzing::ecs_credentials,
@@ -270,8 +270,12 @@ fn mutated_credentials_files_and_answers_never_panic() {
             b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n1a\r\n{\"__type\":\"a#B\",\"message\"\r\n4\r\n:\"m\"\r\n1\r\n}\r\n0\r\n\r\n",
             crate::fuzzing::ecs_http,
         ),
+        (
+            b"\x01\x03{\"a\x89\x02hb\x80\x02\":\x8a\x00\x81\x7e\x00\x02{}\x80\x01}\x88\x02\x03\xe8",
+            crate::fuzzing::acs_frames,
+        ),
     ];
-    let noise = b"\r\n[]=#;: \t{}\"%0123456789abcdef\xff\xc3";
+    let noise = b"\r\n[]=#;: \t{}\"%0123456789abcdef\xff\xc3\x00\x01\x7e\x7f\x80\x81\x88\x89\xc1";
     let mut random = Xorshift(0x0ecd_5eed_0000_0001);
     for (seed, target) in seeds {
         for _ in 0..2000 {
