@@ -587,7 +587,7 @@ fn a_deregistered_instance_says_so_and_local_tasks_run_on() {
     let local = agent.submit(&web_definition("local-web", port, "still here"));
     agent.wait_for_task_status(&local, "RUNNING");
     http_get_eventually(port, "still here");
-    // It does not hammer ECS meanwhile: one registration attempt.
-    assert_eq!(fake.registrations().len(), 0);
+    // It does not hammer ECS meanwhile: one registration attempt, refused, and no session.
+    assert_eq!(fake.registrations().len(), 1);
     assert_eq!(fake.counters().acs_sessions, 0);
 }
