@@ -44,6 +44,23 @@ fn ecs_env(fake: &FakeEcs, cluster: &str) -> Vec<(String, String)> {
     ]
 }
 
+/// A fake ECS, a cluster name of its own, and an agent joined to it.
+fn ecs_agent(
+    docker: deckhand::docker::DockerClient,
+    introspection: bool,
+) -> (FakeEcs, String, Agent) {
+    let fake = FakeEcs::start();
+    let cluster = unique_cluster();
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection,
+            extra_env: ecs_env(&fake, &cluster),
+        },
+    );
+    (fake, cluster, agent)
+}
+
 fn web_task(arn: &str, port: u16, marker: &str) -> Value {
     let script = format!(
         "mkdir -p /www && echo '{marker}' > /www/index.html && exec httpd -f -p 80 -h /www"
@@ -340,15 +357,7 @@ fn with_ecs_out_of_reach_tasks_keep_running_and_changes_arrive_once_it_is_back()
     let Some(docker) = docker_support::docker_client_or_skip("agent ecs offline") else {
         return;
     };
-    let fake = FakeEcs::start();
-    let cluster = unique_cluster();
-    let mut agent = Agent::start(
-        docker,
-        AgentOptions {
-            introspection: false,
-            extra_env: ecs_env(&fake, &cluster),
-        },
-    );
+    let (fake, cluster, mut agent) = ecs_agent(docker, false);
     fake.wait_for_acs_session(1, deadline());
     // The server drops the connection, then closes the next one: the agent reconnects each time.
     fake.drop_connection();
@@ -456,15 +465,7 @@ fn kill_9_between_payload_and_ack_twenty_times_leaves_one_container_set_and_one_
     let Some(docker) = docker_support::docker_client_or_skip("agent ecs crash loop") else {
         return;
     };
-    let fake = FakeEcs::start();
-    let cluster = unique_cluster();
-    let mut agent = Agent::start(
-        docker,
-        AgentOptions {
-            introspection: false,
-            extra_env: ecs_env(&fake, &cluster),
-        },
-    );
+    let (fake, cluster, mut agent) = ecs_agent(docker, false);
     fake.wait_for_acs_session(1, deadline());
     let mut tasks: Vec<(String, Value)> = Vec::new();
     let rounds = 20u64;

@@ -4,6 +4,7 @@
 //! few values the model needs too: the health check (so `HEALTHY` dependencies work), the memory
 //! reservation (for the host-resource ledger) and the network mode (checked against the task's).
 
+use super::is_empty;
 use super::MAX_DOCKER_CONFIG_BYTES;
 use crate::task::DockerConfigOverlay;
 use serde_json::{json, Map, Value};
@@ -129,17 +130,6 @@ fn embedded_object(
         Value::Object(map) if map.is_empty() => Ok(None),
         Value::Object(map) => Ok(Some(map)),
         _ => Err(problem(path, "expected a JSON object of Docker fields")),
-    }
-}
-
-fn is_empty(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Bool(flag) => !flag,
-        Value::String(text) => text.is_empty(),
-        Value::Array(items) => items.is_empty(),
-        Value::Object(map) => map.is_empty(),
-        Value::Number(_) => false,
     }
 }
 

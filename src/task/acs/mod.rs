@@ -187,7 +187,8 @@ struct Mapper {
     warnings: Vec<String>,
 }
 
-fn is_empty(value: &Value) -> bool {
+/// A value that says nothing: null, false, an empty string, array or object.
+pub(super) fn is_empty(value: &Value) -> bool {
     match value {
         Value::Null => true,
         Value::Bool(flag) => !flag,
