@@ -307,7 +307,7 @@ if journal_has "needs AWS credentials"; then
 fi
 wait_until 30 "expected task $task_id RUNNING while ECS is out of reach" task_is_running
 inside cp /root/deckhand.conf.before-ecs /etc/deckhand/deckhand.conf
-inside rm -rf /root/.aws
+inside rm -rf /root/.aws /root/deckhand.conf.before-ecs
 inside systemctl restart deckhand.service || fail "systemctl restart without ECS failed"
 wait_until 30 "expected task $task_id RUNNING after ECS was turned off again" task_is_running
 
