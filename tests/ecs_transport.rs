@@ -4,6 +4,9 @@
 //! signature with the secret it knows and refuses a request whose signature differs, as ECS
 //! does.
 
+#[path = "support/packages.rs"]
+mod packages;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -33,7 +36,26 @@ fn fixture(name: &str) -> PathBuf {
 /// thread reads the environment while it is set.
 fn setup() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| std::env::set_var("SSL_CERT_FILE", fixture("ca.pem")));
+    ONCE.call_once(|| {
+        // TLS is the system's OpenSSL, loaded at run time: installed on first need like the
+        // suite's other packages, where it is missing (Debian's place for it).
+        let libraries = ["libssl.so.3", "libssl.so.1.1"];
+        let directories = [
+            format!("/usr/lib/{}-linux-gnu", std::env::consts::ARCH),
+            "/usr/lib64".to_string(),
+            "/usr/lib".to_string(),
+            "/lib".to_string(),
+        ];
+        let present = directories.iter().any(|directory| {
+            libraries
+                .iter()
+                .any(|library| Path::new(directory).join(library).exists())
+        });
+        if !present {
+            packages::ensure_program(&format!("{}/libssl.so.3", directories[0]), "libssl3");
+        }
+        std::env::set_var("SSL_CERT_FILE", fixture("ca.pem"));
+    });
 }
 
 fn chain(secret: &str, token: Option<&str>) -> Arc<CredentialChain> {
