@@ -96,10 +96,12 @@ fn wait_known(engine: &TaskEngine, id: &str, status: TaskStatus) -> Task {
     engine.task(id).expect("the task is held")
 }
 
+/// The task as a restart would load it (its file, then the state log's records over it), as
+/// the JSON of its checkpoint file.
 fn saved_task(datadir: &Path, id: &str) -> serde_json::Value {
-    let text = std::fs::read_to_string(datadir.join("tasks").join(format!("{id}.json")))
-        .expect("the task's checkpoint exists");
-    serde_json::from_str(&text).expect("the checkpoint is JSON")
+    let saved = deckhand::state::read_saved_tasks(datadir).expect("the data directory reads");
+    let task = saved.get(id).expect("the task's checkpoint exists");
+    serde_json::json!({ "schema": 1, "task": task })
 }
 
 #[test]
@@ -447,7 +449,7 @@ fn a_failing_disk_refuses_commands_and_keeps_the_files_intact() {
         .expect("the engine starts");
     let id = engine.submit(one_container("disk")).expect("accepted").id;
     wait_known(&engine, &id, TaskStatus::Running);
-    faults.fail_always(FsStep::Write, "tasks", NO_SPACE);
+    faults.fail_always(FsStep::Write, "events.log", NO_SPACE);
     match engine.submit(one_container("refused")) {
         Err(EngineError::Unavailable { reason }) => {
             assert!(reason.contains("cannot save the task"), "{reason}")
@@ -464,19 +466,11 @@ fn a_failing_disk_refuses_commands_and_keeps_the_files_intact() {
     let after = saved_task(&dir.0, &id);
     assert_eq!(after["task"]["desired_status"], "RUNNING");
     assert_eq!(after["task"]["stop_sequence"], 0);
-    // Checkpoints only: the running task may be retrying its own write (a temp file that the
-    // failure removes again) while the directory is listed.
-    let checkpoints: Vec<String> = std::fs::read_dir(dir.0.join("tasks"))
-        .expect("list")
-        .filter_map(|entry| entry.ok())
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".json"))
+    let saved: Vec<String> = deckhand::state::read_saved_tasks(&dir.0)
+        .expect("the data directory reads")
+        .into_keys()
         .collect();
-    assert_eq!(
-        checkpoints,
-        vec![format!("{id}.json")],
-        "the refused task left no file"
-    );
+    assert_eq!(saved, vec![id.clone()], "the refused task left nothing");
 
     faults.clear();
     engine

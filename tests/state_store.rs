@@ -98,8 +98,13 @@ fn open_creates_the_layout_and_starts_empty() {
     assert_eq!(loaded.events.next_seq, 1);
     assert_eq!(store.next_sequence().expect("sequence"), 1);
     assert!(
-        datadir.join("agent.json").is_file(),
+        store.agent().next_sequence > 1,
         "the first number reserved a block"
+    );
+    store.compact().expect("compaction");
+    assert!(
+        datadir.join("agent.json").is_file(),
+        "compaction folded the reservation into agent.json"
     );
 }
 
@@ -135,6 +140,7 @@ fn tasks_round_trip_with_their_run_time_state_and_delete_removes_them() {
         loaded.tasks[1], expected,
         "applied status is never persisted"
     );
+    store.compact().expect("compaction writes the task files");
     let on_disk: serde_json::Value =
         serde_json::from_slice(&fs::read(store.task_path(&first.id).expect("path")).expect("read"))
             .expect("json");
@@ -173,6 +179,7 @@ fn corrupt_task_files_are_quarantined_and_the_rest_load() {
     for number in 1..=3 {
         store.save_task(&task(number)).expect("save");
     }
+    store.compact().expect("compaction writes the task files");
     drop(store);
     let tasks_dir = scratch.path.join("tasks");
     let truncated = tasks_dir.join(format!("{:032x}.json", 2));
@@ -284,8 +291,8 @@ fn sequence_numbers_are_durable_in_blocks_and_never_reused() {
     let (store, _) =
         StateStore::open_with_faults(&scratch.path, Arc::clone(&faults), 100).expect("open");
     assert_eq!(store.next_sequence().expect("first"), 1);
-    // The rest of the block needs no write: make every agent-file write fail and keep going.
-    faults.fail_always(FsStep::Create, "agent.json", 28);
+    // The rest of the block needs no write: make every state-log write fail and keep going.
+    faults.fail_always(FsStep::Write, "events.log", 28);
     for expected in 2..=SEQUENCE_BLOCK {
         assert_eq!(store.next_sequence().expect("within the block"), expected);
     }
@@ -296,7 +303,7 @@ fn sequence_numbers_are_durable_in_blocks_and_never_reused() {
     assert_eq!(faults.fired(), 1);
     let message = error.to_string();
     assert!(
-        message.contains("agent.json") && message.contains("No space left"),
+        message.contains("events.log") && message.contains("No space left"),
         "{message}"
     );
     faults.clear();
@@ -381,6 +388,7 @@ fn sequence_numbers_past_any_agents_reach_are_damage_not_overflow() {
     let mut huge = task(u64::MAX);
     huge.stop_sequence = u64::MAX;
     store.save_task(&huge).expect("save");
+    store.compact().expect("compaction writes the task files");
     drop(store);
     fs::write(
         scratch.path.join("agent.json"),
@@ -442,13 +450,11 @@ fn temp_files_left_by_a_crash_are_removed_at_open() {
 }
 
 #[test]
-fn a_failed_checkpoint_write_keeps_the_old_file_and_names_the_file_and_the_os_error() {
+fn a_failed_checkpoint_write_keeps_the_old_state_and_names_the_file_and_the_os_error() {
     // Row by row: the step that fails, the OS error, the words the message must carry.
     let table = [
-        (FsStep::Create, 30, "Read-only file system"),
         (FsStep::Write, 28, "No space left on device"),
         (FsStep::SyncFile, 5, "Input/output error"),
-        (FsStep::Rename, 28, "No space left on device"),
     ];
     for (step, os_error, words) in table {
         let scratch = TempDir::new("deckhand-state-faults");
@@ -457,27 +463,29 @@ fn a_failed_checkpoint_write_keeps_the_old_file_and_names_the_file_and_the_os_er
             StateStore::open_with_faults(&scratch.path, Arc::clone(&faults), 100).expect("open");
         let original = task(1);
         store.save_task(&original).expect("first save");
+        // Another task's change, written but not synced yet: a failed sync must not lose it.
+        let mut other = task(2);
+        store.save_task(&other).expect("save");
+        other.known_status = TaskStatus::Running;
+        store.record_task(&other).expect("written");
         let mut changed = original.clone();
         changed.desired_status = TaskStatus::Stopped;
-        faults.fail_times(step, &original.id, os_error, 1);
+        faults.fail_times(step, "events.log", os_error, 1);
         let error = store.save_task(&changed).expect_err("injected failure");
         assert_eq!(faults.fired(), 1, "{step:?}");
         let message = error.to_string();
-        let path = store.task_path(&original.id).expect("path");
-        assert!(
-            message.contains(&path.display().to_string()),
-            "{step:?}: {message}"
-        );
+        assert!(message.contains("events.log"), "{step:?}: {message}");
         assert!(message.contains(words), "{step:?}: {message}");
-        assert!(all_temp_files(&scratch.path).is_empty(), "{step:?}");
+        store.sync().expect("the other task's change syncs");
         drop(store);
         let (_, loaded) = StateStore::open(&scratch.path).expect("reopen");
         assert_eq!(
             loaded.tasks,
-            vec![original],
-            "{step:?}: the old file is intact"
+            vec![original.clone(), other],
+            "{step:?}: the failed change is not there, the other task's is"
         );
         assert!(loaded.quarantined.is_empty(), "{step:?}");
+        assert_eq!(loaded.events.cut_bytes, 0, "{step:?}: no half line left");
     }
 }
 
@@ -488,7 +496,7 @@ fn a_failed_delete_keeps_the_task_loadable() {
     let (store, _) =
         StateStore::open_with_faults(&scratch.path, Arc::clone(&faults), 100).expect("open");
     store.save_task(&task(1)).expect("save");
-    faults.fail_times(FsStep::Remove, &task(1).id, 30, 1);
+    faults.fail_times(FsStep::Write, "events.log", 30, 1);
     let error = store.delete_task(&task(1).id).expect_err("injected");
     assert!(
         error.to_string().contains("Read-only file system"),
@@ -497,6 +505,57 @@ fn a_failed_delete_keeps_the_task_loadable() {
     drop(store);
     let (_, loaded) = StateStore::open(&scratch.path).expect("reopen");
     assert_eq!(loaded.tasks.len(), 1);
+}
+
+#[test]
+fn an_event_in_the_log_counts_as_sent_even_if_the_checkpoint_noting_it_was_lost() {
+    let scratch = TempDir::new("deckhand-state-sent");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
+    let mut saved = task(1);
+    saved.known_status = TaskStatus::Running;
+    saved.containers[0].known_status = ContainerStatus::Running;
+    store.save_task(&saved).expect("save");
+    let container_event = Event {
+        container: Some("app".to_string()),
+        ..event(1)
+    };
+    store
+        .event_log()
+        .append_batch(&[container_event, event(2)])
+        .expect("events");
+    // No checkpoint with the raised sent statuses follows (a power cut took it).
+    drop(store);
+    let (_, loaded) = StateStore::open(&scratch.path).expect("reopen");
+    assert_eq!(loaded.tasks[0].sent_status, TaskStatus::Running);
+    assert_eq!(
+        loaded.tasks[0].containers[0].sent_status,
+        ContainerStatus::Running
+    );
+    assert_eq!(
+        loaded.tasks[0].containers[1].sent_status,
+        ContainerStatus::None,
+        "another container's status is not touched"
+    );
+}
+
+#[test]
+fn a_task_forgotten_stays_forgotten_and_compaction_removes_its_file() {
+    let scratch = TempDir::new("deckhand-state-forget");
+    let (store, _) = StateStore::open(&scratch.path).expect("open");
+    store.save_task(&task(1)).expect("save");
+    store.save_task(&task(2)).expect("save");
+    store.compact().expect("compaction");
+    assert!(store.task_path(&task(1).id).expect("path").is_file());
+    store.delete_task(&task(1).id).expect("forget");
+    drop(store);
+    let (store, loaded) = StateStore::open(&scratch.path).expect("reopen");
+    assert_eq!(loaded.tasks, vec![task(2)], "the forget record replays");
+    store.compact().expect("compaction");
+    assert!(!store.task_path(&task(1).id).expect("path").exists());
+    assert_eq!(store.event_log().record_bytes(), 0, "every record folded");
+    drop(store);
+    let (_, loaded) = StateStore::open(&scratch.path).expect("reopen");
+    assert_eq!(loaded.tasks, vec![task(2)]);
 }
 
 #[test]
@@ -663,7 +722,7 @@ fn a_full_disk_fails_the_checkpoint_without_damage() {
     let error = store.save_task(&changed).expect_err("disk is full");
     let message = error.to_string();
     assert!(
-        message.contains(&original.id) && message.contains("No space left"),
+        message.contains("events.log") && message.contains("No space left"),
         "{message}"
     );
     assert!(all_temp_files(&datadir).is_empty(), "temp file cleaned");
@@ -685,6 +744,8 @@ fn a_full_disk_fails_the_checkpoint_without_damage() {
         .expect("append once there is room again");
     drop(store);
     let (store, loaded) = StateStore::open(&datadir).expect("reopen");
+    // The log holds task 1's RUNNING events: recorded, so counted as sent.
+    changed.sent_status = TaskStatus::Running;
     assert_eq!(loaded.tasks, vec![changed]);
     assert_eq!((loaded.events.last_seq, loaded.events.cut_bytes), (2, 0));
     assert!(store.next_sequence().expect("sequence") > last_sequence);
@@ -701,9 +762,10 @@ fn a_read_only_file_system_fails_writes_and_keeps_every_file() {
     let original = task(1);
     store.save_task(&original).expect("save");
 
-    // The store holds the event log open for writing, so the whole file system cannot turn
+    // The store holds the state log open for writing, so the whole file system cannot turn
     // read-only under it; a read-only bind mount of `tasks/` can, as a remount would under a
-    // process that held nothing open.
+    // process that held nothing open. Checkpoints go on (they are records of the log);
+    // compaction, which writes the task files, fails naming the file and keeps every record.
     let bind = |args: &[&str]| {
         let status = Command::new("mount")
             .args(args)
@@ -722,22 +784,22 @@ fn a_read_only_file_system_fails_writes_and_keeps_every_file() {
     assert!(status.success(), "remount the bind read-only");
     let mut changed = original.clone();
     changed.desired_status = TaskStatus::Stopped;
-    let error = store.save_task(&changed).expect_err("read-only");
+    store
+        .save_task(&changed)
+        .expect("the state log is writable");
+    let error = store.compact().expect_err("read-only");
     let message = error.to_string();
     assert!(
         message.contains(&original.id) && message.contains("Read-only file system"),
         "{message}"
     );
-    let error = store.delete_task(&original.id).expect_err("read-only");
-    assert!(
-        error.to_string().contains("Read-only file system"),
-        "{error}"
-    );
+    assert!(store.event_log().record_bytes() > 0, "the records are kept");
     let status = Command::new("umount")
         .arg(&tasks_dir)
         .status()
         .expect("umount");
     assert!(status.success(), "umount the bind");
+    let original = changed;
     assert!(all_temp_files(&datadir).is_empty());
     drop(store);
 

@@ -74,10 +74,28 @@ impl TaskShared {
         self.snapshot_changed.notify_all();
     }
 
-    /// Writes a task's checkpoint (nothing to do without a store).
+    /// Writes a task's checkpoint durably (nothing to do without a store): for a submitted
+    /// task, which must be on disk before `submit` answers.
     pub(crate) fn checkpoint(&self, task: &Task) -> Result<(), StateError> {
         match &self.store {
             Some(store) => store.save_task(task),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a task's checkpoint to the state log without waiting for the disk: durable with
+    /// the next [`TaskShared::sync`] or event (a managed task's change).
+    pub(crate) fn record_checkpoint(&self, task: &Task) -> Result<(), StateError> {
+        match &self.store {
+            Some(store) => store.record_task(task),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes every checkpoint written so far durable.
+    pub(crate) fn sync(&self) -> Result<(), StateError> {
+        match &self.store {
+            Some(store) => store.sync(),
             None => Ok(()),
         }
     }

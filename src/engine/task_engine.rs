@@ -370,6 +370,13 @@ impl TaskEngine {
         if let Some(images) = &self.shared.worker_context.images {
             images.flush();
         }
+        // The state log's records folded into the task files: after a clean stop the files
+        // alone hold the whole state (what an older deckhand, which reads only them, needs).
+        if let Some(store) = &self.shared.store {
+            if let Err(error) = store.compact() {
+                log::warn!("cannot fold the state log into the task files at shutdown: {error}");
+            }
+        }
     }
 
     /// The record of the images tasks use (§15).

@@ -126,29 +126,60 @@ impl EventLog {
     /// event is on disk; an error (disk full, read-only) means the event was not recorded and
     /// took no number.
     pub fn record(&self, new_event: NewEvent) -> Result<u64, StateError> {
+        let numbers = self.record_all(vec![new_event])?;
+        Ok(numbers.first().copied().unwrap_or_default())
+    }
+
+    /// Records events in the order given, with consecutive numbers, all in one durable write
+    /// (a container's STOPPED and the task's STOPPED it caused cost one sync, not two); returns
+    /// their numbers. All or none: on error no event of them was recorded.
+    pub fn record_all(&self, new_events: Vec<NewEvent>) -> Result<Vec<u64>, StateError> {
         let mut state = self.state();
         let Some(durable) = &self.durable else {
-            let sequence = state.last_sequence + 1;
-            self.hold(&mut state, EventLog::numbered(sequence, new_event));
-            crate::metrics::global().event_recorded();
+            let mut numbers = Vec::with_capacity(new_events.len());
+            for new_event in new_events {
+                let sequence = state.last_sequence + 1;
+                self.hold(&mut state, EventLog::numbered(sequence, new_event));
+                crate::metrics::global().event_recorded();
+                numbers.push(sequence);
+            }
             drop(state);
             self.recorded.notify_all();
-            return Ok(sequence);
+            return Ok(numbers);
         };
-        let ticket = state.next_ticket;
-        state.next_ticket += 1;
-        state.pending.push((ticket, new_event));
+        // Queued together under the lock, so the writer that takes them takes them all.
+        let tickets: Vec<u64> = new_events
+            .into_iter()
+            .map(|new_event| {
+                let ticket = state.next_ticket;
+                state.next_ticket += 1;
+                state.pending.push((ticket, new_event));
+                ticket
+            })
+            .collect();
         loop {
-            if let Some(outcome) = state.outcomes.remove(&ticket) {
+            if tickets
+                .iter()
+                .all(|ticket| state.outcomes.contains_key(ticket))
+            {
+                let outcomes: Vec<Result<u64, String>> = tickets
+                    .iter()
+                    .filter_map(|ticket| state.outcomes.remove(ticket))
+                    .collect();
                 // The writer's error is shared by every event of its batch, so it travels as text.
-                return outcome.map_err(|message| StateError::Io {
-                    path: durable.path().to_path_buf(),
-                    step: "append",
-                    source: std::io::Error::other(message),
-                });
+                return outcomes
+                    .into_iter()
+                    .map(|outcome| {
+                        outcome.map_err(|message| StateError::Io {
+                            path: durable.path().to_path_buf(),
+                            step: "append",
+                            source: std::io::Error::other(message),
+                        })
+                    })
+                    .collect();
             }
             if !state.writing {
-                // This thread writes everything queued so far (its own event included).
+                // This thread writes everything queued so far (its own events included).
                 state.writing = true;
                 let batch = std::mem::take(&mut state.pending);
                 let first = durable.next_seq();

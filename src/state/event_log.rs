@@ -1,22 +1,36 @@
-//! The durable event log: `ECS_DATADIR/events.log`, one JSON line per state-change event
-//! ([`crate::event::Event`]), sequence numbers gap-free.
+//! The state log: `ECS_DATADIR/events.log`. One line per entry: the state-change events
+//! ([`crate::event::Event`], numbered gap-free) and, between them, the state store's own
+//! records — a task's checkpoint, a task forgotten, the agent record ([`RecordKind`]).
 //!
-//! Why durable: subscribers (the API's long-poll, `deckhand events`, later a remote sink) read
-//! events by sequence number, and a restart must neither lose an event that was reported as
-//! recorded nor reuse a number a subscriber has already seen.
+//! Why one file for both: a task's change and the events it causes become durable with one
+//! fdatasync, and so do the changes of every task that wrote meanwhile (group commit). On the
+//! SD cards and eMMC deckhand runs on, one sync costs 10–50 ms and wears the flash; a task's life
+//! needs one on submit, one for its RUNNING events, one on stop and one for its STOPPED events.
 //!
-//! - **Append** writes the lines and fdatasyncs once per call. [`EventLogFile::append_batch`] is
-//!   the group commit: the reporter drains its inbox and appends everything pending with one fsync.
-//!   A failed write or fsync cuts the file back to its last durable length, so the log never
-//!   holds a half line or an event its caller was told failed.
+//! - **Records** are written (write(2)) as they come, without a sync: they survive `kill -9` (the
+//!   kernel holds them), and the next sync — an acknowledged command's, or the next event's —
+//!   makes them durable together with everything before them. What a power cut can lose is what
+//!   no one was told is durable, and restore reconciles that with Docker.
+//! - **Sync** ([`EventLogFile::sync`]) makes everything written so far durable. The log's mutex
+//!   is held across the fdatasync, so callers that wait for it meanwhile find their bytes synced
+//!   and return at once: that is the group commit.
+//! - **Events** are appended and synced in one call ([`EventLogFile::append_batch`]); the
+//!   reporter's writer appends every event queued meanwhile with that one sync.
+//! - **Failures**: a failed write cuts its own bytes; a failed sync cuts the file back to its
+//!   durable length and writes the records that were waiting for it again (their writers were
+//!   told they are written), so the log never holds a half line or an event its caller was told
+//!   failed, and never drops a record whose writer was told it was written.
 //! - **Replay at open** keeps the longest valid prefix. A torn last line (a crash mid-append) is
 //!   cut silently; garbage followed by valid lines (the disk damaged the middle) is copied to
 //!   `quarantine/` before the cut and reported. The next number continues after the highest one
 //!   ever seen, so no number is reused even then.
-//! - **Bounded size**: once the file holds `2 × retain` events it is compacted to the last
-//!   `retain` events, written atomically (temp file, fsync, rename, fsync directory).
-//! - **Reads** use an in-memory table of line offsets (8 bytes per event), so `read_since` costs a
-//!   seek and the bytes read, whatever the file size.
+//! - **Compaction** keeps the file bounded: once it holds `2 × retain` events, or
+//!   [`RECORD_COMPACT_BYTES`] of records, the records of its durable part are folded into the
+//!   store's own files (one file per task, `agent.json`; the store's *folder*), and the file is
+//!   rewritten atomically with the last `retain` events and whatever was appended meanwhile.
+//!   With a folder this runs on a thread of its own, so no task waits for the files it writes.
+//! - **Reads** use an in-memory table of event line offsets (8 bytes per event), so `read_since`
+//!   costs a seek and the bytes read, whatever the file size.
 
 use crate::event::Event;
 use crate::state::fsio::{self, FaultInjector, FsError, FsStep};
@@ -24,10 +38,82 @@ use crate::state::{QuarantinedFile, StateError, MAX_STORED_NUMBER};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// How many events compaction keeps by default.
 pub const DEFAULT_RETAIN_EVENTS: usize = 10_000;
+
+/// Bytes of records after which the log is compacted (with a folder): about a thousand task
+/// checkpoints, so a restart replays little and the file stays small.
+pub const RECORD_COMPACT_BYTES: u64 = 4 << 20;
+
+/// Records written but not yet synced, past which the writer syncs itself: bounds what a failed
+/// sync must write again (and what a power cut can lose) when no one syncs for a long time.
+const MAX_UNSYNCED_RECORD_BYTES: usize = 1 << 20;
+
+/// The kinds of store record the log carries. A record line is `{"<kind>":<body>}`, where the
+/// body is the bytes of the file the record stands for (a task's checkpoint file, `agent.json`)
+/// or, for `forget`, the task id as a JSON string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    /// A task's checkpoint: the body is its `tasks/<id>.json` content.
+    Checkpoint,
+    /// A task cleaned up: the body is its id.
+    Forget,
+    /// The agent record: the body is `agent.json`'s content.
+    Agent,
+}
+
+impl RecordKind {
+    const ALL: [RecordKind; 3] = [
+        RecordKind::Checkpoint,
+        RecordKind::Forget,
+        RecordKind::Agent,
+    ];
+
+    fn prefix(self) -> &'static [u8] {
+        match self {
+            RecordKind::Checkpoint => b"{\"checkpoint\":",
+            RecordKind::Forget => b"{\"forget\":",
+            RecordKind::Agent => b"{\"agent\":",
+        }
+    }
+}
+
+/// A store record read back from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    pub kind: RecordKind,
+    pub body: Vec<u8>,
+}
+
+/// The line that carries a record (`body` must be one JSON value without a newline, which
+/// serde_json's compact output is).
+pub(crate) fn record_line(kind: RecordKind, body: &[u8]) -> Vec<u8> {
+    let prefix = kind.prefix();
+    let mut line = Vec::with_capacity(prefix.len() + body.len() + 2);
+    line.extend_from_slice(prefix);
+    line.extend_from_slice(body);
+    line.extend_from_slice(b"}\n");
+    line
+}
+
+/// Whether a line is a record's (by its prefix alone: for lines already known to be valid).
+fn is_record_line(line: &[u8]) -> bool {
+    RecordKind::ALL
+        .into_iter()
+        .any(|kind| line.starts_with(kind.prefix()))
+}
+
+/// The record a line holds, if it is one: its kind and its body. A line with a record's prefix
+/// whose body is not JSON is damage, like an unreadable event.
+fn parse_record(line: &[u8]) -> Option<(RecordKind, &[u8])> {
+    RecordKind::ALL.into_iter().find_map(|kind| {
+        let body = line.strip_prefix(kind.prefix())?.strip_suffix(b"}")?;
+        serde_json::from_slice::<serde::de::IgnoredAny>(body).ok()?;
+        Some((kind, body))
+    })
+}
 
 /// What replaying the log at open found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,10 +126,14 @@ pub struct EventLogReplay {
     pub next_seq: u64,
     /// Bytes cut from the end of the file (a torn last line, or everything after corruption).
     pub cut_bytes: u64,
-    /// Set when the cut removed valid events after damaged bytes (not just a torn tail): a copy
+    /// Set when the cut removed valid entries after damaged bytes (not just a torn tail): a copy
     /// of the whole file before the cut.
     pub quarantined: Option<QuarantinedFile>,
 }
+
+/// Folds the records of the log's durable part into the store's own files before compaction
+/// drops them: given the records in log order and the number the next event will carry.
+pub type RecordFolder = Box<dyn Fn(&[LogRecord], u64) -> Result<(), StateError> + Send + Sync>;
 
 struct Inner {
     file: File,
@@ -51,22 +141,38 @@ struct Inner {
     offsets: Vec<u64>,
     first_seq: u64,
     next_seq: u64,
-    /// Length of the durable, valid content.
+    /// Length of the valid content written (records past `synced_len` are not durable yet).
     len: u64,
-    /// Do not retry a failed compaction before the log holds this many events.
+    /// Length of the content known to be durable.
+    synced_len: u64,
+    /// The record lines between `synced_len` and `len`, written again if a failed sync cuts them.
+    unsynced_records: Vec<u8>,
+    /// Bytes of record lines in the file.
+    record_bytes: u64,
+    /// Compact once the log holds this many events…
     compact_at: usize,
-    /// A failed append left bytes past `len` that could not be cut yet: cut them before the
-    /// next append, or a later replay would take them for damage and drop what follows.
-    needs_cut: bool,
+    /// …or this many bytes of records (with a folder).
+    record_compact_at: u64,
+    /// A compaction was asked of the compaction thread and has not started yet.
+    compaction_requested: bool,
+    /// The file past `synced_len` is not what `unsynced_records` says (a failed write or sync
+    /// whose cut failed too): put right before the next write or sync.
+    damaged_tail: bool,
 }
 
-/// The durable event log. Shared between threads (`Arc<EventLogFile>`); appends are serialised on
-/// one mutex, which is held across the fsync because every append goes to the same file.
+/// The state log. Shared between threads (`Arc<EventLogFile>`); writes are serialised on one
+/// mutex, which is held across each fdatasync (every write goes to the same file).
 pub struct EventLogFile {
     path: PathBuf,
     faults: Arc<FaultInjector>,
     retain: usize,
     inner: Mutex<Inner>,
+    /// Where compaction puts the records it drops; `None`: records are kept in the file.
+    folder: Option<RecordFolder>,
+    /// Wakes the compaction thread; `None`: compaction runs on the writing thread.
+    compactor: Mutex<Option<crossbeam_channel::Sender<()>>>,
+    /// Held across a compaction: one at a time.
+    compacting: Mutex<()>,
 }
 
 impl std::fmt::Debug for EventLogFile {
@@ -83,8 +189,12 @@ pub(crate) struct ParsedLog {
     valid_len: u64,
     /// Highest sequence number on any parseable line, valid prefix or not.
     highest_seq_seen: u64,
-    /// Valid event lines after the first bad one (damage, not a torn tail).
+    /// Valid event and record lines after the first bad one (damage, not a torn tail).
     events_after_damage: usize,
+    /// The records of the valid prefix, in order: their kind and the byte range of their body.
+    records: Vec<(RecordKind, std::ops::Range<usize>)>,
+    /// Bytes of record lines in the valid prefix.
+    record_bytes: u64,
 }
 
 impl ParsedLog {
@@ -107,9 +217,23 @@ impl ParsedLog {
         };
         (first_seq, last_seq, next_seq)
     }
+
+    /// The records of the valid prefix of `bytes` (the bytes this was parsed from), in order.
+    pub(crate) fn records(&self, bytes: &[u8]) -> Vec<LogRecord> {
+        self.records
+            .iter()
+            .filter_map(|(kind, range)| {
+                bytes.get(range.clone()).map(|body| LogRecord {
+                    kind: *kind,
+                    body: body.to_vec(),
+                })
+            })
+            .collect()
+    }
 }
 
-/// The longest prefix of `bytes` that is a gap-free run of complete event lines.
+/// The longest prefix of `bytes` that is a run of complete lines, each an event (numbered
+/// gap-free) or a store record.
 pub(crate) fn parse_log(bytes: &[u8]) -> ParsedLog {
     let mut parsed = ParsedLog {
         offsets: Vec::new(),
@@ -117,15 +241,32 @@ pub(crate) fn parse_log(bytes: &[u8]) -> ParsedLog {
         valid_len: 0,
         highest_seq_seen: 0,
         events_after_damage: 0,
+        records: Vec::new(),
+        record_bytes: 0,
     };
     let mut damaged = false;
     let mut position = 0usize;
-    while position < bytes.len() {
-        let Some(newline) = bytes[position..].iter().position(|&b| b == b'\n') else {
+    while let Some(rest) = bytes.get(position..).filter(|rest| !rest.is_empty()) {
+        let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
             // A last line without its newline: the append that wrote it never finished.
             break;
         };
-        let line = &bytes[position..position + newline];
+        let line = &rest[..newline];
+        let line_end = position + newline + 1;
+        if let Some((kind, body)) = parse_record(line) {
+            if damaged {
+                parsed.events_after_damage += 1;
+            } else {
+                let body_start = position + kind.prefix().len();
+                parsed
+                    .records
+                    .push((kind, body_start..body_start + body.len()));
+                parsed.record_bytes += (newline + 1) as u64;
+                parsed.valid_len = line_end as u64;
+            }
+            position = line_end;
+            continue;
+        }
         // A number past what deckhand could have written is damage, like unreadable JSON.
         let event = serde_json::from_slice::<Event>(line)
             .ok()
@@ -149,7 +290,7 @@ pub(crate) fn parse_log(bytes: &[u8]) -> ParsedLog {
                         parsed.first_seq = event.seq;
                     }
                     parsed.offsets.push(position as u64);
-                    parsed.valid_len = (position + newline + 1) as u64;
+                    parsed.valid_len = line_end as u64;
                 }
                 Some(_) => {
                     // A readable event out of sequence: what follows the gap is real content.
@@ -159,22 +300,27 @@ pub(crate) fn parse_log(bytes: &[u8]) -> ParsedLog {
                 None => damaged = true,
             }
         }
-        position += newline + 1;
+        position = line_end;
     }
     parsed
 }
 
+/// What [`EventLogFile::open`] hands back: the log, what replay found, and the records it holds.
+pub(crate) type OpenedLog = (EventLogFile, EventLogReplay, Vec<LogRecord>);
+
 impl EventLogFile {
     /// Open (creating if needed) the log at `path` and replay it. `next_seq_floor` is the lowest
     /// number the next event may carry (from the agent record, in case the log was lost);
-    /// damaged content is copied into `quarantine_dir`.
+    /// damaged content is copied into `quarantine_dir`. With a `folder`, compaction folds records
+    /// into the store's files; without one it keeps them in the file.
     pub(crate) fn open(
         path: &Path,
         quarantine_dir: &Path,
         faults: Arc<FaultInjector>,
         next_seq_floor: u64,
         retain: usize,
-    ) -> Result<(EventLogFile, EventLogReplay), StateError> {
+        folder: Option<RecordFolder>,
+    ) -> Result<OpenedLog, StateError> {
         let retain = retain.max(1);
         let existed = path.exists();
         let file = fsio::open_append(&faults, path)?;
@@ -200,12 +346,17 @@ impl EventLogFile {
                     original: path.to_path_buf(),
                     moved_to: copy,
                     error: format!(
-                        "event log damaged at byte {}: {} valid event(s) after the damage were dropped",
+                        "event log damaged at byte {}: {} valid event(s) or record(s) after the \
+                         damage were dropped",
                         parsed.valid_len, parsed.events_after_damage
                     ),
                 });
             }
             fsio::set_len(&faults, &file, path, parsed.valid_len)?;
+        }
+        if parsed.valid_len > 0 {
+            // Records written before a crash may not be durable yet: they are now, before
+            // anything is built on them.
             fsio::sync_data(&faults, &file, path)?;
         }
         let (first_seq, last_seq, next_seq) = parsed.numbering(next_seq_floor);
@@ -216,6 +367,7 @@ impl EventLogFile {
             cut_bytes,
             quarantined,
         };
+        let records = parsed.records(&bytes);
         let log = EventLogFile {
             path: path.to_path_buf(),
             faults,
@@ -226,16 +378,48 @@ impl EventLogFile {
                 first_seq,
                 next_seq,
                 len: parsed.valid_len,
+                synced_len: parsed.valid_len,
+                unsynced_records: Vec::new(),
+                record_bytes: parsed.record_bytes,
                 compact_at: retain * 2,
-                needs_cut: false,
+                record_compact_at: RECORD_COMPACT_BYTES,
+                compaction_requested: false,
+                damaged_tail: false,
             }),
+            folder,
+            compactor: Mutex::new(None),
+            compacting: Mutex::new(()),
         };
-        Ok((log, replay))
+        Ok((log, replay, records))
+    }
+
+    /// Runs compaction on a thread of its own from now on (the store does this for its log),
+    /// so that the thread whose write crossed the bound does not wait for it. The thread ends
+    /// when the log is dropped.
+    pub(crate) fn start_compaction_thread(log: &Arc<EventLogFile>) -> std::io::Result<()> {
+        let (wake, woken) = crossbeam_channel::bounded::<()>(1);
+        let weak: Weak<EventLogFile> = Arc::downgrade(log);
+        std::thread::Builder::new()
+            .name("state-compaction".to_string())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                for () in woken.iter() {
+                    let Some(log) = weak.upgrade() else {
+                        return;
+                    };
+                    log.compact_or_postpone();
+                }
+            })?;
+        *log.compactor
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(wake);
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Every mutation of Inner happens after the I/O it describes succeeded, so a panic
-        // elsewhere while holding the lock cannot leave it inconsistent.
+        // Every mutation of Inner happens after the I/O it describes succeeded (or records what
+        // is left to put right), so a panic elsewhere while holding the lock cannot leave it
+        // inconsistent.
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -265,13 +449,115 @@ impl EventLogFile {
         self.len() == 0
     }
 
+    /// Bytes of store records currently in the file (0 once compaction folded them away).
+    pub fn record_bytes(&self) -> u64 {
+        self.lock().record_bytes
+    }
+
+    /// Puts the file right after a failure left its tail in doubt: cut back to the durable
+    /// length, then write the records that were waiting for a sync again.
+    fn repair(&self, inner: &mut Inner) -> Result<(), StateError> {
+        if !inner.damaged_tail {
+            return Ok(());
+        }
+        fsio::set_len(&self.faults, &inner.file, &self.path, inner.synced_len)?;
+        inner.len = inner.synced_len;
+        let records = std::mem::take(&mut inner.unsynced_records);
+        let written = fsio::write_all(&self.faults, &mut inner.file, &self.path, &records);
+        if let Err(error) = written {
+            // Stays damaged: the records are kept to be written at the next attempt.
+            let _ = fsio::set_len(&self.faults, &inner.file, &self.path, inner.synced_len);
+            inner.unsynced_records = records;
+            return Err(error.into());
+        }
+        inner.len += records.len() as u64;
+        inner.unsynced_records = records;
+        inner.damaged_tail = false;
+        Ok(())
+    }
+
+    /// Writes `bytes` at the end of the file; on failure cuts what part of them got there (or,
+    /// if the cut fails too, marks the tail for repair).
+    fn write_end(&self, inner: &mut Inner, bytes: &[u8]) -> Result<(), StateError> {
+        self.repair(inner)?;
+        let before = inner.len;
+        if let Err(error) = fsio::write_all(&self.faults, &mut inner.file, &self.path, bytes) {
+            if fsio::set_len(&self.faults, &inner.file, &self.path, before).is_err() {
+                inner.damaged_tail = true;
+            }
+            return Err(error.into());
+        }
+        inner.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn sync_locked(&self, inner: &mut Inner) -> Result<(), StateError> {
+        self.repair(inner)?;
+        if inner.synced_len == inner.len {
+            return Ok(());
+        }
+        if let Err(error) = fsio::sync_data(&self.faults, &inner.file, &self.path) {
+            // What the failed sync covered may or may not be on the disk: cut it and write the
+            // records again (now, or before the next write if that fails as well).
+            inner.damaged_tail = true;
+            let _ = self.repair(inner);
+            return Err(error.into());
+        }
+        inner.synced_len = inner.len;
+        inner.unsynced_records.clear();
+        Ok(())
+    }
+
+    /// Makes everything written so far durable (one fdatasync, shared by every caller waiting
+    /// meanwhile; none when everything is durable already).
+    pub fn sync(&self) -> Result<(), StateError> {
+        let mut inner = self.lock();
+        self.sync_locked(&mut inner)
+    }
+
+    /// Writes one store record (`line` from [`record_line`]) without a sync: it survives the
+    /// process being killed at once, and a power cut once the next [`EventLogFile::sync`] or
+    /// event append returned.
+    pub(crate) fn append_record(&self, line: &[u8]) -> Result<(), StateError> {
+        let mut inner = self.lock();
+        self.write_end(&mut inner, line)?;
+        inner.unsynced_records.extend_from_slice(line);
+        inner.record_bytes += line.len() as u64;
+        if inner.unsynced_records.len() > MAX_UNSYNCED_RECORD_BYTES {
+            self.sync_locked(&mut inner)?;
+        }
+        self.compact_if_due(inner);
+        Ok(())
+    }
+
+    /// Writes one store record and syncs it with everything before it. On error the record is
+    /// not in the log (a refused submit leaves nothing that a restart would bring back), while
+    /// the records of other writers waiting for a sync are kept.
+    pub(crate) fn append_record_durably(&self, line: &[u8]) -> Result<(), StateError> {
+        let mut inner = self.lock();
+        self.write_end(&mut inner, line)?;
+        inner.record_bytes += line.len() as u64;
+        if let Err(error) = fsio::sync_data(&self.faults, &inner.file, &self.path) {
+            // Cut this record (its writer hears it failed) and write the others again.
+            inner.record_bytes -= line.len() as u64;
+            inner.damaged_tail = true;
+            let _ = self.repair(&mut inner);
+            return Err(error.into());
+        }
+        inner.synced_len = inner.len;
+        inner.unsynced_records.clear();
+        self.compact_if_due(inner);
+        Ok(())
+    }
+
     /// Append one event durably. Its `seq` must be [`EventLogFile::next_seq`].
     pub fn append(&self, event: &Event) -> Result<(), StateError> {
         self.append_batch(std::slice::from_ref(event))
     }
 
-    /// Append events durably with one write and one fsync (group commit). They must be numbered
-    /// `next_seq()`, `next_seq() + 1`, …; on error none of them is in the log.
+    /// Append events durably with one write and one fsync (group commit), which also makes
+    /// every record written before them durable. They must be numbered `next_seq()`,
+    /// `next_seq() + 1`, …; on error none of them is in the log.
     pub fn append_batch(&self, events: &[Event]) -> Result<(), StateError> {
         if events.is_empty() {
             return Ok(());
@@ -287,55 +573,139 @@ impl EventLogFile {
                     found: event.seq,
                 });
             }
-            line_starts.push(inner.len + buffer.len() as u64);
+            line_starts.push(buffer.len() as u64);
             serde_json::to_writer(&mut buffer, event).map_err(|e| StateError::Encode {
                 what: format!("event {}", event.seq),
                 message: e.to_string(),
             })?;
             buffer.push(b'\n');
         }
-        let durable_len = inner.len;
-        if inner.needs_cut {
-            fsio::set_len(&self.faults, &inner.file, &self.path, durable_len)?;
-            inner.needs_cut = false;
-        }
-        let written = fsio::write_all(&self.faults, &mut inner.file, &self.path, &buffer)
-            .and_then(|()| fsio::sync_data(&self.faults, &inner.file, &self.path));
-        if let Err(error) = written {
-            // Cut what part of the batch reached the file, so that the next append does not
-            // follow a half line and a restart does not replay events reported as failed.
-            if fsio::set_len(&self.faults, &inner.file, &self.path, durable_len).is_err() {
-                inner.needs_cut = true;
-            }
+        self.write_end(&mut inner, &buffer)?;
+        let start = inner.len - buffer.len() as u64;
+        if let Err(error) = fsio::sync_data(&self.faults, &inner.file, &self.path) {
+            // Cut the events (their writers are told they failed) and write the records that
+            // were waiting for this sync again.
+            inner.damaged_tail = true;
+            let _ = self.repair(&mut inner);
             return Err(error.into());
         }
-        inner.len += buffer.len() as u64;
-        inner.offsets.extend(line_starts);
+        inner.synced_len = inner.len;
+        inner.unsynced_records.clear();
+        inner
+            .offsets
+            .extend(line_starts.iter().map(|offset| start + offset));
         inner.next_seq += events.len() as u64;
-        if inner.offsets.len() >= inner.compact_at {
-            // The events are durable already; a failed compaction only postpones the bound.
-            if let Err(error) = self.compact(&mut inner) {
-                log::warn!("event log compaction failed, will retry later: {error}");
-                inner.compact_at = inner.offsets.len() + self.retain / 2 + 1;
-            }
-        }
+        self.compact_if_due(inner);
         Ok(())
     }
 
-    /// Rewrite the file with only the last `retain` events (temp file, fsync, rename, fsync
-    /// directory) and reopen it for appending.
-    fn compact(&self, inner: &mut Inner) -> Result<(), StateError> {
+    /// Starts a compaction if the file has grown past its bounds: on the compaction thread if
+    /// there is one, else here, after the lock is released (the caller's write is done).
+    fn compact_if_due(&self, mut inner: MutexGuard<'_, Inner>) {
+        let due = !inner.compaction_requested
+            && (inner.offsets.len() >= inner.compact_at
+                || (self.folder.is_some() && inner.record_bytes >= inner.record_compact_at));
+        if !due {
+            return;
+        }
+        let compactor = self
+            .compactor
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        match compactor {
+            Some(wake) => {
+                inner.compaction_requested = true;
+                drop(inner);
+                let _ = wake.try_send(());
+            }
+            None => {
+                drop(inner);
+                self.compact_or_postpone();
+            }
+        }
+    }
+
+    /// Compacts; a failure only postpones the bound (every entry is durable already).
+    fn compact_or_postpone(&self) {
+        if let Err(error) = self.compact() {
+            log::warn!("state log compaction failed, will retry later: {error}");
+            let mut inner = self.lock();
+            inner.compact_at = inner.offsets.len() + self.retain / 2 + 1;
+            inner.record_compact_at = inner.record_bytes + RECORD_COMPACT_BYTES / 2;
+        }
+    }
+
+    /// Folds the records of the durable part into the store's files (outside the lock: writers
+    /// go on meanwhile), then rewrites the file with the last `retain` events and everything
+    /// written after that part (temp file, fsync, rename, fsync directory) and reopens it.
+    pub fn compact(&self) -> Result<(), StateError> {
+        let _one_at_a_time = self
+            .compacting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (reader, cut) = {
+            let mut inner = self.lock();
+            inner.compaction_requested = false;
+            let reader = inner
+                .file
+                .try_clone()
+                .map_err(|source| StateError::io(&self.path, "open", source))?;
+            (reader, inner.synced_len)
+        };
+        // Nothing below `synced_len` changes until this compaction replaces the file.
+        let mut head = vec![0u8; cut as usize];
+        reader
+            .read_exact_at(&mut head, 0)
+            .map_err(|source| StateError::io(&self.path, "read", source))?;
+        let parsed = parse_log(&head);
+        if parsed.valid_len != cut {
+            return Err(StateError::Corrupt {
+                path: self.path.clone(),
+                message: format!(
+                    "its durable part does not read back whole (valid up to byte {} of {cut})",
+                    parsed.valid_len
+                ),
+            });
+        }
+        let folding = self.folder.as_ref().filter(|_| !parsed.records.is_empty());
+        if let Some(folder) = folding {
+            let (_, _, next_seq) = parsed.numbering(0);
+            folder(&parsed.records(&head), next_seq)?;
+        }
+
+        let mut inner = self.lock();
+        if inner.damaged_tail {
+            return Ok(()); // the next write repairs it; compaction comes back later
+        }
         let drop_count = inner.offsets.len().saturating_sub(self.retain);
-        if drop_count == 0 {
+        let keep_records = self.folder.is_none();
+        let mut content = Vec::with_capacity(head.len());
+        let mut event_index = 0usize;
+        for line in head.split_inclusive(|&b| b == b'\n') {
+            let keep = if is_record_line(line) {
+                keep_records
+            } else {
+                event_index += 1;
+                event_index > drop_count
+            };
+            if keep {
+                content.extend_from_slice(line);
+            }
+        }
+        if content.len() == head.len() {
+            // Nothing to drop: the file stays as it is.
+            inner.compact_at = self.retain * 2;
+            inner.record_compact_at = inner.record_bytes + RECORD_COMPACT_BYTES;
             return Ok(());
         }
-        let keep_from = inner.offsets[drop_count];
-        let mut kept = vec![0u8; (inner.len - keep_from) as usize];
+        let mut tail = vec![0u8; (inner.len - cut) as usize];
         inner
             .file
-            .read_exact_at(&mut kept, keep_from)
+            .read_exact_at(&mut tail, cut)
             .map_err(|source| StateError::io(&self.path, "read", source))?;
-        let renamed = match fsio::write_atomic(&self.faults, &self.path, &kept) {
+        content.extend_from_slice(&tail);
+        let renamed = match fsio::write_atomic(&self.faults, &self.path, &content) {
             Ok(()) => Ok(()),
             // The rename happened; only its durability is in doubt. The old handle now points at
             // the replaced file, so carry on with the new one and report the doubt.
@@ -343,13 +713,19 @@ impl EventLogFile {
             Err(error) => return Err(error.into()),
         };
         inner.file = fsio::open_append(&self.faults, &self.path)?;
-        inner.offsets.drain(..drop_count);
-        for offset in inner.offsets.iter_mut() {
-            *offset -= keep_from;
-        }
-        inner.first_seq += drop_count as u64;
-        inner.len -= keep_from;
+        let reparsed = parse_log(&content);
+        inner.first_seq = if reparsed.offsets.is_empty() {
+            inner.next_seq
+        } else {
+            reparsed.first_seq
+        };
+        inner.offsets = reparsed.offsets;
+        inner.len = content.len() as u64;
+        inner.synced_len = inner.len;
+        inner.unsynced_records.clear();
+        inner.record_bytes = reparsed.record_bytes;
         inner.compact_at = self.retain * 2;
+        inner.record_compact_at = inner.record_bytes + RECORD_COMPACT_BYTES;
         renamed.map_err(StateError::from)
     }
 
@@ -373,7 +749,7 @@ impl EventLogFile {
         drop(inner);
         bytes
             .split(|&b| b == b'\n')
-            .filter(|line| !line.is_empty())
+            .filter(|line| !line.is_empty() && !is_record_line(line))
             .map(|line| {
                 serde_json::from_slice::<Event>(line).map_err(|e| StateError::Corrupt {
                     path: self.path.clone(),
@@ -423,14 +799,16 @@ mod tests {
             faults: Arc<FaultInjector>,
             retain: usize,
         ) -> (EventLogFile, EventLogReplay) {
-            EventLogFile::open(
+            let (log, replay, _) = EventLogFile::open(
                 &self.log_path(),
                 &self.directory.path.join("quarantine"),
                 faults,
                 0,
                 retain,
+                None,
             )
-            .expect("event log opens")
+            .expect("event log opens");
+            (log, replay)
         }
         fn quarantined(&self) -> usize {
             std::fs::read_dir(self.directory.path.join("quarantine"))

@@ -233,16 +233,38 @@ pub fn write_atomic(
     Ok(())
 }
 
+/// [`write_atomic`] without the directory fsync: the caller replaces several files in one
+/// directory and syncs the directory once after the last (the state log's compaction). Until
+/// then a power cut may bring back the old file, never a torn one.
+pub fn write_replacing(
+    faults: &FaultInjector,
+    final_path: &Path,
+    bytes: &[u8],
+) -> Result<(), FsError> {
+    let temp_path = temp_path_for(final_path);
+    let result =
+        write_temp(faults, &temp_path, bytes).and_then(|()| rename(faults, &temp_path, final_path));
+    if let Err(mut error) = result {
+        let _ = fs::remove_file(&temp_path);
+        error.path = final_path.to_path_buf();
+        return Err(error);
+    }
+    Ok(())
+}
+
+fn write_temp(faults: &FaultInjector, temp_path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    let mut file = create_new(faults, temp_path)?;
+    write_all(faults, &mut file, temp_path, bytes)?;
+    sync_data(faults, &file, temp_path)
+}
+
 fn write_temp_then_rename(
     faults: &FaultInjector,
     temp_path: &Path,
     final_path: &Path,
     bytes: &[u8],
 ) -> Result<(), FsError> {
-    let mut file = create_new(faults, temp_path)?;
-    write_all(faults, &mut file, temp_path, bytes)?;
-    sync_data(faults, &file, temp_path)?;
-    drop(file);
+    write_temp(faults, temp_path, bytes)?;
     rename(faults, temp_path, final_path)?;
     sync_parent_dir(faults, final_path)
 }

@@ -5,23 +5,32 @@
 //!
 //! ```text
 //! ECS_DATADIR/
+//!   events.log        the state log (event_log.rs): the events, one JSON line each, and between
+//!                     them the store's records (task checkpoints, tasks forgotten, the agent
+//!                     record) not yet folded into the files below
 //!   agent.json        {"schema": 1, "agent": {next_sequence, next_event_seq, images_pulled}}
-//!   events.log        the durable event log (event_log.rs), one JSON event per line
 //!   images.json       {"schema": 1, "images": {"images": [...]}}: images tasks used (images.rs)
-//!   tasks/<id>.json   {"schema": 1, "task": {...}}, one file per task
+//!   tasks/<id>.json   {"schema": 1, "task": {...}}, one file per task, as of the last compaction
 //!   quarantine/       files that could not be loaded, kept for a human to look at
 //! ```
 //!
-//! Why one file per task: a checkpoint costs the size of the task that changed, never the whole
-//! state, and each managed-task thread writes its own file without waiting for the others (the
-//! only lock held across an fsync is the one of the file being written). Every write is atomic
-//! (fsio.rs): a crash leaves the old file or the new one, and a failed write (disk full,
-//! read-only) returns an error naming the file and the OS error while the old file stays intact.
+//! Why a log in front of the files: every change a task makes is one line appended to the
+//! state log without a sync, and one fdatasync makes it durable together with the events it
+//! caused and with every other task's changes written meanwhile (group commit). A checkpoint
+//! no longer costs a file, its fsync, a rename and a directory fsync. Syncs happen where a
+//! promise needs them: a submitted task and an owner's stop are durable before they are
+//! acknowledged ([`StateStore::save_task`], [`StateStore::sync`]), an event before a reader
+//! sees it (the event append), and a container's name, fixed at submit, before its create.
+//! The log's compaction folds its records into the per-task files and `agent.json` on a thread
+//! of its own (event_log.rs); loading reads the files, then replays the log's records over them.
+//! Every file write is atomic (fsio.rs): a crash leaves the old file or the new one, and a failed
+//! write (disk full, read-only) returns an error naming the file and the OS error while what
+//! was on disk stays intact.
 //!
-//! Loading refuses a file from a newer schema ([`StateError::FutureSchema`], which the agent
-//! maps to exit 78: an older binary must not silently drop what a newer one wrote) and moves a
-//! corrupt file to `quarantine/`, reporting it, so that one bad file does not keep every other
-//! task from being restored.
+//! Loading refuses a file (or a record) from a newer schema ([`StateError::FutureSchema`],
+//! which the agent maps to exit 78: an older binary must not silently drop what a newer one
+//! wrote) and moves a corrupt file to `quarantine/`, reporting it, so that one bad file does not
+//! keep every other task from being restored.
 
 pub mod event_log;
 pub mod fsio;
@@ -29,13 +38,16 @@ pub mod images;
 #[cfg(test)]
 pub(crate) mod scratch;
 
-pub use event_log::{EventLogFile, EventLogReplay, DEFAULT_RETAIN_EVENTS};
+pub use event_log::{
+    EventLogFile, EventLogReplay, LogRecord, RecordKind, DEFAULT_RETAIN_EVENTS,
+    RECORD_COMPACT_BYTES,
+};
 pub use fsio::{io_counts, FaultInjector, FsStep, IoCounts};
 pub use images::{ImagesRecord, TrackedImage};
 
-use crate::task::{Millis, Task};
+use crate::task::{ContainerStatus, Millis, Task, TaskStatus};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
 use std::io;
@@ -51,13 +63,15 @@ pub const SCHEMA_VERSION: u64 = 1;
 /// holding a larger one is damaged, not trusted.
 pub const MAX_STORED_NUMBER: u64 = 1 << 53;
 
-/// How many sequence numbers one write of `agent.json` reserves.
+/// How many sequence numbers one agent record reserves.
 ///
 /// Why blocks: a sequence number must be durable before the command that carries it is
-/// acknowledged, and must never be handed out twice, even across a crash. Persisting the
+/// acknowledged, and must never be handed out twice, even across a crash. Recording the
 /// high-water mark of a reserved block (rather than every number) makes most `next_sequence`
 /// calls free; a restart continues after the whole block, so it may skip up to 63 numbers but
 /// never reuses one. Gaps are harmless: the numbers only order stops before later starts (§9).
+/// The reservation is a record in the state log, written before the number is handed out: the
+/// command's own sync, which comes after it in the log, makes both durable.
 pub const SEQUENCE_BLOCK: u64 = 64;
 
 /// Errors of the state store. Each names the file it concerns.
@@ -220,12 +234,8 @@ pub struct StateStore {
     datadir: PathBuf,
     tasks_dir: PathBuf,
     quarantine_dir: PathBuf,
-    agent_path: PathBuf,
     images_path: PathBuf,
     faults: Arc<FaultInjector>,
-    /// One lock per task id, held across that task's write so that two writes of the same file
-    /// cannot be reordered; writes of different tasks never wait on each other.
-    task_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     agent: Mutex<AgentState>,
     /// `images.json` as loaded or last written.
     images: Mutex<ImagesRecord>,
@@ -371,6 +381,223 @@ pub fn decode_task_file(bytes: &[u8]) -> Result<Task, String> {
         LoadProblem::Fatal(error) => error.to_string(),
         LoadProblem::Quarantine(reason) => reason,
     })
+}
+
+/// The bytes of `agent.json` for `record`.
+fn encode_agent_file(record: &AgentRecord) -> Result<Vec<u8>, StateError> {
+    serde_json::to_vec(&AgentFileOut {
+        schema: SCHEMA_VERSION,
+        agent: record,
+    })
+    .map_err(|e| StateError::Encode {
+        what: "agent record".to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Just the id of a checkpoint (compaction needs no more of it).
+#[derive(Deserialize)]
+struct CheckpointId {
+    task: TaskIdOnly,
+}
+
+#[derive(Deserialize)]
+struct TaskIdOnly {
+    id: String,
+}
+
+/// The state log's compaction: the newest record of each task becomes its file (or removes it,
+/// once forgotten), the newest agent record becomes `agent.json`; one directory fsync for all
+/// the task files. A record that cannot name its task was reported when the store loaded and is
+/// left out here.
+fn fold_records(
+    faults: &FaultInjector,
+    tasks_dir: &Path,
+    agent_path: &Path,
+    records: &[LogRecord],
+    next_event_seq: u64,
+) -> Result<(), StateError> {
+    let mut newest: BTreeMap<String, Option<&[u8]>> = BTreeMap::new();
+    let mut agent: Option<&[u8]> = None;
+    for record in records {
+        match record.kind {
+            RecordKind::Checkpoint => {
+                if let Ok(checkpoint) = serde_json::from_slice::<CheckpointId>(&record.body) {
+                    if validate_task_id(&checkpoint.task.id).is_ok() {
+                        newest.insert(checkpoint.task.id, Some(&record.body));
+                    }
+                }
+            }
+            RecordKind::Forget => {
+                if let Ok(id) = serde_json::from_slice::<String>(&record.body) {
+                    if validate_task_id(&id).is_ok() {
+                        newest.insert(id, None);
+                    }
+                }
+            }
+            RecordKind::Agent => agent = Some(&record.body),
+        }
+    }
+    for (id, body) in &newest {
+        let path = tasks_dir.join(format!("{id}.json"));
+        match body {
+            Some(body) => fsio::write_replacing(faults, &path, body)?,
+            None => match fsio::remove_file(faults, &path) {
+                Err(error) if error.source.kind() == io::ErrorKind::NotFound => {}
+                other => other?,
+            },
+        }
+    }
+    if !newest.is_empty() {
+        fsio::sync_dir(faults, tasks_dir)?;
+    }
+    if let Some(body) = agent {
+        let path = agent_path;
+        let mut record = match parse_versioned::<AgentRecord>(path, body, "agent") {
+            Ok(record) => record,
+            Err(LoadProblem::Fatal(error)) => return Err(error),
+            Err(LoadProblem::Quarantine(message)) => {
+                return Err(StateError::Corrupt {
+                    path: path.to_path_buf(),
+                    message: format!("its record in the state log: {message}"),
+                })
+            }
+        };
+        record.next_event_seq = record.next_event_seq.max(next_event_seq);
+        fsio::write_atomic(faults, path, &encode_agent_file(&record)?)?;
+    }
+    Ok(())
+}
+
+/// Replays the state log's records over the tasks loaded from their files, in log order: a
+/// checkpoint replaces its task, a forget removes it. Returns the newest agent record. A record
+/// from a newer schema stops start-up like a file would; one that does not read is reported and
+/// skipped (the task keeps its older state, which restore reconciles with Docker).
+fn replay_records(
+    log_path: &Path,
+    records: &[LogRecord],
+    tasks: &mut BTreeMap<String, Task>,
+) -> Result<Option<AgentRecord>, StateError> {
+    let mut agent = None;
+    for record in records {
+        match record.kind {
+            RecordKind::Checkpoint => {
+                match parse_versioned::<Task>(log_path, &record.body, "task") {
+                    Ok(task)
+                        if validate_task_id(&task.id).is_ok()
+                            && task.start_sequence.max(task.stop_sequence) <= MAX_STORED_NUMBER =>
+                    {
+                        tasks.insert(task.id.clone(), task);
+                    }
+                    Ok(task) => log::warn!(
+                        "{}: a checkpoint of task {:?} with an id or a sequence number deckhand \
+                         never writes was skipped",
+                        log_path.display(),
+                        task.id
+                    ),
+                    Err(LoadProblem::Fatal(error)) => return Err(error),
+                    Err(LoadProblem::Quarantine(reason)) => log::warn!(
+                        "{}: a task checkpoint that does not read was skipped: {reason}",
+                        log_path.display()
+                    ),
+                }
+            }
+            RecordKind::Forget => match serde_json::from_slice::<String>(&record.body) {
+                Ok(id) => {
+                    tasks.remove(&id);
+                }
+                Err(error) => log::warn!(
+                    "{}: a forgotten task's record that does not read was skipped: {error}",
+                    log_path.display()
+                ),
+            },
+            RecordKind::Agent => {
+                match parse_versioned::<AgentRecord>(log_path, &record.body, "agent") {
+                    Ok(logged)
+                        if logged.next_sequence.max(logged.next_event_seq) <= MAX_STORED_NUMBER =>
+                    {
+                        agent = Some(logged)
+                    }
+                    Ok(_) => log::warn!(
+                        "{}: an agent record holding a sequence number past {MAX_STORED_NUMBER} \
+                         was skipped",
+                        log_path.display()
+                    ),
+                    Err(LoadProblem::Fatal(error)) => return Err(error),
+                    Err(LoadProblem::Quarantine(reason)) => log::warn!(
+                        "{}: an agent record that does not read was skipped: {reason}",
+                        log_path.display()
+                    ),
+                }
+            }
+        }
+    }
+    Ok(agent)
+}
+
+/// An event in the log was recorded, whatever checkpoint followed it: a task's `sent` status is
+/// raised to what its events in the log say, so a power cut between an event's sync and the
+/// checkpoint that noted it never makes a restored task record that event again.
+fn note_logged_events(
+    log: &EventLogFile,
+    tasks: &mut BTreeMap<String, Task>,
+) -> Result<(), StateError> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    for event in log.read_since(0, usize::MAX)? {
+        let Some(task) = tasks.get_mut(&event.task) else {
+            continue;
+        };
+        let status = serde_json::Value::String(event.status.clone());
+        match &event.container {
+            None => {
+                if let Ok(status) = serde_json::from_value::<TaskStatus>(status) {
+                    task.sent_status = task.sent_status.max(status);
+                }
+            }
+            Some(name) => {
+                let container = task.containers.iter_mut().find(|c| c.name() == name);
+                if let (Some(container), Ok(status)) =
+                    (container, serde_json::from_value::<ContainerStatus>(status))
+                {
+                    container.sent_status = container.sent_status.max(status);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The tasks saved under `datadir` as a restart would load them — their files, then the state
+/// log's records over them — read without changing anything (for tools and tests that look at
+/// a data directory an agent may be using).
+pub fn read_saved_tasks(datadir: &Path) -> Result<BTreeMap<String, Task>, StateError> {
+    let mut tasks = BTreeMap::new();
+    let tasks_dir = datadir.join("tasks");
+    if tasks_dir.is_dir() {
+        for entry in fs::read_dir(&tasks_dir).map_err(|e| StateError::io(&tasks_dir, "list", e))? {
+            let path = entry
+                .map_err(|e| StateError::io(&tasks_dir, "list", e))?
+                .path();
+            if path.extension().is_some_and(|ext| ext == "json")
+                && !path.to_string_lossy().contains(fsio::TEMP_MARKER)
+            {
+                if let Ok(task) = read_versioned::<Task>(&path, "task") {
+                    tasks.insert(task.id.clone(), task);
+                }
+            }
+        }
+    }
+    let log_path = datadir.join("events.log");
+    let bytes = match fs::read(&log_path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(error) => return Err(StateError::io(&log_path, "read", error)),
+    };
+    let parsed = event_log::parse_log(&bytes);
+    replay_records(&log_path, &parsed.records(&bytes), &mut tasks)?;
+    Ok(tasks)
 }
 
 /// A free name in `quarantine_dir` for `original`: its file name plus the current time, so that
@@ -526,7 +753,7 @@ impl StateStore {
             ImagesRecord::default()
         };
 
-        let mut tasks = Vec::new();
+        let mut tasks = BTreeMap::new();
         let entries =
             fs::read_dir(&tasks_dir).map_err(|e| StateError::io(&tasks_dir, "list", e))?;
         let mut task_paths = Vec::new();
@@ -560,7 +787,9 @@ impl StateStore {
                         format!("holds a sequence number past {MAX_STORED_NUMBER}"),
                     )?
                 }
-                Ok(task) if task.id == stem => tasks.push(task),
+                Ok(task) if task.id == stem => {
+                    tasks.insert(task.id.clone(), task);
+                }
                 Ok(task) => quarantine(
                     &path,
                     format!("holds task {:?}, not the task its name says", task.id),
@@ -569,6 +798,41 @@ impl StateStore {
                 Err(LoadProblem::Fatal(error)) => return Err(error),
             }
         }
+
+        let log_path = datadir.join("events.log");
+        let folder: event_log::RecordFolder = {
+            let faults = Arc::clone(&faults);
+            let tasks_dir = tasks_dir.clone();
+            let agent_path = agent_path.clone();
+            Box::new(move |records, next_event_seq| {
+                fold_records(&faults, &tasks_dir, &agent_path, records, next_event_seq)
+            })
+        };
+        let (event_log, events, records) = EventLogFile::open(
+            &log_path,
+            &quarantine_dir,
+            Arc::clone(&faults),
+            agent.next_event_seq,
+            retain_events,
+            Some(folder),
+        )?;
+        if let Some(file) = &events.quarantined {
+            log::warn!("{file}");
+            quarantined.push(file.clone());
+        }
+        // The log's records are newer than the files: replayed over them, in order.
+        let logged_agent = replay_records(&log_path, &records, &mut tasks)?;
+        if let Some(logged) = logged_agent {
+            if agent_damaged {
+                agent.images_pulled = logged.images_pulled;
+            } else {
+                agent.next_sequence = agent.next_sequence.max(logged.next_sequence);
+                agent.next_event_seq = agent.next_event_seq.max(logged.next_event_seq);
+                agent.images_pulled = logged.images_pulled;
+            }
+        }
+        note_logged_events(&event_log, &mut tasks)?;
+        let mut tasks: Vec<Task> = tasks.into_values().collect();
         tasks.sort_by(|a, b| (a.start_sequence, &a.id).cmp(&(b.start_sequence, &b.id)));
 
         if agent_damaged {
@@ -582,36 +846,25 @@ impl StateStore {
             agent.next_sequence = highest + 1;
         }
         agent.next_sequence = agent.next_sequence.max(1);
-
-        let (event_log, events) = EventLogFile::open(
-            &datadir.join("events.log"),
-            &quarantine_dir,
-            Arc::clone(&faults),
-            agent.next_event_seq,
-            retain_events,
-        )?;
-        if let Some(file) = &events.quarantined {
-            log::warn!("{file}");
-            quarantined.push(file.clone());
-        }
         agent.next_event_seq = events.next_seq;
 
+        let event_log = Arc::new(event_log);
+        EventLogFile::start_compaction_thread(&event_log)
+            .map_err(|error| StateError::io(&log_path, "start its compaction thread", error))?;
         let store = StateStore {
             datadir: datadir.to_path_buf(),
             tasks_dir,
             quarantine_dir,
-            agent_path,
             images_path,
             faults,
-            task_locks: Mutex::new(HashMap::new()),
             agent: Mutex::new(AgentState {
                 // Resume after the reserved block: the numbers in it may have been handed out
-                // before the restart; the next call reserves (and persists) a new block.
+                // before the restart; the next call reserves (and records) a new block.
                 next_to_hand_out: agent.next_sequence,
                 record: agent.clone(),
             }),
             images: Mutex::new(images.clone()),
-            event_log: Arc::new(event_log),
+            event_log,
         };
         let loaded = LoadedState {
             agent,
@@ -643,49 +896,62 @@ impl StateStore {
         Ok(self.tasks_dir.join(format!("{task_id}.json")))
     }
 
-    fn task_lock(&self, task_id: &str) -> Arc<Mutex<()>> {
-        let mut locks = self
-            .task_locks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        Arc::clone(locks.entry(task_id.to_string()).or_default())
-    }
-
-    /// Checkpoint one task, atomically and durably; costs only this task's size. How long it
-    /// took (encoding and the write, not the wait for another save of the same task) goes to
+    /// Writes a task's checkpoint durably: the record, then one sync of the state log (shared
+    /// with every other writer waiting meanwhile). For what must be on disk before it is
+    /// acknowledged: a submitted task. How long it took goes to
     /// `deckhand_checkpoint_duration_seconds`, failed writes included.
     pub fn save_task(&self, task: &Task) -> Result<(), StateError> {
-        let path = self.task_path(&task.id)?;
-        let encoding = Instant::now();
-        let bytes = encode_task_file(task)?;
-        let encoded_in = encoding.elapsed();
-        let lock = self.task_lock(&task.id);
-        let _held = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let writing = Instant::now();
-        let written = fsio::write_atomic(&self.faults, &path, &bytes);
-        crate::metrics::global().observe_checkpoint(encoded_in + writing.elapsed());
-        written?;
-        Ok(())
+        let started = Instant::now();
+        let written = validate_task_id(&task.id)
+            .and_then(|()| encode_task_file(task))
+            .and_then(|body| {
+                self.event_log
+                    .append_record_durably(&event_log::record_line(RecordKind::Checkpoint, &body))
+            });
+        crate::metrics::global().observe_checkpoint(started.elapsed());
+        written
     }
 
-    /// Remove a task's checkpoint durably (after its cleanup). Removing a task that has no file
-    /// is not an error.
+    /// Writes a task's checkpoint as a record of the state log without a sync: it survives the
+    /// process being killed, and becomes durable with the next sync or event (the managed
+    /// task's checkpoint after each change).
+    pub fn record_task(&self, task: &Task) -> Result<(), StateError> {
+        let started = Instant::now();
+        let written = self.write_task_record(task);
+        crate::metrics::global().observe_checkpoint(started.elapsed());
+        written
+    }
+
+    fn write_task_record(&self, task: &Task) -> Result<(), StateError> {
+        validate_task_id(&task.id)?;
+        let body = encode_task_file(task)?;
+        self.event_log
+            .append_record(&event_log::record_line(RecordKind::Checkpoint, &body))
+    }
+
+    /// Makes every record written so far durable (one fdatasync of the state log at most).
+    pub fn sync(&self) -> Result<(), StateError> {
+        self.event_log.sync()
+    }
+
+    /// Forgets a task (after its cleanup): a record in the state log; compaction removes its
+    /// file. Forgetting a task that has no checkpoint is not an error. Not synced: a forget that
+    /// a power cut loses restores a task whose containers are gone, which cleans up again.
     pub fn delete_task(&self, task_id: &str) -> Result<(), StateError> {
-        let path = self.task_path(task_id)?;
-        let lock = self.task_lock(task_id);
-        {
-            let _held = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            match fsio::remove_file(&self.faults, &path) {
-                Err(error) if error.source.kind() == io::ErrorKind::NotFound => {}
-                other => other?,
-            }
-            fsio::sync_parent_dir(&self.faults, &path)?;
-        }
-        self.task_locks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(task_id);
-        Ok(())
+        validate_task_id(task_id)?;
+        let body = serde_json::to_vec(task_id).map_err(|e| StateError::Encode {
+            what: format!("task {task_id}"),
+            message: e.to_string(),
+        })?;
+        self.event_log
+            .append_record(&event_log::record_line(RecordKind::Forget, &body))
+    }
+
+    /// Folds the state log's records into the task files and `agent.json` now (a clean shutdown
+    /// does this, so the files alone hold the whole state afterwards).
+    pub fn compact(&self) -> Result<(), StateError> {
+        self.event_log.sync()?;
+        self.event_log.compact()
     }
 
     fn lock_agent(&self) -> MutexGuard<'_, AgentState> {
@@ -695,17 +961,12 @@ impl StateStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Writes the agent record as a record of the state log (no sync of its own: what depends
+    /// on it is synced after it).
     fn write_agent(&self, record: &AgentRecord) -> Result<(), StateError> {
-        let bytes = serde_json::to_vec_pretty(&AgentFileOut {
-            schema: SCHEMA_VERSION,
-            agent: record,
-        })
-        .map_err(|e| StateError::Encode {
-            what: "agent record".to_string(),
-            message: e.to_string(),
-        })?;
-        fsio::write_atomic(&self.faults, &self.agent_path, &bytes)?;
-        Ok(())
+        let body = encode_agent_file(record)?;
+        self.event_log
+            .append_record(&event_log::record_line(RecordKind::Agent, &body))
     }
 
     /// The next command sequence number, durable before it is returned: no later start of
@@ -757,12 +1018,28 @@ impl StateStore {
         Ok(())
     }
 
-    /// Record that `image` was pulled successfully at `at` (pull behaviour `once`), durably.
+    /// Record that `image` was pulled successfully at `at` (pull behaviour `once`), as a record
+    /// of the state log, durable with the next sync (a power cut before it makes `once` pull
+    /// the image one more time).
     pub fn record_image_pulled(&self, image: &str, at: Millis) -> Result<(), StateError> {
         let mut agent = self.lock_agent();
         let mut record = agent.record.clone();
         record.images_pulled.insert(image.to_string(), at);
-        self.save_agent_locked(&mut agent, &record)
+        self.save_images_pulled_locked(&mut agent, record)
+    }
+
+    /// Writes the agent record with new `images_pulled` and the counters as they are: the
+    /// numbers left in the reserved block stay available (going through
+    /// [`StateStore::save_agent`] would treat the block's end as handed out and spend it).
+    fn save_images_pulled_locked(
+        &self,
+        agent: &mut AgentState,
+        mut record: AgentRecord,
+    ) -> Result<(), StateError> {
+        record.next_event_seq = record.next_event_seq.max(self.event_log.next_seq());
+        self.write_agent(&record)?;
+        agent.record = record;
+        Ok(())
     }
 
     /// Whether this agent ever pulled `image` successfully.
@@ -784,7 +1061,7 @@ impl StateStore {
         for image in images {
             record.images_pulled.remove(image);
         }
-        self.save_agent_locked(&mut agent, &record)
+        self.save_images_pulled_locked(&mut agent, record)
     }
 
     /// Writes `images.json` atomically. The caller orders its writes (image tracking holds its

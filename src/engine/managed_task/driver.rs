@@ -127,37 +127,34 @@ fn perform(
                 spawn_worker(machine.task(), shared, call, results, &state.stopping)
             }
             Effect::Emit { event, reported } => {
-                log::info!(
-                    "task {}: {}{}{}{}",
-                    event.task,
-                    event
-                        .container
-                        .as_deref()
-                        .map(|name| format!("container {name} "))
-                        .unwrap_or_default(),
-                    event.status,
-                    event
-                        .exit_code
-                        .map(|code| format!(" (exit code {code})"))
-                        .unwrap_or_default(),
-                    event
-                        .reason
-                        .as_deref()
-                        .map(|reason| format!(": {reason}"))
-                        .unwrap_or_default()
-                );
-                let receipt = match shared.reporter.record(event) {
-                    Ok(_) => Input::Reported(reported),
-                    Err(error) => Input::ReportFailed {
-                        reported,
-                        error: error.to_string(),
-                    },
-                };
-                queue.extend(machine.handle(receipt, now_millis()));
+                // The events the machine emitted together (a container's STOPPED and the task's
+                // it caused) are recorded together: one durable write for all of them.
+                let mut batch = vec![(event, reported)];
+                while let Some(Effect::Emit { .. }) = queue.front() {
+                    if let Some(Effect::Emit { event, reported }) = queue.pop_front() {
+                        batch.push((event, reported));
+                    }
+                }
+                for (event, _) in &batch {
+                    log_event(event);
+                }
+                let (events, receipts): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+                let recorded = shared.reporter.record_all(events);
+                for reported in receipts {
+                    let receipt = match &recorded {
+                        Ok(_) => Input::Reported(reported),
+                        Err(error) => Input::ReportFailed {
+                            reported,
+                            error: error.to_string(),
+                        },
+                    };
+                    queue.extend(machine.handle(receipt, now_millis()));
+                }
             }
             Effect::Checkpoint => {
-                // On disk first, then visible: whoever sees the snapshot finds the file as new.
-                let written = shared.checkpoint(machine.task());
+                // Written before it is visible: whoever sees the snapshot finds the record at
+                // least as new (durable with the next sync: an acknowledgement's or an event's).
+                let written = shared.record_checkpoint(machine.task());
                 shared.publish_snapshot(machine.task());
                 let receipt = match written {
                     Ok(()) => Input::CheckpointWritten,
@@ -169,6 +166,9 @@ fn perform(
             }
             Effect::AcknowledgeDesired { result } => {
                 if let Some(reply) = state.durable_reply.take() {
+                    // Durable before it is acknowledged: the change's record is written; one
+                    // sync (shared with every task syncing meanwhile) puts it on the disk.
+                    let result = result.and_then(|()| shared.sync().map_err(|e| e.to_string()));
                     let _ = reply.send(result);
                 }
             }
@@ -212,6 +212,29 @@ fn perform(
         }
     }
     false
+}
+
+/// The agent's log line for an event a task records.
+fn log_event(event: &crate::event::NewEvent) {
+    log::info!(
+        "task {}: {}{}{}{}",
+        event.task,
+        event
+            .container
+            .as_deref()
+            .map(|name| format!("container {name} "))
+            .unwrap_or_default(),
+        event.status,
+        event
+            .exit_code
+            .map(|code| format!(" (exit code {code})"))
+            .unwrap_or_default(),
+        event
+            .reason
+            .as_deref()
+            .map(|reason| format!(": {reason}"))
+            .unwrap_or_default()
+    );
 }
 
 /// The managed task's thread: start, then wait for one input at a time, handle it, perform
