@@ -183,6 +183,17 @@ pub fn state_files(data: &[u8]) {
     let _ = crate::state::parse_versioned::<crate::state::AgentRecord>(path, data, "agent");
     let _ = crate::state::parse_versioned::<crate::state::ImagesRecord>(path, data, "images");
     let parsed = crate::state::event_log::parse_log(data);
+    // The state log's records, replayed as a restart replays them over the task files.
+    let records = parsed.records(data);
+    let mut tasks = std::collections::BTreeMap::new();
+    if let Ok(agent) = crate::state::replay_records(path, &records, &mut tasks) {
+        if let Some(agent) = agent {
+            assert!(agent.next_sequence.max(agent.next_event_seq) <= MAX_STORED_NUMBER);
+        }
+        for (id, task) in &tasks {
+            assert_eq!(id, &task.id, "a replayed task is filed under its own id");
+        }
+    }
     for floor in [0, 1, u64::MAX] {
         let (first, last, next) = parsed.numbering(floor);
         assert!(

@@ -1084,4 +1084,203 @@ mod tests {
         let all = log.read_since(0, 100).expect("read");
         assert_eq!(all.last().map(|e| e.seq), Some(12));
     }
+
+    fn checkpoint_line(id: &str, version: u64) -> Vec<u8> {
+        let body = format!(r#"{{"schema":1,"task":{{"id":"{id}","version":{version}}}}}"#);
+        record_line(RecordKind::Checkpoint, body.as_bytes())
+    }
+
+    fn kinds_and_bodies(records: &[LogRecord]) -> Vec<(RecordKind, String)> {
+        records
+            .iter()
+            .map(|record| {
+                (
+                    record.kind,
+                    String::from_utf8_lossy(&record.body).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_between_events_replay_in_order_and_readers_see_only_events() {
+        let scratch = Scratch::new();
+        let (log, _) = scratch.open(100);
+        log.append_record(&checkpoint_line("a", 1)).expect("record");
+        log.append(&event(1)).expect("append");
+        log.append_record(&record_line(RecordKind::Forget, br#""a""#))
+            .expect("record");
+        log.append_record(&record_line(
+            RecordKind::Agent,
+            br#"{"schema":1,"agent":{}}"#,
+        ))
+        .expect("record");
+        log.append(&event(2)).expect("append");
+        log.append_record(&checkpoint_line("b", 1))
+            .expect("unsynced record");
+        assert_eq!(seqs(&log.read_since(0, 10).expect("read")), vec![1, 2]);
+        assert_eq!(seqs(&log.read_since(1, 10).expect("read")), vec![2]);
+        assert!(log.record_bytes() > 0);
+        drop(log);
+        let (log, replay, records) = EventLogFile::open(
+            &scratch.log_path(),
+            &scratch.directory.path.join("quarantine"),
+            Arc::new(FaultInjector::new()),
+            0,
+            100,
+            None,
+        )
+        .expect("reopen");
+        assert_eq!((replay.last_seq, replay.cut_bytes), (2, 0));
+        assert_eq!(
+            kinds_and_bodies(&records),
+            vec![
+                (
+                    RecordKind::Checkpoint,
+                    r#"{"schema":1,"task":{"id":"a","version":1}}"#.to_string()
+                ),
+                (RecordKind::Forget, r#""a""#.to_string()),
+                (RecordKind::Agent, r#"{"schema":1,"agent":{}}"#.to_string()),
+                (
+                    RecordKind::Checkpoint,
+                    r#"{"schema":1,"task":{"id":"b","version":1}}"#.to_string()
+                ),
+            ],
+            "a record written without a sync survives the process"
+        );
+        assert_eq!(seqs(&log.read_since(0, 10).expect("read")), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_failed_sync_cuts_the_events_and_writes_the_waiting_records_again() {
+        let scratch = Scratch::new();
+        let faults = Arc::new(FaultInjector::new());
+        let (log, _) = scratch.open_with(Arc::clone(&faults), 100);
+        log.append(&event(1)).expect("append");
+        log.append_record(&checkpoint_line("a", 2)).expect("record");
+        faults.fail_times(FsStep::SyncFile, "events.log", 5, 1);
+        log.append_batch(&[event(2), event(3)])
+            .expect_err("the sync fails");
+        assert_eq!(log.next_seq(), 2, "the events took no number");
+        faults.fail_times(FsStep::SyncFile, "events.log", 5, 1);
+        log.sync().expect_err("a plain sync fails too");
+        log.sync().expect("and works once the disk does");
+        drop(log);
+        let (_, replay, records) = EventLogFile::open(
+            &scratch.log_path(),
+            &scratch.directory.path.join("quarantine"),
+            Arc::new(FaultInjector::new()),
+            0,
+            100,
+            None,
+        )
+        .expect("reopen");
+        assert_eq!((replay.last_seq, replay.cut_bytes), (1, 0));
+        assert_eq!(
+            kinds_and_bodies(&records),
+            vec![(
+                RecordKind::Checkpoint,
+                r#"{"schema":1,"task":{"id":"a","version":2}}"#.to_string()
+            )],
+            "the record whose writer was told it was written is there, once"
+        );
+    }
+
+    #[test]
+    fn a_durable_record_that_fails_leaves_only_the_others() {
+        let scratch = Scratch::new();
+        let faults = Arc::new(FaultInjector::new());
+        let (log, _) = scratch.open_with(Arc::clone(&faults), 100);
+        log.append_record(&checkpoint_line("other", 1))
+            .expect("record");
+        faults.fail_times(FsStep::SyncFile, "events.log", 28, 1);
+        log.append_record_durably(&checkpoint_line("refused", 1))
+            .expect_err("the sync fails");
+        log.sync().expect("sync");
+        drop(log);
+        let (_, _, records) = EventLogFile::open(
+            &scratch.log_path(),
+            &scratch.directory.path.join("quarantine"),
+            Arc::new(FaultInjector::new()),
+            0,
+            100,
+            None,
+        )
+        .expect("reopen");
+        assert_eq!(
+            kinds_and_bodies(&records),
+            vec![(
+                RecordKind::Checkpoint,
+                r#"{"schema":1,"task":{"id":"other","version":1}}"#.to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn compaction_folds_the_records_and_keeps_the_events() {
+        let scratch = Scratch::new();
+        type Folded = Vec<(Vec<LogRecord>, u64)>;
+        let folded: Arc<Mutex<Folded>> = Arc::default();
+        let folder: RecordFolder = {
+            let folded = Arc::clone(&folded);
+            Box::new(move |records, next_seq| {
+                folded
+                    .lock()
+                    .expect("not poisoned")
+                    .push((records.to_vec(), next_seq));
+                Ok(())
+            })
+        };
+        let (log, _, _) = EventLogFile::open(
+            &scratch.log_path(),
+            &scratch.directory.path.join("quarantine"),
+            Arc::new(FaultInjector::new()),
+            0,
+            100,
+            Some(folder),
+        )
+        .expect("open");
+        log.append_record(&checkpoint_line("a", 1)).expect("record");
+        log.append(&event(1)).expect("append");
+        log.append_record(&checkpoint_line("a", 2)).expect("record");
+        log.append(&event(2)).expect("append");
+        log.compact().expect("compaction");
+        let calls = folded.lock().expect("not poisoned").clone();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0.len(), 2, "both records, in order");
+        assert_eq!(calls[0].1, 3, "the next event number");
+        assert_eq!(log.record_bytes(), 0);
+        let text = std::fs::read_to_string(scratch.log_path()).expect("read");
+        assert!(!text.contains("checkpoint"), "{text}");
+        assert_eq!(seqs(&log.read_since(0, 10).expect("read")), vec![1, 2]);
+        log.append(&event(3)).expect("append after compaction");
+        assert_eq!(seqs(&log.read_since(0, 10).expect("read")), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_torn_record_is_cut_and_a_damaged_one_is_damage() {
+        let scratch = Scratch::new();
+        let (log, _) = scratch.open(100);
+        log.append(&event(1)).expect("append");
+        drop(log);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(scratch.log_path())
+            .expect("open");
+        file.write_all(br#"{"checkpoint":{"schema":1,"ta"#)
+            .expect("torn record");
+        drop(file);
+        let (log, replay) = scratch.open(100);
+        assert_eq!((replay.last_seq, replay.quarantined.is_none()), (1, true));
+        assert!(replay.cut_bytes > 0);
+        drop(log);
+        let mut content = std::fs::read(scratch.log_path()).expect("read");
+        content.extend_from_slice(b"{\"checkpoint\":not json}\n");
+        serde_json::to_writer(&mut content, &event(2)).expect("encode");
+        content.push(b'\n');
+        std::fs::write(scratch.log_path(), &content).expect("write");
+        let (_, replay) = scratch.open(100);
+        assert_eq!(replay.last_seq, 1);
+        assert!(replay.quarantined.is_some(), "valid lines after the damage");
+    }
 }

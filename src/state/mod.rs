@@ -473,7 +473,7 @@ fn fold_records(
 /// checkpoint replaces its task, a forget removes it. Returns the newest agent record. A record
 /// from a newer schema stops start-up like a file would; one that does not read is reported and
 /// skipped (the task keeps its older state, which restore reconciles with Docker).
-fn replay_records(
+pub(crate) fn replay_records(
     log_path: &Path,
     records: &[LogRecord],
     tasks: &mut BTreeMap<String, Task>,
