@@ -481,6 +481,89 @@ fn a_failing_disk_refuses_commands_and_keeps_the_files_intact() {
     engine.shutdown();
 }
 
+/// The task event `status` of `id`, waiting for it up to the deadline.
+fn wait_task_event(engine: &TaskEngine, id: &str, status: &str) -> deckhand::report::Event {
+    let deadline = Instant::now() + DEADLINE;
+    let mut after = 0;
+    loop {
+        for event in engine.events_since(after, Duration::from_millis(50)) {
+            after = event.seq;
+            if event.task == id && event.container.is_none() && event.status == status {
+                return event;
+            }
+        }
+        assert!(Instant::now() < deadline, "no {status} event for {id}");
+    }
+}
+
+/// What a power cut leaves of a data directory: the files as they are and the state log up to
+/// its last sync (the lines written after it were still in the kernel's cache), copied into
+/// `into`.
+fn power_cut_copy(datadir: &Path, store: &StateStore, into: &Path) {
+    let durable = store.event_log().durable_len() as usize;
+    std::fs::create_dir_all(into.join("tasks")).expect("tasks dir");
+    for entry in std::fs::read_dir(datadir.join("tasks")).expect("list tasks") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("a file name");
+        std::fs::copy(&path, into.join("tasks").join(name)).expect("copy a task file");
+    }
+    if datadir.join("agent.json").exists() {
+        std::fs::copy(datadir.join("agent.json"), into.join("agent.json")).expect("agent.json");
+    }
+    let log = std::fs::read(datadir.join("events.log")).expect("read the state log");
+    std::fs::write(into.join("events.log"), &log[..durable.min(log.len())])
+        .expect("write the durable part");
+}
+
+#[test]
+fn a_power_cut_after_running_loses_no_event_and_duplicates_no_container_or_event() {
+    let dir = ScratchDir::new("powercut");
+    let after_cut = ScratchDir::new("powercut-restored");
+    let fake = FakeRuntime::new();
+    fake.add_image(APP_IMAGE);
+    let (engine, store) = start_engine(&dir.0, &fake);
+    let id = engine
+        .submit(one_container("powercut"))
+        .expect("accepted")
+        .id;
+    let running = wait_known(&engine, &id, TaskStatus::Running);
+    let docker_id = running.containers[0].docker_id.clone().expect("an id");
+    let task_running = wait_task_event(&engine, &id, "RUNNING");
+    // The checkpoints noting that the events were recorded come after the events' sync: a
+    // power cut now loses them.
+    power_cut_copy(&dir.0, &store, &after_cut.0);
+    drop(engine);
+    drop(store);
+
+    let (engine, _store) = start_engine(&after_cut.0, &fake);
+    let restored = wait_known(&engine, &id, TaskStatus::Running);
+    assert_eq!(
+        restored.containers[0].docker_id.as_deref(),
+        Some(docker_id.as_str()),
+        "the container is adopted, not made again"
+    );
+    assert_eq!(fake.calls_of(Op::Create).len(), 1);
+    engine.stop(&id).expect("stop accepted");
+    wait_task_event(&engine, &id, "STOPPED");
+    let events: Vec<(Option<String>, String)> = engine
+        .events_since(0, Duration::ZERO)
+        .into_iter()
+        .filter(|event| event.task == id)
+        .map(|event| (event.container, event.status))
+        .collect();
+    let count = |container: Option<&str>, status: &str| {
+        events
+            .iter()
+            .filter(|(c, s)| c.as_deref() == container && s == status)
+            .count()
+    };
+    assert!(task_running.seq > 0);
+    assert_eq!(count(None, "RUNNING"), 1, "{events:?}");
+    assert_eq!(count(Some("app"), "RUNNING"), 1, "{events:?}");
+    assert_eq!(count(None, "STOPPED"), 1, "{events:?}");
+    engine.shutdown();
+}
+
 #[test]
 fn restore_of_a_thousand_saved_tasks() {
     const TASKS: usize = 1000;

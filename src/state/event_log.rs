@@ -449,6 +449,11 @@ impl EventLogFile {
         self.len() == 0
     }
 
+    /// The length of the file's durable part: what a power cut leaves at the least.
+    pub fn durable_len(&self) -> u64 {
+        self.lock().synced_len
+    }
+
     /// Bytes of store records currently in the file (0 once compaction folded them away).
     pub fn record_bytes(&self) -> u64 {
         self.lock().record_bytes
