@@ -540,12 +540,13 @@ mod tests {
     fn an_awsvpc_task_shows_the_sandboxs_address_and_ports_on_its_containers() {
         let mut task = task("a2", &[("web", Some("d1")), ("sidecar", Some("d2"))]);
         task.network_mode = NetworkMode::Awsvpc;
-        task.containers[0].definition.port_mappings = vec![crate::task::PortMapping {
-            container_port: 8080,
-            host_port: None,
-            protocol: crate::task::Protocol::Tcp,
-            container_port_range: None,
-        }];
+        std::sync::Arc::make_mut(&mut task.containers[0].definition).port_mappings =
+            vec![crate::task::PortMapping {
+                container_port: 8080,
+                host_port: None,
+                protocol: crate::task::Protocol::Tcp,
+                container_port_range: None,
+            }];
         crate::task::sandbox::add_sandbox(&mut task.containers);
         let sandbox = &mut task.containers[2];
         sandbox.docker_id = Some("d3".into());
@@ -621,14 +622,15 @@ mod tests {
                 ..Volume::new("config")
             },
         ];
-        task.containers[0].definition.mount_points = ["scratch", "db", "config"]
-            .iter()
-            .map(|name| MountPoint {
-                source_volume: name.to_string(),
-                container_path: format!("/{name}"),
-                read_only: false,
-            })
-            .collect();
+        std::sync::Arc::make_mut(&mut task.containers[0].definition).mount_points =
+            ["scratch", "db", "config"]
+                .iter()
+                .map(|name| MountPoint {
+                    source_volume: name.to_string(),
+                    container_path: format!("/{name}"),
+                    read_only: false,
+                })
+                .collect();
         let volumes = volumes_json(&task, &task.containers[0]);
         // (DockerName, Source, Destination)
         let expected = [
@@ -779,15 +781,13 @@ mod tests {
         container.docker_name = Some("deckhand-web-3-web-ab12".into());
         container.started_at = Some(1_700_000_001_000);
         container.exit_code = None;
-        container
-            .definition
+        std::sync::Arc::make_mut(&mut container.definition)
             .docker_labels
             .insert("team".into(), "edge".into());
-        container
-            .definition
+        std::sync::Arc::make_mut(&mut container.definition)
             .docker_labels
             .insert("com.amazonaws.ecs.cluster".into(), "spoofed".into());
-        container.definition.health_check = Some(HealthCheck {
+        std::sync::Arc::make_mut(&mut container.definition).health_check = Some(HealthCheck {
             command: vec!["CMD".into(), "true".into()],
             interval_secs: 30,
             timeout_secs: 5,

@@ -700,8 +700,7 @@ mod tests {
         // pidMode and ipcMode task: the sandbox holds both namespaces and the others join them.
         task.pid_mode = Some(PidMode::Task);
         task.ipc_mode = Some(IpcMode::Task);
-        task.containers[0]
-            .definition
+        std::sync::Arc::make_mut(&mut task.containers[0].definition)
             .linux_parameters
             .shared_memory_size_mib = Some(128);
         let sandbox = create_request(&task, 2, "edge").expect("valid task");

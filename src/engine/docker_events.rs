@@ -90,7 +90,7 @@ pub fn route_event(index: &DockerIndex, event: &RuntimeEvent) {
     };
     match route
         .docker_events
-        .try_send((event.id.clone(), observation))
+        .try_send(Box::new((event.id.clone(), observation)))
     {
         Ok(()) | Err(TrySendError::Disconnected(_)) => {}
         Err(TrySendError::Full(_)) => {

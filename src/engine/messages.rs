@@ -274,22 +274,22 @@ pub enum Effect {
     Done,
 }
 
+/// A Docker event routed to its task: the container's Docker id and what Docker saw. Boxed
+/// because a task's inbox is a bounded channel that allocates all its slots up front: a slot
+/// holding a pointer instead of the 56-byte pair saves every task about 3.5 KiB, while an event
+/// in flight costs one small allocation.
+pub type RoutedDockerEvent = Box<(String, DockerObservation)>;
+
 /// The inboxes the engine and the events thread write to.
 #[derive(Debug, Clone)]
 pub struct TaskRoute {
-    pub docker_events: Sender<(String, DockerObservation)>,
+    pub docker_events: Sender<RoutedDockerEvent>,
     pub resync: Sender<()>,
 }
 
 impl TaskRoute {
     /// A route and its receiving ends, for tests of the routing.
-    pub fn new_for_test(
-        capacity: usize,
-    ) -> (
-        TaskRoute,
-        Receiver<(String, DockerObservation)>,
-        Receiver<()>,
-    ) {
+    pub fn new_for_test(capacity: usize) -> (TaskRoute, Receiver<RoutedDockerEvent>, Receiver<()>) {
         let (docker_events, docker_events_receiver) = bounded(capacity);
         let (resync, resync_receiver) = bounded(1);
         (

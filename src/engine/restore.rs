@@ -499,7 +499,7 @@ impl EngineShared {
                 if handle
                     .route
                     .docker_events
-                    .try_send((adoption.docker_id, observation))
+                    .try_send(Box::new((adoption.docker_id, observation)))
                     .is_err()
                 {
                     log::warn!(

@@ -678,12 +678,13 @@ impl Simulation {
         if let Some(sizes) = self.sizes.as_mut() {
             task.memory_mib = Some(256 * (1 + sizes.below(4)));
             if sizes.chance(25) {
-                task.containers[0].definition.port_mappings = vec![crate::task::PortMapping {
-                    container_port: 80,
-                    host_port: Some(8080),
-                    protocol: crate::task::Protocol::Tcp,
-                    container_port_range: None,
-                }];
+                std::sync::Arc::make_mut(&mut task.containers[0].definition).port_mappings =
+                    vec![crate::task::PortMapping {
+                        container_port: 80,
+                        host_port: Some(8080),
+                        protocol: crate::task::Protocol::Tcp,
+                        container_port_range: None,
+                    }];
             }
         }
         let mut sim_task = SimTask::new(&task);

@@ -682,7 +682,10 @@ pub struct ContainerNetwork {
 /// Run-time state of one container. Only the owning managed-task loop writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Container {
-    pub definition: ContainerDefinition,
+    /// Shared, not copied: the definition never changes once the task is accepted, and every
+    /// snapshot the engine publishes of the task (one per change) would otherwise copy it, about
+    /// 1 KiB per container each time, plus the allocations freed when the snapshot is replaced.
+    pub definition: std::sync::Arc<ContainerDefinition>,
     /// Absent from checkpoints of normal containers (and of every container written before
     /// sandboxes existed).
     #[serde(default, skip_serializing_if = "ContainerKind::is_normal")]
@@ -741,7 +744,7 @@ pub struct LogFallback {
 impl Container {
     pub fn new(definition: ContainerDefinition) -> Container {
         Container {
-            definition,
+            definition: std::sync::Arc::new(definition),
             kind: ContainerKind::Normal,
             docker_name: None,
             metadata_token: None,

@@ -35,7 +35,7 @@ pub fn add_sandbox(containers: &mut Vec<Container>) {
         return;
     }
     for container in containers.iter_mut() {
-        let depends = &mut container.definition.depends_on;
+        let depends = &mut std::sync::Arc::make_mut(&mut container.definition).depends_on;
         if !depends
             .iter()
             .any(|dependency| dependency.container_name == SANDBOX_CONTAINER_NAME)

@@ -8,7 +8,7 @@ use crate::clock::now_millis;
 use crate::engine::managed_task::calls::spawn_worker;
 use crate::engine::managed_task::machine::ManagedTask;
 use crate::engine::messages::{
-    DockerObservation, Effect, Input, OwnerCommand, TaskRoute, TimerKind,
+    Effect, Input, OwnerCommand, RoutedDockerEvent, TaskRoute, TimerKind,
 };
 use crate::engine::shared::TaskShared;
 use crate::task::TaskStatus;
@@ -20,7 +20,7 @@ use std::time::Duration;
 pub struct TaskInboxes {
     pub shutdown: Receiver<()>,
     pub desired: Receiver<OwnerCommand>,
-    pub docker_events: Receiver<(String, DockerObservation)>,
+    pub docker_events: Receiver<RoutedDockerEvent>,
     pub resync: Receiver<()>,
     /// Kept by the loop so the Docker-event and resync inboxes never read as disconnected.
     pub route: TaskRoute,
@@ -80,7 +80,8 @@ fn next_event(
         }),
         // Docker events before worker results: an event is usually older news than the
         // answer of a call made after it (a `start` event and then the stop's result).
-        recv(inboxes.docker_events) -> event => event.ok().map(|(docker_id, observation)| {
+        recv(inboxes.docker_events) -> event => event.ok().map(|event| {
+            let (docker_id, observation) = *event;
             Input::DockerEvent { docker_id, observation }
         }),
         recv(results) -> input => input.ok().map(|input| *input),

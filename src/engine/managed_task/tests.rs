@@ -522,11 +522,12 @@ fn running_machine() -> ManagedTask {
 /// and is restarted at 100 s.
 fn restarted_machine() -> ManagedTask {
     let mut task = one_container_task();
-    task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
-        enabled: true,
-        ignored_exit_codes: Vec::new(),
-        restart_attempt_period_secs: 60,
-    });
+    std::sync::Arc::make_mut(&mut task.containers[0].definition).restart_policy =
+        Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 60,
+        });
     let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
     machine.start(1_000);
     machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
@@ -596,7 +597,9 @@ fn an_exit_during_a_restart_call_is_handled_once_the_restart_answers() {
     // for the container applied it.
     let mut machine = restarted_machine();
     let task = machine.task_mut();
-    if let Some(policy) = &mut task.containers[0].definition.restart_policy {
+    if let Some(policy) =
+        &mut std::sync::Arc::make_mut(&mut task.containers[0].definition).restart_policy
+    {
         policy.restart_attempt_period_secs = 0;
     }
     // The restarted container exits again before the restart call answers.
@@ -789,11 +792,12 @@ fn within_the_millisecond_of_a_restart_the_answered_exit_is_old_and_a_later_one_
     // A fast Docker: the exit, the restart decision, the restart and a new exit all in one
     // millisecond. Nanoseconds tell the exit the restart answered from a new one.
     let mut task = one_container_task();
-    task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
-        enabled: true,
-        ignored_exit_codes: Vec::new(),
-        restart_attempt_period_secs: 0,
-    });
+    std::sync::Arc::make_mut(&mut task.containers[0].definition).restart_policy =
+        Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 0,
+        });
     let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
     machine.start(1_000);
     machine.handle(transition(ContainerStatus::Pulled, None), 1_001);
@@ -1532,11 +1536,12 @@ fn cleanup_removes_again_when_docker_was_away() {
 #[test]
 fn a_restart_docker_was_away_for_is_made_when_docker_is_back() {
     let mut task = one_container_task();
-    task.containers[0].definition.restart_policy = Some(crate::task::RestartPolicy {
-        enabled: true,
-        ignored_exit_codes: Vec::new(),
-        restart_attempt_period_secs: 60,
-    });
+    std::sync::Arc::make_mut(&mut task.containers[0].definition).restart_policy =
+        Some(crate::task::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period_secs: 60,
+        });
     let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
     machine.start(1_000);
     machine.handle(transition(ContainerStatus::Pulled, None), 1_001);

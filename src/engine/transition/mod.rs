@@ -782,7 +782,7 @@ mod tests {
             container.known_status = Running;
             container.desired_status = Running;
             container.started_at = Some(NOW - 61_000);
-            container.definition.start_timeout_secs = timeout;
+            std::sync::Arc::make_mut(&mut container.definition).start_timeout_secs = timeout;
             container.health = health;
         })
     }
