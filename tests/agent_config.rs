@@ -276,3 +276,69 @@ fn a_state_file_from_a_newer_deckhand_stops_start_up_with_78() {
     let kept = std::fs::read_to_string(data.join("agent.json")).expect("left in place");
     assert!(kept.contains("99"), "the newer file is not touched");
 }
+
+/// The running agent's environment (`/proc/<pid>/environ`) as `KEY=VALUE` strings, once it got
+/// as far as waiting for Docker.
+fn environment_of_running_agent(env: &[(&str, &str)]) -> Vec<String> {
+    use std::io::{BufRead, BufReader};
+    let scratch = TempDir::new("dh-agent-malloc");
+    let mut command = agent_without_docker(&scratch.path, "");
+    command
+        .env_remove("RUST_LOG")
+        .env_remove("GLIBC_TUNABLES")
+        .env_remove("DECKHAND_MALLOC_TUNING")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines_sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_sender.send(line);
+        }
+    });
+    wait_for_line(&lines, "waiting for it");
+    let environ = std::fs::read(format!("/proc/{}/environ", child.id())).expect("environ");
+    assert_eq!(terminate(child).code(), Some(0));
+    environ
+        .split(|byte| *byte == 0)
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect()
+}
+
+// glibc rewrites `GLIBC_TUNABLES` in the environment as it reads it at start (2.36 leaves only
+// the first setting there), so the agent's own view shows where the restart happened and which
+// setting came first; `ld.so --list-tunables` is how an operator sees the values in force.
+#[test]
+fn deckhand_run_restarts_itself_with_its_malloc_tunables_unless_told_not_to() {
+    let environment = environment_of_running_agent(&[]);
+    assert!(
+        environment.contains(&"DECKHAND_MALLOC_TUNING=applied".to_string()),
+        "{environment:?}"
+    );
+    assert!(
+        environment
+            .iter()
+            .any(|entry| entry.starts_with("GLIBC_TUNABLES=glibc.malloc.tcache_count=0")),
+        "{environment:?}"
+    );
+    let environment =
+        environment_of_running_agent(&[("GLIBC_TUNABLES", "glibc.malloc.arena_max=4")]);
+    assert!(
+        environment
+            .iter()
+            .any(|entry| entry.starts_with("GLIBC_TUNABLES=glibc.malloc.arena_max=4")),
+        "the operator's setting is kept first: {environment:?}"
+    );
+    let environment = environment_of_running_agent(&[("DECKHAND_MALLOC_TUNING", "off")]);
+    assert!(
+        !environment
+            .iter()
+            .any(|entry| entry.starts_with("GLIBC_TUNABLES=")),
+        "glibc's defaults when asked: {environment:?}"
+    );
+    assert!(environment.contains(&"DECKHAND_MALLOC_TUNING=off".to_string()));
+}
