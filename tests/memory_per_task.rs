@@ -16,8 +16,7 @@ use deckhand::engine::messages::RoutedDockerEvent;
 use deckhand::engine::{EngineConfig, EngineHandle, TaskEngine};
 use deckhand::runtime::ContainerRuntime;
 use deckhand::state::StateStore;
-use deckhand::task::{DependencyCondition, PullBehavior, Task, TaskDefinition, TaskStatus};
-use definitions::{container, depends_on, task, with_command};
+use deckhand::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
 use fake_runtime::FakeRuntime;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -85,19 +84,7 @@ extern "C" {
 const FAKE_IMAGE: &str = "bench/fake:latest";
 
 fn three_container_definition(index: usize) -> TaskDefinition {
-    let serve = ["serve"];
-    task(
-        &format!("scale-{index}"),
-        vec![
-            with_command(container("db", FAKE_IMAGE), &serve),
-            depends_on(
-                with_command(container("app", FAKE_IMAGE), &serve),
-                "db",
-                DependencyCondition::Start,
-            ),
-            with_command(container("sidecar", FAKE_IMAGE), &serve),
-        ],
-    )
+    definitions::three_container_task(index, FAKE_IMAGE)
 }
 
 #[derive(Debug, Default, Clone)]

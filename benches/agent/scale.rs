@@ -9,14 +9,13 @@
 //!   file, fsync, rename, fsync the directory) while 10, 100 and 1,000 tasks are saved; and the
 //!   time to open the store and load 1,000 saved tasks (the disk side of a restart).
 
-use crate::definitions::{container, depends_on, task, with_command};
 use crate::fake_runtime::FakeRuntime;
 use crate::footprint::{memory_of, peak_rss_of};
 use crate::stats::{median, percentile};
 use deckhand::engine::{EngineConfig, EngineHandle, TaskEngine};
 use deckhand::runtime::ContainerRuntime;
 use deckhand::state::StateStore;
-use deckhand::task::{DependencyCondition, PullBehavior, Task, TaskDefinition, TaskStatus};
+use deckhand::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::Path;
@@ -27,19 +26,7 @@ const FAKE_IMAGE: &str = "bench/fake:latest";
 const DEADLINE: Duration = Duration::from_secs(600);
 
 fn three_container_definition(index: usize) -> TaskDefinition {
-    let serve = ["serve"];
-    task(
-        &format!("scale-{index}"),
-        vec![
-            with_command(container("db", FAKE_IMAGE), &serve),
-            depends_on(
-                with_command(container("app", FAKE_IMAGE), &serve),
-                "db",
-                DependencyCondition::Start,
-            ),
-            with_command(container("sidecar", FAKE_IMAGE), &serve),
-        ],
-    )
+    crate::definitions::three_container_task(index, FAKE_IMAGE)
 }
 
 /// Reads events until every task in `tasks` reported `status`; returns the event cursor.

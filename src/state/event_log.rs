@@ -815,6 +815,18 @@ mod tests {
             .expect("event log opens");
             (log, replay)
         }
+        /// The log opened again (no faults, no folder), with the records it holds.
+        fn reopen_with_records(&self) -> (EventLogFile, EventLogReplay, Vec<LogRecord>) {
+            EventLogFile::open(
+                &self.log_path(),
+                &self.directory.path.join("quarantine"),
+                Arc::new(FaultInjector::new()),
+                0,
+                100,
+                None,
+            )
+            .expect("reopen")
+        }
         fn quarantined(&self) -> usize {
             std::fs::read_dir(self.directory.path.join("quarantine"))
                 .expect("quarantine dir")
@@ -1127,15 +1139,7 @@ mod tests {
         assert_eq!(seqs(&log.read_since(1, 10).expect("read")), vec![2]);
         assert!(log.record_bytes() > 0);
         drop(log);
-        let (log, replay, records) = EventLogFile::open(
-            &scratch.log_path(),
-            &scratch.directory.path.join("quarantine"),
-            Arc::new(FaultInjector::new()),
-            0,
-            100,
-            None,
-        )
-        .expect("reopen");
+        let (log, replay, records) = scratch.reopen_with_records();
         assert_eq!((replay.last_seq, replay.cut_bytes), (2, 0));
         assert_eq!(
             kinds_and_bodies(&records),
@@ -1171,15 +1175,7 @@ mod tests {
         log.sync().expect_err("a plain sync fails too");
         log.sync().expect("and works once the disk does");
         drop(log);
-        let (_, replay, records) = EventLogFile::open(
-            &scratch.log_path(),
-            &scratch.directory.path.join("quarantine"),
-            Arc::new(FaultInjector::new()),
-            0,
-            100,
-            None,
-        )
-        .expect("reopen");
+        let (_, replay, records) = scratch.reopen_with_records();
         assert_eq!((replay.last_seq, replay.cut_bytes), (1, 0));
         assert_eq!(
             kinds_and_bodies(&records),
@@ -1203,15 +1199,7 @@ mod tests {
             .expect_err("the sync fails");
         log.sync().expect("sync");
         drop(log);
-        let (_, _, records) = EventLogFile::open(
-            &scratch.log_path(),
-            &scratch.directory.path.join("quarantine"),
-            Arc::new(FaultInjector::new()),
-            0,
-            100,
-            None,
-        )
-        .expect("reopen");
+        let (_, _, records) = scratch.reopen_with_records();
         assert_eq!(
             kinds_and_bodies(&records),
             vec![(

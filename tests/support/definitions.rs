@@ -58,3 +58,21 @@ pub fn task(family: &str, containers: Vec<ContainerDefinition>) -> TaskDefinitio
         ipc_mode: None,
     }
 }
+
+/// The scale workload's task: `db`, then `app` once `db` started, and a `sidecar`, all serving
+/// until stopped (the P4 bench and the per-task memory measurement use the same one).
+pub fn three_container_task(index: usize, image: &str) -> TaskDefinition {
+    let serve = ["serve"];
+    task(
+        &format!("scale-{index}"),
+        vec![
+            with_command(container("db", image), &serve),
+            depends_on(
+                with_command(container("app", image), &serve),
+                "db",
+                DependencyCondition::Start,
+            ),
+            with_command(container("sidecar", image), &serve),
+        ],
+    )
+}
