@@ -11,10 +11,16 @@
 //!   as soon as its container exists and the previous one started;
 //! - compose: `docker-compose up -d` of the equivalent compose file, the whole command.
 //!
+//! deckhand is measured three times: its state on this disk, on tmpfs (syncs cost nothing), and
+//! on "slow storage" (this disk with every sync delayed by the LD_PRELOAD shim of
+//! `slow_storage.rs`, as on an SD card); for the last, the shim's count of syncs is read around
+//! each start and each exit.
+//!
 //! P2 kills a task's only container (SIGKILL from outside, as a crash) and times Docker's own
 //! `die` event (its `timeNano`) → the task's STOPPED event arriving at the bench.
 
 use crate::agent_process::AgentProcess;
+use crate::slow_storage::SyncCounter;
 use crate::stats::{median, percentile};
 use crate::workload::{
     compose_file, direct_create, remove_labelled, task_definition_json, Shape, BENCH_LABEL,
@@ -33,6 +39,11 @@ pub struct StartSamples {
     pub deckhand: Vec<Duration>,
     /// deckhand with its state directory on tmpfs (no fsync cost).
     pub deckhand_on_tmpfs: Vec<Duration>,
+    /// deckhand with every sync delayed (slow storage).
+    pub deckhand_slow: Vec<Duration>,
+    /// The syncs the slow-storage agent made from submit to the RUNNING event's arrival,
+    /// counted by the shim.
+    pub slow_start_syncs: Vec<u64>,
     pub direct_concurrent: Vec<Duration>,
     pub direct_sequential: Vec<Duration>,
     pub compose: Vec<Duration>,
@@ -57,10 +68,21 @@ pub struct StartLatencyBench<'a> {
     /// The same agent with its state directory on tmpfs, where fsync costs nothing: the
     /// difference is what durability costs on this disk.
     pub agent_on_tmpfs: &'a mut AgentProcess,
+    /// The same agent on this disk with every sync delayed, and the shim's count of them.
+    pub agent_on_slow_storage: &'a mut AgentProcess,
+    pub slow_sync_counter: &'a SyncCounter,
     pub image: &'a str,
     pub run_id: &'a str,
     pub scratch: &'a Path,
     pub compose_available: bool,
+}
+
+/// Where the measured agent keeps its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StateStorage {
+    Disk,
+    Tmpfs,
+    SlowStorage,
 }
 
 impl StartLatencyBench<'_> {
@@ -68,16 +90,19 @@ impl StartLatencyBench<'_> {
         remove_labelled(self.client, &format!("{BENCH_LABEL}={}", self.run_id)).map(|_| ())
     }
 
+    /// One task through the agent on `storage`: submit → RUNNING, and on slow storage the syncs
+    /// the shim counted meanwhile.
     fn deckhand_once(
         &mut self,
         shape: Shape,
         sample: usize,
-        on_tmpfs: bool,
-    ) -> Result<Duration, String> {
-        let agent: &mut AgentProcess = if on_tmpfs {
-            self.agent_on_tmpfs
-        } else {
-            self.agent
+        storage: StateStorage,
+    ) -> Result<(Duration, Option<u64>), String> {
+        let counter = (storage == StateStorage::SlowStorage).then_some(self.slow_sync_counter);
+        let agent: &mut AgentProcess = match storage {
+            StateStorage::Disk => self.agent,
+            StateStorage::Tmpfs => self.agent_on_tmpfs,
+            StateStorage::SlowStorage => self.agent_on_slow_storage,
         };
         let definition = task_definition_json(
             &format!("bench-{}-{sample}", shape.containers),
@@ -85,15 +110,20 @@ impl StartLatencyBench<'_> {
             shape,
             self.run_id,
         );
+        let syncs_before = counter.map(SyncCounter::read).transpose()?;
         let started = Instant::now();
         let (task_id, _) = agent.submit(&definition)?;
         let running = agent.wait_task_status(&task_id, "RUNNING", TASK_DEADLINE)?;
         let took = running.instant - started;
+        let start_syncs = match (counter, syncs_before) {
+            (Some(counter), Some(before)) => Some(counter.read()?.saturating_sub(before)),
+            _ => None,
+        };
         agent.stop(&task_id)?;
         agent.wait_task_status(&task_id, "STOPPED", TASK_DEADLINE)?;
         agent.forget(&task_id);
         self.clean()?;
-        Ok(took)
+        Ok((took, start_syncs))
     }
 
     fn direct_once(
@@ -208,19 +238,27 @@ impl StartLatencyBench<'_> {
     pub fn measure(&mut self, shape: Shape, rounds: usize) -> Result<StartSamples, String> {
         let mut samples = StartSamples::default();
         for round in 0..=rounds {
-            let mut order: Vec<u8> = vec![0, 1, 2, 3, 4];
-            order.rotate_left(round % 5);
+            let mut order: Vec<u8> = vec![0, 1, 2, 3, 4, 5];
+            order.rotate_left(round % 6);
             for method in order {
-                let sample = round * 5 + method as usize;
+                let sample = round * 6 + method as usize;
                 let (target, took) = match method {
                     0 => (
                         &mut samples.deckhand,
-                        self.deckhand_once(shape, sample, false)?,
+                        self.deckhand_once(shape, sample, StateStorage::Disk)?.0,
                     ),
                     4 => (
                         &mut samples.deckhand_on_tmpfs,
-                        self.deckhand_once(shape, sample, true)?,
+                        self.deckhand_once(shape, sample, StateStorage::Tmpfs)?.0,
                     ),
+                    5 => {
+                        let (took, syncs) =
+                            self.deckhand_once(shape, sample, StateStorage::SlowStorage)?;
+                        if round > 0 {
+                            samples.slow_start_syncs.extend(syncs);
+                        }
+                        (&mut samples.deckhand_slow, took)
+                    }
                     1 => (
                         &mut samples.direct_concurrent,
                         self.direct_once(shape, sample, true)?,
@@ -254,6 +292,8 @@ pub struct ReactionSamples {
     /// The `die` event arriving at the bench → the STOPPED event arriving at the bench (both
     /// subscribers hear Docker at about the same moment): deckhand's own part.
     pub deckhand_part: Vec<Duration>,
+    /// On slow storage: the syncs the shim counted from the kill to the STOPPED event's arrival.
+    pub exit_syncs: Vec<u64>,
 }
 
 /// Docker's `die` events for the bench's containers, read on a thread of their own.
@@ -320,65 +360,107 @@ fn since_epoch(time: SystemTime) -> Duration {
     time.duration_since(UNIX_EPOCH).unwrap_or_default()
 }
 
-/// P2: `runs` crashes of a one-container task.
+/// An agent P2 crashes tasks on; with `sync_counter` (the slow-storage agent), also the syncs
+/// the shim counted on each exit path.
+pub struct ReactionAgent<'a> {
+    pub agent: &'a mut AgentProcess,
+    pub sync_counter: Option<&'a SyncCounter>,
+}
+
+/// P2: `runs` crashes of a one-container task on each agent, the agents taking turns crash by
+/// crash, so that each series sees the same load on the disk and on Docker (run one after the
+/// other, a busy minute on the shared disk lands in one series only). One `ReactionSamples`
+/// per agent, in their order.
 pub fn measure_reaction(
     client: &DockerClient,
-    agent: &mut AgentProcess,
+    agents: &mut [ReactionAgent<'_>],
     image: &str,
     run_id: &str,
     runs: usize,
-) -> Result<ReactionSamples, String> {
+) -> Result<Vec<ReactionSamples>, String> {
     let die_events = DieEvents::subscribe(client, run_id)?;
-    let mut samples = ReactionSamples::default();
+    let mut samples = vec![ReactionSamples::default(); agents.len()];
+    for run in 0..runs {
+        for (index, (agent, samples)) in agents.iter_mut().zip(&mut samples).enumerate() {
+            crash_once(
+                client,
+                &die_events,
+                agent,
+                image,
+                run_id,
+                &format!("bench-crash-{run}-{index}"),
+                samples,
+            )?;
+        }
+    }
+    Ok(samples)
+}
+
+/// Starts a one-container task, kills its container and records the times into `samples`.
+fn crash_once(
+    client: &DockerClient,
+    die_events: &DieEvents,
+    reaction_agent: &mut ReactionAgent<'_>,
+    image: &str,
+    run_id: &str,
+    family: &str,
+    samples: &mut ReactionSamples,
+) -> Result<(), String> {
+    let sync_counter = reaction_agent.sync_counter;
+    let agent = &mut *reaction_agent.agent;
     let shape = Shape {
         containers: 1,
         chain: false,
     };
-    for run in 0..runs {
-        let definition = task_definition_json(&format!("bench-crash-{run}"), image, shape, run_id);
-        let (task_id, task_arn) = agent.submit(&definition)?;
-        agent.wait_task_status(&task_id, "RUNNING", TASK_DEADLINE)?;
-        let containers = client
-            .list_containers(&[format!("com.amazonaws.ecs.task-arn={task_arn}")])
-            .map_err(|error| format!("listing the task's containers: {error}"))?;
-        let container = containers
-            .first()
-            .ok_or_else(|| format!("task {task_id} is RUNNING but has no container"))?;
-        // Docker's kill call returns only once Docker has handled the exit, tens of
-        // milliseconds after its `die` event: kill from another thread so that the event long
-        // poll is already waiting when the agent records STOPPED.
-        let killer = {
-            let client = client.clone();
-            let container = container.clone();
-            std::thread::spawn(move || {
-                client
-                    .kill_container(&container.id, "KILL")
-                    .map_err(|error| format!("kill {}: {error}", container.name))
-            })
-        };
-        let stopped = agent.wait_task_status(&task_id, "STOPPED", TASK_DEADLINE);
-        killer
-            .join()
-            .unwrap_or_else(|_| Err("the kill thread panicked".to_string()))?;
-        let stopped = stopped?;
-        let (die, die_arrived) = die_events.wait_for(&container.id, TASK_DEADLINE)?;
-        let die_at = Duration::from_nanos(u64::try_from(die.time_nano).unwrap_or(0));
-        samples
-            .to_arrival
-            .push(since_epoch(stopped.wall).saturating_sub(die_at));
-        samples
-            .die_delivery
-            .push(since_epoch(die_arrived).saturating_sub(die_at));
-        samples
-            .deckhand_part
-            .push(stopped.wall.duration_since(die_arrived).unwrap_or_default());
-        samples
-            .to_recorded
-            .push(Duration::from_millis(stopped.event_millis).saturating_sub(die_at));
-        agent.forget(&task_id);
-        remove_labelled(client, &format!("com.amazonaws.ecs.task-arn={task_arn}"))?;
+    let definition = task_definition_json(family, image, shape, run_id);
+    let (task_id, task_arn) = agent.submit(&definition)?;
+    agent.wait_task_status(&task_id, "RUNNING", TASK_DEADLINE)?;
+    let containers = client
+        .list_containers(&[format!("com.amazonaws.ecs.task-arn={task_arn}")])
+        .map_err(|error| format!("listing the task's containers: {error}"))?;
+    let container = containers
+        .first()
+        .ok_or_else(|| format!("task {task_id} is RUNNING but has no container"))?;
+    // Docker's kill call returns only once Docker has handled the exit, tens of
+    // milliseconds after its `die` event: kill from another thread so that the event long
+    // poll is already waiting when the agent records STOPPED.
+    let syncs_before = sync_counter.map(SyncCounter::read).transpose()?;
+    let killer = {
+        let client = client.clone();
+        let container = container.clone();
+        std::thread::spawn(move || {
+            client
+                .kill_container(&container.id, "KILL")
+                .map_err(|error| format!("kill {}: {error}", container.name))
+        })
+    };
+    let stopped = agent.wait_task_status(&task_id, "STOPPED", TASK_DEADLINE);
+    // Read at once: syncs after the STOPPED event are not on the exit path.
+    let syncs_after = sync_counter.map(SyncCounter::read).transpose();
+    killer
+        .join()
+        .unwrap_or_else(|_| Err("the kill thread panicked".to_string()))?;
+    let stopped = stopped?;
+    if let (Some(after), Some(before)) = (syncs_after?, syncs_before) {
+        samples.exit_syncs.push(after.saturating_sub(before));
     }
-    Ok(samples)
+    let (die, die_arrived) = die_events.wait_for(&container.id, TASK_DEADLINE)?;
+    let die_at = Duration::from_nanos(u64::try_from(die.time_nano).unwrap_or(0));
+    samples
+        .to_arrival
+        .push(since_epoch(stopped.wall).saturating_sub(die_at));
+    samples
+        .die_delivery
+        .push(since_epoch(die_arrived).saturating_sub(die_at));
+    samples
+        .deckhand_part
+        .push(stopped.wall.duration_since(die_arrived).unwrap_or_default());
+    samples
+        .to_recorded
+        .push(Duration::from_millis(stopped.event_millis).saturating_sub(die_at));
+    agent.forget(&task_id);
+    remove_labelled(client, &format!("com.amazonaws.ecs.task-arn={task_arn}"))?;
+    Ok(())
 }
 
 /// p50 and p99 of `samples`.

@@ -1,9 +1,12 @@
 //! deckhand's benchmarks: one command that measures start latency (P1), reaction time (P2),
-//! footprint (P3), scale (P4), idle CPU (P5) and restore (P6) on this machine, prints a table
-//! and writes `docs/PERFORMANCE.md`. Run with `bench/run.sh` (installs what it needs first) or
-//! `cargo bench --bench agent`; `BENCH_QUICK=1` runs few samples and writes
-//! `target/PERFORMANCE-quick.md` instead, as a smoke check; `BENCH_ONLY=p2,p3` measures only
-//! those groups (p1, p2, p3 with p5, p4 with p6) and writes `target/PERFORMANCE-partial.md`.
+//! footprint (P3), scale (P4), idle CPU (P5), restore (P6) and the syncs and bytes of one
+//! task's life on this machine, prints a table and writes `docs/PERFORMANCE.md`. Run with
+//! `bench/run.sh` (installs what it needs first) or `cargo bench --bench agent`;
+//! `BENCH_QUICK=1` runs few samples and writes `target/PERFORMANCE-quick.md` instead, as a
+//! smoke check; `BENCH_ONLY=p2,p3` measures only those groups (p1, p2, p3 with p5, p4 with p6,
+//! syncs) and writes `target/PERFORMANCE-partial.md`. P1 and P2 include an agent on slow
+//! storage (every sync delayed by `DECKHAND_BENCH_SYNC_DELAY_MS`, default 20, through an
+//! LD_PRELOAD shim built with `cc`: `slow_storage.rs`).
 //!
 //! Figures, not tests: nothing here passes or fails on a target; a run fails only when a
 //! measurement could not be made (Docker unreachable, a task that never reached RUNNING).
@@ -22,14 +25,16 @@ mod footprint;
 mod latency;
 mod report;
 mod scale;
+mod slow_storage;
 mod stats;
+mod syncs;
 mod workload;
 
 use agent_process::AgentProcess;
 use deckhand::docker::DockerClient;
 use deckhand::runtime::{ContainerRuntime as _, Timeouts};
 use docker_support::{ensure_busybox_image, unique_id, TempDir, TEST_IMAGE};
-use latency::{measure_reaction, StartLatencyBench};
+use latency::{measure_reaction, ReactionAgent, StartLatencyBench};
 use report::{Figures, Settings};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -66,8 +71,9 @@ fn settings() -> Settings {
     }
 }
 
-/// `--phase scale <tasks> <directory>` / `--phase state <directory> <changes>`: a measurement in a process
-/// of its own (see `scale.rs`).
+/// `--phase scale <tasks> <directory>` / `--phase state <directory> <changes>` /
+/// `--phase syncs <directory> <lives>`: a measurement in a process of its own (see `scale.rs`,
+/// `syncs.rs`).
 fn child_phase(args: &[String]) -> ExitCode {
     let result = match args {
         [phase, tasks, directory] if phase == "scale" => tasks
@@ -78,6 +84,10 @@ fn child_phase(args: &[String]) -> ExitCode {
             .parse()
             .map_err(|error| format!("changes {changes:?}: {error}"))
             .and_then(|changes| scale::state_phase(std::path::Path::new(directory), changes)),
+        [phase, directory, lives] if phase == "syncs" => lives
+            .parse()
+            .map_err(|error| format!("lives {lives:?}: {error}"))
+            .and_then(|lives| syncs::syncs_phase(std::path::Path::new(directory), lives)),
         _ => Err(format!("unknown phase arguments {args:?}")),
     };
     match result {
@@ -120,6 +130,16 @@ fn measure(
     if settings.wants("p4") {
         scale_phases(settings, scratch, figures)?;
     }
+    if settings.wants("syncs") {
+        eprintln!("Syncs and bytes per task life: the durable engine on the fake runtime");
+        figures.syncs = Some(scale::run_phase_in_child(
+            "syncs",
+            &[
+                &scratch.path.join("syncs-state").to_string_lossy(),
+                &syncs::LIVES.to_string(),
+            ],
+        )?);
+    }
     Ok(())
 }
 
@@ -150,6 +170,11 @@ fn latency_phases(
         &format!("deckhand-bench-tmpfs-{run_id}"),
         &[],
     )?;
+    let (mut agent_on_slow_storage, slow_sync_counter) = slow_storage::start_agent(
+        &scratch.path.join("agent-slow-storage"),
+        &format!("deckhand-bench-slow-{run_id}"),
+        figures.sync_delay_ms,
+    )?;
     let shapes = [
         Shape {
             containers: 1,
@@ -174,6 +199,8 @@ fn latency_phases(
             client,
             agent: &mut agent,
             agent_on_tmpfs: &mut agent_on_tmpfs,
+            agent_on_slow_storage: &mut agent_on_slow_storage,
+            slow_sync_counter: &slow_sync_counter,
             image,
             run_id,
             scratch: &scratch.path,
@@ -183,17 +210,34 @@ fn latency_phases(
         figures.start.push((shape, samples));
     }
     if settings.wants("p2") {
-        eprintln!("  P2 reaction, {} crashes", settings.reaction_runs);
-        figures.reaction = Some(measure_reaction(
+        eprintln!(
+            "  P2 reaction, {} crashes on the disk and {} on slow storage (each sync +{} ms), taking turns",
+            settings.reaction_runs, settings.reaction_runs, figures.sync_delay_ms
+        );
+        let mut reactions = measure_reaction(
             client,
-            &mut agent,
+            &mut [
+                ReactionAgent {
+                    agent: &mut agent,
+                    sync_counter: None,
+                },
+                ReactionAgent {
+                    agent: &mut agent_on_slow_storage,
+                    sync_counter: Some(&slow_sync_counter),
+                },
+            ],
             image,
             run_id,
             settings.reaction_runs,
-        )?);
+        )?
+        .into_iter();
+        figures.reaction = reactions.next();
+        figures.reaction_slow = reactions.next();
     }
     agent.terminate(Duration::from_secs(10))?;
     agent_on_tmpfs.terminate(Duration::from_secs(10))?;
+    // Its shutdown folds the state log into the files: syncs, each delayed.
+    agent_on_slow_storage.terminate(Duration::from_secs(30))?;
     Ok(())
 }
 
@@ -288,6 +332,13 @@ fn main() -> ExitCode {
     let run_id = unique_id();
     let scratch = TempDir::new("deckhand-bench");
     let mut figures = Figures::collect_machine(&client, compose_version());
+    figures.sync_delay_ms = match slow_storage::sync_delay_ms() {
+        Ok(delay) => delay,
+        Err(error) => {
+            eprintln!("bench: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let outcome = measure(&client, &settings, &run_id, &scratch, &mut figures);
     let cleanup = remove_labelled(&client, BENCH_LABEL);
     figures.elapsed = started.elapsed();
@@ -317,7 +368,12 @@ fn main() -> ExitCode {
     let markdown = report::markdown(&figures, &settings);
     println!("{}", report::table(&figures));
     let destination = report::destination(&settings);
-    match std::fs::write(&destination, markdown) {
+    // `target/` under the sources is missing when CARGO_TARGET_DIR puts the build elsewhere.
+    let written = destination
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&destination, markdown));
+    match written {
         Ok(()) => {
             println!(
                 "written: {} (the whole run took {:.0} s)",

@@ -5,16 +5,19 @@
 //! - scale: 1,000 tasks × 3 containers submitted to an in-process engine, run to RUNNING, then
 //!   stopped; total time, time per task, threads at the peak, peak RSS (which includes the fake
 //!   runtime's own bookkeeping: it records every call it receives).
-//! - state: the checkpoint cost of one change (`StateStore::save_task`: serialise, write a temp
-//!   file, fsync, rename, fsync the directory) while 10, 100 and 1,000 tasks are saved; and the
-//!   time to open the store and load 1,000 saved tasks (the disk side of a restart).
+//! - state: the checkpoint cost of one change (`StateStore::save_task`: serialise, append the
+//!   task's record line to the state log, fdatasync the log) while 10, 100 and 1,000 tasks are
+//!   saved, next to the file system alone doing the same (the same bytes appended to one file,
+//!   fdatasync) and doing what the former per-file layout did (temp file, fsync, rename, fsync of
+//!   the directory); and the time to open the store and load 1,000 saved tasks (the disk side of
+//!   a restart).
 
 use crate::fake_runtime::FakeRuntime;
 use crate::footprint::{memory_of, peak_rss_of};
 use crate::stats::{median, percentile};
 use deckhand::engine::{EngineConfig, EngineHandle, TaskEngine};
 use deckhand::runtime::ContainerRuntime;
-use deckhand::state::StateStore;
+use deckhand::state::{encode_task_file, StateStore};
 use deckhand::task::{PullBehavior, Task, TaskDefinition, TaskStatus};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -30,7 +33,7 @@ fn three_container_definition(index: usize) -> TaskDefinition {
 }
 
 /// Reads events until every task in `tasks` reported `status`; returns the event cursor.
-fn wait_all(
+pub fn wait_all(
     engine: &TaskEngine,
     tasks: &HashSet<String>,
     status: &str,
@@ -57,7 +60,7 @@ fn wait_all(
     Ok(cursor)
 }
 
-fn engine_config(tasks: usize) -> EngineConfig {
+pub fn engine_config(tasks: usize) -> EngineConfig {
     EngineConfig {
         cluster: "bench-scale".to_string(),
         pull_behavior: PullBehavior::PreferCached,
@@ -185,10 +188,31 @@ fn checkpoint_cost(directory: &Path, tasks: usize, changes: usize) -> Result<Val
             .map_err(|error| format!("save: {error}"))?;
         samples.push(started.elapsed());
     }
-    // The file system alone, on the same disk: a directory holding as many files of the
-    // same size, each change written the same way (temp file, fsync, rename, fsync of the
-    // directory) with no serialisation and no locking.
-    let bytes = serde_json::to_vec(&saved[0]).map_err(|error| error.to_string())?;
+    // The file system alone, on the same disk, with no serialisation and no locking: each
+    // change's bytes (the record line `save_task` appends) appended to one file and
+    // fdatasynced, as the state log does.
+    let body = encode_task_file(&saved[0]).map_err(|error| error.to_string())?;
+    let mut record = Vec::with_capacity(body.len() + 16);
+    record.extend_from_slice(b"{\"checkpoint\":");
+    record.extend_from_slice(&body);
+    record.extend_from_slice(b"}\n");
+    let bare_log_path = directory.join("bare-append.log");
+    let mut bare_log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&bare_log_path)
+        .map_err(|error| format!("cannot open {}: {error}", bare_log_path.display()))?;
+    let mut bare_append = Vec::with_capacity(changes);
+    for _ in 0..changes {
+        let started = Instant::now();
+        bare_append_sync(&mut bare_log, &record)
+            .map_err(|error| format!("bare append to {}: {error}", bare_log_path.display()))?;
+        bare_append.push(started.elapsed());
+    }
+    // And what the former layout did, one file per task: a directory holding as many files
+    // of the same size, each change written atomically (temp file, fsync, rename, fsync of
+    // the directory).
+    let bytes = body;
     let bare_directory = directory.join("bare");
     std::fs::create_dir_all(&bare_directory)
         .map_err(|error| format!("cannot create {}: {error}", bare_directory.display()))?;
@@ -210,9 +234,16 @@ fn checkpoint_cost(directory: &Path, tasks: usize, changes: usize) -> Result<Val
         "changes": changes,
         "median_micros": micros(median(&samples)),
         "p99_micros": micros(percentile(&samples, 99.0)),
+        "bare_append_median_micros": micros(median(&bare_append)),
         "bare_median_micros": micros(median(&bare)),
-        "bytes": bytes.len(),
+        "bytes": record.len(),
     }))
+}
+
+fn bare_append_sync(log: &mut std::fs::File, record: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    log.write_all(record)?;
+    log.sync_data()
 }
 
 fn bare_atomic_write(directory: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
