@@ -136,6 +136,16 @@ fn perform(
                         batch.push((event, reported));
                     }
                 }
+                // The Docker calls that come right after the events (the next link of a
+                // dependency chain, an inspection after an exit) are queued first: they need
+                // the checkpoint written before them (it is), not the events' sync, so the sync
+                // runs while Docker works instead of before.
+                while let Some(Effect::Docker(_)) = queue.front() {
+                    if let Some(Effect::Docker(call)) = queue.pop_front() {
+                        log::debug!("task {}: {call:?}", machine.task().id);
+                        spawn_worker(machine.task(), shared, call, results, &state.stopping);
+                    }
+                }
                 for (event, _) in &batch {
                     log_event(event);
                 }
