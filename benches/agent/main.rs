@@ -1,10 +1,10 @@
 //! deckhand's benchmarks: one command that measures start latency (P1), reaction time (P2),
-//! footprint (P3), scale (P4), idle CPU (P5), restore (P6) and the syncs and bytes of one
-//! task's life on this machine, prints a table and writes `docs/PERFORMANCE.md`. Run with
+//! footprint (P3), scale (P4), idle CPU (P5), restore (P6), scale on Docker (P7) and the syncs
+//! and bytes of one task's life on this machine, prints a table and writes `docs/PERFORMANCE.md`. Run with
 //! `bench/run.sh` (installs what it needs first) or `cargo bench --bench agent`;
 //! `BENCH_QUICK=1` runs few samples and writes `target/PERFORMANCE-quick.md` instead, as a
 //! smoke check; `BENCH_ONLY=p2,p3` measures only those groups (p1, p2, p3 with p5, p4 with p6,
-//! syncs) and writes `target/PERFORMANCE-partial.md`. P1 and P2 include an agent on slow
+//! p7, syncs) and writes `target/PERFORMANCE-partial.md`. P1 and P2 include an agent on slow
 //! storage (every sync delayed by `DECKHAND_BENCH_SYNC_DELAY_MS`, default 20, through an
 //! LD_PRELOAD shim built with `cc`: `slow_storage.rs`).
 //!
@@ -21,6 +21,7 @@ mod docker_support;
 mod fake_runtime;
 
 mod agent_process;
+mod docker_scale;
 mod footprint;
 mod latency;
 mod report;
@@ -57,6 +58,7 @@ fn settings() -> Settings {
             idle_window: Duration::from_secs(10),
             scale_tasks: 200,
             checkpoint_changes: 50,
+            docker_scale_tasks: 40,
         }
     } else {
         Settings {
@@ -67,6 +69,7 @@ fn settings() -> Settings {
             idle_window: Duration::from_secs(60),
             scale_tasks: 1000,
             checkpoint_changes: 300,
+            docker_scale_tasks: 200,
         }
     }
 }
@@ -129,6 +132,9 @@ fn measure(
     }
     if settings.wants("p4") {
         scale_phases(settings, scratch, figures)?;
+    }
+    if settings.wants("p7") {
+        docker_scale_phase(client, settings, run_id, scratch, figures)?;
     }
     if settings.wants("syncs") {
         eprintln!("Syncs and bytes per task life: the durable engine on the fake runtime");
@@ -261,11 +267,11 @@ fn footprint_phase(
         settings.idle_window,
     )?);
     remove_labelled(client, &format!("{BENCH_LABEL}={run_id}"))?;
-    eprintln!("P3 again with glibc's per-thread allocator caches off ({ALLOCATOR_TUNABLES})");
+    eprintln!("P3 again with glibc's default malloc settings (DECKHAND_MALLOC_TUNING=off)");
     let mut agent = AgentProcess::start(
         &scratch.path.join("agent-footprint-tunables"),
         &format!("deckhand-bench-tunables-{run_id}"),
-        &[("GLIBC_TUNABLES", ALLOCATOR_TUNABLES)],
+        &[("DECKHAND_MALLOC_TUNING", "off")],
     )?;
     figures.footprint_tunables = Some(footprint::measure_footprint(
         &mut agent,
@@ -278,7 +284,9 @@ fn footprint_phase(
 }
 
 /// glibc malloc settings that trade its per-thread caches for memory: one arena, no tcache.
-pub const ALLOCATOR_TUNABLES: &str = "glibc.malloc.arena_max=1:glibc.malloc.tcache_count=0";
+/// The malloc settings `deckhand run` gives itself (src/main.rs): the in-process phases (P4 on
+/// the fake runtime) run with them too, so that they measure what the agent would hold.
+pub const ALLOCATOR_TUNABLES: &str = "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=1";
 
 fn scale_phases(
     settings: &Settings,
@@ -305,6 +313,37 @@ fn scale_phases(
             &settings.checkpoint_changes.to_string(),
         ],
     )?);
+    Ok(())
+}
+
+fn docker_scale_phase(
+    client: &DockerClient,
+    settings: &Settings,
+    run_id: &str,
+    scratch: &TempDir,
+    figures: &mut Figures,
+) -> Result<(), String> {
+    let concurrency = 8;
+    eprintln!(
+        "P7 scale on Docker: {} one-container tasks submitted at once, then the same directly, {concurrency} calls at a time",
+        settings.docker_scale_tasks
+    );
+    let mut agent = AgentProcess::start(
+        &scratch.path.join("agent-docker-scale"),
+        &format!("deckhand-bench-scale-{run_id}"),
+        &[],
+    )?;
+    let measured = docker_scale::measure_docker_scale(
+        client,
+        &mut agent,
+        TEST_IMAGE,
+        run_id,
+        settings.docker_scale_tasks,
+        concurrency,
+    );
+    agent.terminate(Duration::from_secs(30))?;
+    remove_labelled(client, &format!("{BENCH_LABEL}={run_id}"))?;
+    figures.docker_scale = Some(measured?);
     Ok(())
 }
 

@@ -21,6 +21,8 @@ pub struct Settings {
     pub idle_window: Duration,
     pub scale_tasks: usize,
     pub checkpoint_changes: usize,
+    /// P7: one-container tasks submitted at once to an agent on real Docker.
+    pub docker_scale_tasks: usize,
 }
 
 impl Settings {
@@ -45,8 +47,10 @@ pub struct Figures {
     /// The syncs phase's rows (`syncs.rs`).
     pub syncs: Option<Value>,
     pub footprint: Option<FootprintFigures>,
-    /// The same, with `ALLOCATOR_TUNABLES` in the agent's environment.
+    /// The same agent with glibc's default malloc settings (`DECKHAND_MALLOC_TUNING=off`).
     pub footprint_tunables: Option<FootprintFigures>,
+    /// P7: one-container tasks at once on Docker against the same calls made directly.
+    pub docker_scale: Option<crate::docker_scale::DockerScale>,
     pub scale: Option<Value>,
     pub state: Option<Value>,
     pub elapsed: Duration,
@@ -300,7 +304,7 @@ pub fn table(figures: &Figures) -> String {
                 samples.deckhand.len(),
             ));
         }
-        out.push_str(&format!("\nThe limit is the faster of the two direct orders (a chain: created concurrently, started in order). ² The same agent with `ECS_DATADIR` on tmpfs, where fsync costs nothing: the difference from the first column is what writing every change durably costs on this disk. ³ The same agent with its state on this disk and an LD_PRELOAD shim (`benches/agent/slow_sync.c`) that sleeps {delay} ms before every fsync and fdatasync, as on an SD card or eMMC; the last column is the number of syncs the shim counted from the submit to the RUNNING event's arrival (median, and the range over the runs).\n\n"));
+        out.push_str(&format!("\nThe limit is the faster of the two direct orders; for a dependency chain it is the order ECS's `dependsOn` (START) allows, each link created and started after the one before it started (the `direct, sequential` column), and the `direct, concurrent` column shows the physical best for reference (every link created at once, started in order), which those semantics do not allow. ² The same agent with `ECS_DATADIR` on tmpfs, where fsync costs nothing: the difference from the first column is what writing every change durably costs on this disk. ³ The same agent with its state on this disk and an LD_PRELOAD shim (`benches/agent/slow_sync.c`) that sleeps {delay} ms before every fsync and fdatasync, as on an SD card or eMMC; the last column is the number of syncs the shim counted from the submit to the RUNNING event's arrival (median, and the range over the runs).\n\n"));
     }
     if let Some(reaction) = &figures.reaction {
         let (p50, p99) = p50_p99(&reaction.to_arrival);
@@ -377,8 +381,8 @@ pub fn table(figures: &Figures) -> String {
             ("100".to_string(), footprint.with_100),
         ];
         if let Some(tuned) = &figures.footprint_tunables {
-            rows.push(("0, allocator caches off ¹".to_string(), tuned.idle));
-            rows.push(("100, allocator caches off ¹".to_string(), tuned.with_100));
+            rows.push(("0, glibc's malloc defaults ¹".to_string(), tuned.idle));
+            rows.push(("100, glibc's malloc defaults ¹".to_string(), tuned.with_100));
         }
         for (tasks, memory) in rows {
             out.push_str(&format!(
@@ -395,7 +399,7 @@ pub fn table(figures: &Figures) -> String {
         }
         if figures.footprint_tunables.is_some() {
             out.push_str(&format!(
-                "\n¹ `GLIBC_TUNABLES={}` in the agent's environment: one malloc arena, no per-thread cache.\n",
+                "\n¹ `DECKHAND_MALLOC_TUNING=off`: the agent runs with glibc's default malloc settings instead of its own (`GLIBC_TUNABLES={}`: no per-thread cache, one arena).\n",
                 crate::ALLOCATOR_TUNABLES
             ));
         }
@@ -463,6 +467,23 @@ pub fn table(figures: &Figures) -> String {
     }
     if let Some(syncs) = &figures.syncs {
         out.push_str(&syncs_table(syncs));
+    }
+    if let Some(scale) = &figures.docker_scale {
+        out.push_str("### P7 scale on Docker\n\n");
+        out.push_str("| one-container tasks | deckhand: first submit → all RUNNING | of which the submits | direct: the same creates + starts, same concurrency | deckhand / direct | calls at once | RSS at RUNNING | threads at RUNNING | stop → all STOPPED |\n|---|---|---|---|---|---|---|---|---|\n");
+        out.push_str(&format!(
+            "| {} | {:.2} s | {:.2} s | {:.2} s | {} | {} | {} | {} | {:.2} s |\n\n",
+            scale.tasks,
+            scale.deckhand.as_secs_f64(),
+            scale.submits.as_secs_f64(),
+            scale.direct.as_secs_f64(),
+            format_ratio(Some(scale.deckhand), Some(scale.direct)),
+            scale.concurrency,
+            format_mib(scale.rss_bytes_at_running),
+            scale.threads_at_running,
+            scale.stop_all.as_secs_f64(),
+        ));
+        out.push_str("deckhand's Docker calls go through its worker pool (8 at once by default); the direct figure is the same creates and starts made by 8 callers, each taking the next container as it finishes one. The submits are one after another through the API, each durable before it answers.\n\n");
     }
     out.push_str(&targets(figures));
     out

@@ -290,6 +290,7 @@ pub fn run_phase_in_child(phase: &str, args: &[&str]) -> Result<Value, String> {
         .args(["--phase", phase])
         .args(args)
         .env("RUST_LOG", "warn")
+        .env("GLIBC_TUNABLES", crate::ALLOCATOR_TUNABLES)
         .output()
         .map_err(|error| format!("cannot run the {phase} phase: {error}"))?;
     if !output.status.success() {
