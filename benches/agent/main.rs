@@ -231,6 +231,10 @@ fn latency_phases(
                     agent: &mut agent_on_slow_storage,
                     sync_counter: Some(&slow_sync_counter),
                 },
+                ReactionAgent {
+                    agent: &mut agent_on_tmpfs,
+                    sync_counter: None,
+                },
             ],
             image,
             run_id,
@@ -239,6 +243,7 @@ fn latency_phases(
         .into_iter();
         figures.reaction = reactions.next();
         figures.reaction_slow = reactions.next();
+        figures.reaction_tmpfs = reactions.next();
     }
     agent.terminate(Duration::from_secs(10))?;
     agent_on_tmpfs.terminate(Duration::from_secs(10))?;

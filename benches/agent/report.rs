@@ -42,6 +42,8 @@ pub struct Figures {
     pub reaction: Option<ReactionSamples>,
     /// P2 again through the agent on slow storage.
     pub reaction_slow: Option<ReactionSamples>,
+    /// P2 again through the agent whose state is on tmpfs (syncs cost nothing).
+    pub reaction_tmpfs: Option<ReactionSamples>,
     /// What the slow-storage shim adds to each sync.
     pub sync_delay_ms: u64,
     /// The syncs phase's rows (`syncs.rs`).
@@ -341,6 +343,25 @@ pub fn table(figures: &Figures) -> String {
             format_millis(reaction.die_delivery.iter().max().copied()),
             reaction.die_delivery.len()
         ));
+        if let Some(tmpfs) = &figures.reaction_tmpfs {
+            out.pop();
+            let (tmpfs_p50, tmpfs_p99) = p50_p99(&tmpfs.to_arrival);
+            out.push_str(&format!(
+                "| state on tmpfs (syncs cost nothing): the event arriving at an API client | {} | {} | {} | {} |\n",
+                format_millis(tmpfs_p50),
+                format_millis(tmpfs_p99),
+                format_millis(tmpfs.to_arrival.iter().max().copied()),
+                tmpfs.to_arrival.len()
+            ));
+            let (tmpfs_own_p50, tmpfs_own_p99) = p50_p99(&tmpfs.deckhand_part);
+            out.push_str(&format!(
+                "| (state on tmpfs: deckhand's part) | {} | {} | {} | {} |\n\n",
+                format_millis(tmpfs_own_p50),
+                format_millis(tmpfs_own_p99),
+                format_millis(tmpfs.deckhand_part.iter().max().copied()),
+                tmpfs.deckhand_part.len()
+            ));
+        }
         if let Some(slow) = &figures.reaction_slow {
             out.pop();
             let (slow_p50, slow_p99) = p50_p99(&slow.to_arrival);
@@ -570,6 +591,16 @@ fn targets(figures: &Figures) -> String {
             ));
         }
     }
+    if let Some(reaction) = &figures.reaction_tmpfs {
+        if let (_, Some(p99)) = p50_p99(&reaction.deckhand_part) {
+            rows.push((
+                "P2 deckhand's part without the disk's sync (state on tmpfs) ≤ 2 ms p99"
+                    .to_string(),
+                format_millis(Some(p99)),
+                met(p99 <= Duration::from_millis(2)),
+            ));
+        }
+    }
     if let Some(reaction) = &figures.reaction_slow {
         if let (_, Some(p99)) = p50_p99(&reaction.deckhand_part) {
             rows.push((
@@ -718,7 +749,7 @@ pub fn markdown(figures: &Figures, settings: &Settings) -> String {
         settings.checkpoint_changes,
         crate::syncs::LIVES
     ));
-    out.push_str("## Commands\n\n    bench/run.sh                  # installs docker-compose and busybox-static if missing, then:\n    cargo bench --bench agent     # the measurements; writes this file\n    BENCH_QUICK=1 bench/run.sh    # smoke check: few samples, writes target/PERFORMANCE-quick.md\n    BENCH_ONLY=p1,syncs cargo bench --bench agent   # some groups only (p1, p2, p3, p4, syncs): target/PERFORMANCE-partial.md\n    DECKHAND_BENCH_SYNC_DELAY_MS=50 bench/run.sh    # the slow storage's delay per sync (default 20)\n\n");
+    out.push_str("## Commands\n\n    bench/run.sh                  # installs docker-compose and busybox-static if missing, then:\n    cargo bench --bench agent     # the measurements; writes this file\n    BENCH_QUICK=1 bench/run.sh    # smoke check: few samples, writes target/PERFORMANCE-quick.md\n    BENCH_ONLY=p1,syncs cargo bench --bench agent   # some groups only (p1, p2, p3, p4, p7, syncs): target/PERFORMANCE-partial.md\n    DECKHAND_BENCH_SYNC_DELAY_MS=50 bench/run.sh    # the slow storage's delay per sync (default 20)\n\n");
     out.push_str("## Figures\n\n");
     out.push_str(&table(figures));
     let notes_path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
