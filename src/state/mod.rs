@@ -823,13 +823,10 @@ impl StateStore {
         // The log's records are newer than the files: replayed over them, in order.
         let logged_agent = replay_records(&log_path, &records, &mut tasks)?;
         if let Some(logged) = logged_agent {
-            if agent_damaged {
-                agent.images_pulled = logged.images_pulled;
-            } else {
-                agent.next_sequence = agent.next_sequence.max(logged.next_sequence);
-                agent.next_event_seq = agent.next_event_seq.max(logged.next_event_seq);
-                agent.images_pulled = logged.images_pulled;
-            }
+            // Newer than `agent.json` (or all there is of it, when that file was damaged).
+            agent.next_sequence = agent.next_sequence.max(logged.next_sequence);
+            agent.next_event_seq = agent.next_event_seq.max(logged.next_event_seq);
+            agent.images_pulled = logged.images_pulled;
         }
         note_logged_events(&event_log, &mut tasks)?;
         let mut tasks: Vec<Task> = tasks.into_values().collect();
@@ -843,7 +840,7 @@ impl StateStore {
                 .map(|t| t.start_sequence.max(t.stop_sequence))
                 .max()
                 .unwrap_or(0);
-            agent.next_sequence = highest + 1;
+            agent.next_sequence = agent.next_sequence.max(highest + 1);
         }
         agent.next_sequence = agent.next_sequence.max(1);
         agent.next_event_seq = events.next_seq;
