@@ -309,79 +309,64 @@ pub fn table(figures: &Figures) -> String {
         out.push_str(&format!("\nThe limit is the faster of the two direct orders; for a dependency chain it is the order ECS's `dependsOn` (START) allows, each link created and started after the one before it started (the `direct, sequential` column), and the `direct, concurrent` column shows the physical best for reference (every link created at once, started in order), which those semantics do not allow. ² The same agent with `ECS_DATADIR` on tmpfs, where fsync costs nothing: the difference from the first column is what writing every change durably costs on this disk. ³ The same agent with its state on this disk and an LD_PRELOAD shim (`benches/agent/slow_sync.c`) that sleeps {delay} ms before every fsync and fdatasync, as on an SD card or eMMC; the last column is the number of syncs the shim counted from the submit to the RUNNING event's arrival (median, and the range over the runs).\n\n"));
     }
     if let Some(reaction) = &figures.reaction {
-        let (p50, p99) = p50_p99(&reaction.to_arrival);
-        let (recorded_p50, recorded_p99) = p50_p99(&reaction.to_recorded);
         out.push_str("### P2 reaction time (Docker `die` → task STOPPED event)\n\n");
         out.push_str("| measured to | p50 | p99 | max | runs |\n|---|---|---|---|---|\n");
-        out.push_str(&format!(
-            "| the event arriving at an API client (long poll) | {} | {} | {} | {} |\n",
-            format_millis(p50),
-            format_millis(p99),
-            format_millis(reaction.to_arrival.iter().max().copied()),
-            reaction.to_arrival.len()
-        ));
-        out.push_str(&format!(
-            "| the event's own time (agent clock, whole milliseconds) | {} | {} | {} | {} |\n",
-            format_millis(recorded_p50),
-            format_millis(recorded_p99),
-            format_millis(reaction.to_recorded.iter().max().copied()),
-            reaction.to_recorded.len()
-        ));
-        let (own_p50, own_p99) = p50_p99(&reaction.deckhand_part);
-        out.push_str(&format!(
-            "| (deckhand's part: the bench's own `die` arrival → the STOPPED event's arrival) | {} | {} | {} | {} |\n",
-            format_millis(own_p50),
-            format_millis(own_p99),
-            format_millis(reaction.deckhand_part.iter().max().copied()),
-            reaction.deckhand_part.len()
-        ));
-        let (delivery_p50, delivery_p99) = p50_p99(&reaction.die_delivery);
-        out.push_str(&format!(
-            "| (Docker's part: the `die` event arriving at the bench's own event subscription) | {} | {} | {} | {} |\n\n",
-            format_millis(delivery_p50),
-            format_millis(delivery_p99),
-            format_millis(reaction.die_delivery.iter().max().copied()),
-            reaction.die_delivery.len()
-        ));
+        let mut rows = vec![
+            (
+                "the event arriving at an API client (long poll)".to_string(),
+                &reaction.to_arrival,
+            ),
+            (
+                "the event's own time (agent clock, whole milliseconds)".to_string(),
+                &reaction.to_recorded,
+            ),
+            (
+                "(deckhand's part: the bench's own `die` arrival → the STOPPED event's arrival)"
+                    .to_string(),
+                &reaction.deckhand_part,
+            ),
+            (
+                "(Docker's part: the `die` event arriving at the bench's own event subscription)"
+                    .to_string(),
+                &reaction.die_delivery,
+            ),
+        ];
         if let Some(tmpfs) = &figures.reaction_tmpfs {
-            out.pop();
-            let (tmpfs_p50, tmpfs_p99) = p50_p99(&tmpfs.to_arrival);
-            out.push_str(&format!(
-                "| state on tmpfs (syncs cost nothing): the event arriving at an API client | {} | {} | {} | {} |\n",
-                format_millis(tmpfs_p50),
-                format_millis(tmpfs_p99),
-                format_millis(tmpfs.to_arrival.iter().max().copied()),
-                tmpfs.to_arrival.len()
+            rows.push((
+                "state on tmpfs (syncs cost nothing): the event arriving at an API client"
+                    .to_string(),
+                &tmpfs.to_arrival,
             ));
-            let (tmpfs_own_p50, tmpfs_own_p99) = p50_p99(&tmpfs.deckhand_part);
-            out.push_str(&format!(
-                "| (state on tmpfs: deckhand's part) | {} | {} | {} | {} |\n\n",
-                format_millis(tmpfs_own_p50),
-                format_millis(tmpfs_own_p99),
-                format_millis(tmpfs.deckhand_part.iter().max().copied()),
-                tmpfs.deckhand_part.len()
+            rows.push((
+                "(state on tmpfs: deckhand's part)".to_string(),
+                &tmpfs.deckhand_part,
             ));
         }
+        let delay = figures.sync_delay_ms;
         if let Some(slow) = &figures.reaction_slow {
-            out.pop();
-            let (slow_p50, slow_p99) = p50_p99(&slow.to_arrival);
-            out.push_str(&format!(
-                "| slow storage, each sync +{} ms: the event arriving at an API client | {} | {} | {} | {} |\n",
-                figures.sync_delay_ms,
-                format_millis(slow_p50),
-                format_millis(slow_p99),
-                format_millis(slow.to_arrival.iter().max().copied()),
-                slow.to_arrival.len()
+            rows.push((
+                format!("slow storage, each sync +{delay} ms: the event arriving at an API client"),
+                &slow.to_arrival,
             ));
-            let (slow_own_p50, slow_own_p99) = p50_p99(&slow.deckhand_part);
-            out.push_str(&format!(
-                "| (slow storage, each sync +{} ms: deckhand's part) | {} | {} | {} | {} |\n\n",
-                figures.sync_delay_ms,
-                format_millis(slow_own_p50),
-                format_millis(slow_own_p99),
-                format_millis(slow.deckhand_part.iter().max().copied()),
-                slow.deckhand_part.len()
+            rows.push((
+                format!("(slow storage, each sync +{delay} ms: deckhand's part)"),
+                &slow.deckhand_part,
             ));
+        }
+        for (label, samples) in rows {
+            let (p50, p99) = p50_p99(samples);
+            out.push_str(&format!(
+                "| {label} | {} | {} | {} | {} |\n",
+                format_millis(p50),
+                format_millis(p99),
+                format_millis(samples.iter().max().copied()),
+                samples.len()
+            ));
+        }
+        out.push('\n');
+        if let Some(slow) = &figures.reaction_slow {
+            let (own_p50, _) = p50_p99(&reaction.deckhand_part);
+            let (slow_own_p50, _) = p50_p99(&slow.deckhand_part);
             let rise = match (slow_own_p50, own_p50) {
                 (Some(slow), Some(disk)) => format!("{:.1} ms", millis(slow) - millis(disk)),
                 _ => "-".to_string(),
