@@ -400,6 +400,13 @@ pub(crate) fn encode_agent_file(record: &AgentRecord) -> Result<Vec<u8>, StateEr
     })
 }
 
+/// The state-log line of a task's checkpoint: its checkpoint file's bytes as a record.
+fn checkpoint_line(task: &Task) -> Result<Vec<u8>, StateError> {
+    validate_task_id(&task.id)?;
+    let body = encode_task_file(task)?;
+    Ok(event_log::record_line(RecordKind::Checkpoint, &body))
+}
+
 /// A free name in `quarantine_dir` for `original`: its file name plus the current time, so that
 /// repeated quarantines of the same name never overwrite each other.
 pub(crate) fn quarantine_path(quarantine_dir: &Path, original: &Path) -> PathBuf {
@@ -699,12 +706,8 @@ impl StateStore {
     /// `deckhand_checkpoint_duration_seconds`, failed writes included.
     pub fn save_task(&self, task: &Task) -> Result<(), StateError> {
         let started = Instant::now();
-        let written = validate_task_id(&task.id)
-            .and_then(|()| encode_task_file(task))
-            .and_then(|body| {
-                self.event_log
-                    .append_record_durably(&event_log::record_line(RecordKind::Checkpoint, &body))
-            });
+        let written =
+            checkpoint_line(task).and_then(|line| self.event_log.append_record_durably(&line));
         crate::metrics::global().observe_checkpoint(started.elapsed());
         written
     }
@@ -714,16 +717,9 @@ impl StateStore {
     /// task's checkpoint after each change).
     pub fn record_task(&self, task: &Task) -> Result<(), StateError> {
         let started = Instant::now();
-        let written = self.write_task_record(task);
+        let written = checkpoint_line(task).and_then(|line| self.event_log.append_record(&line));
         crate::metrics::global().observe_checkpoint(started.elapsed());
         written
-    }
-
-    fn write_task_record(&self, task: &Task) -> Result<(), StateError> {
-        validate_task_id(&task.id)?;
-        let body = encode_task_file(task)?;
-        self.event_log
-            .append_record(&event_log::record_line(RecordKind::Checkpoint, &body))
     }
 
     /// Makes every record written so far durable (one fdatasync of the state log at most).

@@ -123,10 +123,7 @@ fn perform(
     let mut queue: VecDeque<Effect> = effects.into();
     while let Some(effect) = queue.pop_front() {
         match effect {
-            Effect::Docker(call) => {
-                log::debug!("task {}: {call:?}", machine.task().id);
-                spawn_worker(machine.task(), shared, call, results, &state.stopping)
-            }
+            Effect::Docker(call) => dispatch(machine, shared, call, results, state),
             Effect::Emit { event, reported } => {
                 // The events the machine emitted together (a container's STOPPED and the task's
                 // it caused) are recorded together: one durable write for all of them.
@@ -142,8 +139,7 @@ fn perform(
                 // runs while Docker works instead of before.
                 while let Some(Effect::Docker(_)) = queue.front() {
                     if let Some(Effect::Docker(call)) = queue.pop_front() {
-                        log::debug!("task {}: {call:?}", machine.task().id);
-                        spawn_worker(machine.task(), shared, call, results, &state.stopping);
+                        dispatch(machine, shared, call, results, state);
                     }
                 }
                 for (event, _) in &batch {
@@ -223,6 +219,18 @@ fn perform(
         }
     }
     false
+}
+
+/// Hands one Docker call of the task to the worker pool (its answer comes back as an input).
+fn dispatch(
+    machine: &ManagedTask,
+    shared: &TaskShared,
+    call: crate::engine::messages::DockerCall,
+    results: &Sender<Box<Input>>,
+    state: &LoopState,
+) {
+    log::debug!("task {}: {call:?}", machine.task().id);
+    spawn_worker(machine.task(), shared, call, results, &state.stopping)
 }
 
 /// The agent's log line for an event a task records.
