@@ -537,6 +537,7 @@ struct PreparedEcs {
     custom_attributes: Vec<(String, String)>,
     region: String,
     record: Arc<crate::control::ecs::reporter::RecordFile>,
+    proxies: crate::net::proxy::ProxySettings,
 }
 
 /// `ECS_EXTERNAL=true`: the endpoint parses, the attributes follow ECS's rules, there are
@@ -553,6 +554,9 @@ fn prepare_ecs(ecs: &crate::config::EcsConfig, data_dir: &Path) -> Result<Prepar
     let custom_attributes =
         register::parse_instance_attributes(&serde_json::Value::Object(attributes).to_string())
             .map_err(|error| format!("ECS_INSTANCE_ATTRIBUTES: {error}"))?;
+    // The proxy variables come from the process environment (a systemd drop-in), as curl and
+    // the ECS agent read them; one that cannot be used stops the start, naming it.
+    let proxies = crate::net::proxy::ProxySettings::from_env()?;
     let mut values = std::collections::BTreeMap::new();
     let mut put = |key: &str, value: Option<&String>| {
         if let Some(value) = value {
@@ -580,6 +584,7 @@ fn prepare_ecs(ecs: &crate::config::EcsConfig, data_dir: &Path) -> Result<Prepar
         credentials,
         custom_attributes,
         region: ecs.region.clone(),
+        proxies,
     })
 }
 
@@ -617,6 +622,7 @@ impl PreparedEcs {
             record: self.record,
             exclude_ipv6: config.exclude_ipv6_port_bindings,
             docker_version,
+            proxies: self.proxies,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Small encoders: percent-encoding for URL paths and query strings (the Docker client's and the
 //! local API client's), the base64url form of Docker's `X-Registry-Auth`, and the standard
-//! base64 decoding of a `.dockercfg` `auth` value (registry credentials, `crate::registry`).
+//! base64 decoding of a `.dockercfg` `auth` value (registry credentials, `crate::registry`), and
+//! the standard base64 of a proxy's `Basic` credentials.
 //! Written here to avoid two dependencies for sixty lines; a leaf module, so its users share it
 //! without importing one another.
 
@@ -34,22 +35,36 @@ pub fn query_string(parameters: &[(&str, String)]) -> String {
 
 /// Base64 with the URL-safe alphabet and `=` padding, as Docker decodes `X-Registry-Auth`.
 pub fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    base64_with(
+        bytes,
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+    )
+}
+
+/// Standard base64 (RFC 4648 §4) with `=` padding, as `Proxy-Authorization: Basic` carries it.
+pub fn base64(bytes: &[u8]) -> String {
+    base64_with(
+        bytes,
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+    )
+}
+
+fn base64_with(bytes: &[u8], alphabet: &[u8; 64]) -> String {
     let mut encoded = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for group in bytes.chunks(3) {
         let first = group[0] as u32;
         let second = group.get(1).copied().unwrap_or(0) as u32;
         let third = group.get(2).copied().unwrap_or(0) as u32;
         let joined = (first << 16) | (second << 8) | third;
-        encoded.push(ALPHABET[(joined >> 18) as usize & 63] as char);
-        encoded.push(ALPHABET[(joined >> 12) as usize & 63] as char);
+        encoded.push(alphabet[(joined >> 18) as usize & 63] as char);
+        encoded.push(alphabet[(joined >> 12) as usize & 63] as char);
         if group.len() > 1 {
-            encoded.push(ALPHABET[(joined >> 6) as usize & 63] as char);
+            encoded.push(alphabet[(joined >> 6) as usize & 63] as char);
         } else {
             encoded.push('=');
         }
         if group.len() > 2 {
-            encoded.push(ALPHABET[joined as usize & 63] as char);
+            encoded.push(alphabet[joined as usize & 63] as char);
         } else {
             encoded.push('=');
         }

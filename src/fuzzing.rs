@@ -572,12 +572,16 @@ pub fn secrets_file(data: &[u8]) {
     }
 }
 
-/// The ECS API's answers as the ECS client reads them (head, body within its limits, JSON, the
-/// error classes of an error status), in small reads; and any bytes as an error body, whose
-/// error type never keeps its `prefix#`.
+/// The ECS API's answers as the ECS client reads them once ureq has the status and body: JSON
+/// or the error class of an error status; any bytes as an error body, whose error type never
+/// keeps its `prefix#`.
 pub fn ecs_http(data: &[u8]) {
-    let step = 1 + data.len() % 13;
-    let _ = crate::control::ecs::client::read_answer(BufReader::new(SplitReader { data, step }));
+    let status = [200, 400, 403, 429, 500][data.len() % 5];
+    let type_header = data
+        .first()
+        .is_some_and(|byte| byte % 2 == 0)
+        .then_some("a#B:c");
+    let _ = crate::control::ecs::client::parse_answer(status, "Reason", type_header, data);
     for status in [400, 403, 500] {
         if let crate::control::ecs::EcsError::Service { error_type, .. } =
             crate::control::ecs::error_from_answer(status, "Bad Request", None, data)
@@ -641,38 +645,71 @@ pub fn acs_task(data: &[u8]) {
     );
 }
 
-/// The ACS websocket's frames as the client reads them (part already read with the upgrade's
-/// answer, the rest in small reads): never a panic; no more text comes out than went in; the
-/// client's answers (pongs, closes) are final masked frames; once a read ends or fails, the
-/// next says the socket is closed.
+/// The ACS websocket's frames as deckhand reads them (tungstenite's framing, deckhand's reading
+/// of texts and closes), in small reads: never a panic; no more text comes out than went in; a
+/// read ends in a text, a close or an error, and the socket ends.
 pub fn acs_frames(data: &[u8]) {
-    use crate::control::ecs::websocket::ClientSocket;
-    let ahead = data.len().min(data.len() % 7);
-    let (read_ahead, rest) = data.split_at(ahead);
+    use crate::control::ecs::websocket::{Received, SignedSocket};
     let connection = FakeConnection {
         input: SplitReader {
-            data: rest,
+            data,
             step: 1 + data.len() % 11,
         },
         output: Vec::new(),
     };
-    let mut socket = ClientSocket::new(connection, read_ahead.to_vec());
+    let mut socket = SignedSocket::from_upgraded(connection, "fuzz");
     let mut text_bytes = 0;
-    while let Ok(Some(text)) = socket.read_text() {
-        text_bytes += text.len();
+    for _ in 0..=data.len() {
+        match socket.read_text() {
+            Ok(Received::Text(text)) => text_bytes += text.len(),
+            Ok(Received::Closed { .. }) | Err(_) => break,
+        }
     }
     assert!(text_bytes <= data.len(), "{text_bytes} bytes of text");
-    assert!(
-        matches!(socket.read_text(), Ok(None)),
-        "a read after the end"
-    );
-    let mut written = socket.stream_ref().output.as_slice();
-    while let [first, second, rest @ ..] = written {
-        assert_eq!(first & 0xF0, 0x80, "a final frame without reserved bits");
+    // Whatever the client answered (pongs, closes) is masked client frames.
+    if let [first, second, ..] = socket.stream().output.as_slice() {
+        assert_eq!(first & 0x70, 0, "no reserved bits");
         assert_eq!(second & 0x80, 0x80, "a masked frame");
-        let length = usize::from(second & 0x7F);
-        assert!(length <= 125, "a control frame's length");
-        written = rest.get(4 + length..).expect("the whole frame was written");
+    }
+}
+
+/// A proxy's answer to `CONNECT` (deckhand's websockets tunnel through it) and the proxy
+/// variables: the answer parser never panics and a complete head lies within the bytes; the
+/// tunnel opener, fed the bytes in small reads, ends (open or refused) without reading past
+/// them; `NO_PROXY` and proxy URLs parse without panicking and a refusal names the variable.
+pub fn proxy_answers(data: &[u8]) {
+    use crate::net::proxy::{
+        connect_tunnel, parse_connect_answer, NoProxy, ProxySettings, ProxyUrl,
+    };
+    if let Ok(Some(answer)) = parse_connect_answer(data) {
+        assert!(answer.head_len <= data.len());
+        assert!(answer.status <= 999);
+    }
+    let proxy = ProxyUrl::parse("http://u:p@proxy:3128").expect("a valid proxy URL");
+    let mut connection = FakeConnection {
+        input: SplitReader {
+            data,
+            step: 1 + data.len() % 7,
+        },
+        output: Vec::new(),
+    };
+    let _ = connect_tunnel(&mut connection, &proxy, "ecs.example", 443);
+    assert!(connection
+        .output
+        .starts_with(b"CONNECT ecs.example:443 HTTP/1.1\r\n"));
+    let text = String::from_utf8_lossy(data);
+    let no_proxy = NoProxy::parse(&text);
+    for host in ["ecs.us-west-2.amazonaws.com", "10.1.2.3", "[fd00::1]", ""] {
+        let _ = no_proxy.matches(host);
+        let _ = no_proxy.matches(&text);
+    }
+    let lookup =
+        |name: &str| (name == "HTTPS_PROXY" || name == "NO_PROXY").then(|| text.to_string());
+    match ProxySettings::from_lookup(&lookup) {
+        Ok(settings) => {
+            let _ = settings.proxy_for(true, "ecs.example");
+        }
+        Err(message) => assert!(message.starts_with("HTTPS_PROXY: "), "{message}"),
     }
 }
 
@@ -697,6 +734,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("ecs_credentials", ecs_credentials),
     ("acs_task", acs_task),
     ("acs_frames", acs_frames),
+    ("proxy_answers", proxy_answers),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

@@ -1,11 +1,13 @@
 //! The ECS transport against fakes on 127.0.0.1: the JSON API client and the ACS websocket,
-//! over plain TCP and over TLS with the fixture certificate of `tests/fixtures/tls/` (trusted
-//! through `SSL_CERT_FILE`, as a host adds a CA). Every fake recomputes the request's SigV4
-//! signature with the secret it knows and refuses a request whose signature differs, as ECS
-//! does.
+//! over plain TCP and over TLS (rustls servers) with the fixture certificates of
+//! `tests/fixtures/tls/` (the test CA trusted through `SSL_CERT_FILE`, as a host adds a CA;
+//! a certificate for another name, an expired one and a self-signed one refused), directly and
+//! through the counting `CONNECT` proxy of `tests/support/proxy.rs` (`HTTPS_PROXY`, and none
+//! when `NO_PROXY` covers the endpoint). Every fake recomputes the request's SigV4 signature
+//! with the secret it knows and refuses a request whose signature differs, as ECS does.
 
-#[path = "support/packages.rs"]
-mod packages;
+#[path = "support/proxy.rs"]
+mod proxy;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -17,9 +19,12 @@ use std::time::Duration;
 
 use deckhand::control::ecs::credentials::Credentials;
 use deckhand::control::ecs::sigv4;
-use deckhand::control::ecs::websocket::{self, AcsQuery};
+use deckhand::control::ecs::websocket::{self, AcsQuery, AcsSocket, Received, SignedUpgrade};
 use deckhand::control::ecs::{CredentialChain, EcsClient, EcsError, Endpoint};
-use deckhand::net::tls::{TlsAcceptor, TlsStream};
+use deckhand::net::proxy::ProxySettings;
+use proxy::TestProxy;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 
 const ACCESS_KEY: &str = "AKIDTEST";
@@ -33,29 +38,53 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// Trusts the fixture CA for the whole process. Every test calls it before any TLS, so no
-/// thread reads the environment while it is set.
+/// thread reads the environment while it is set (deckhand reads the roots once).
 fn setup() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // TLS is the system's OpenSSL, loaded at run time: installed on first need like the
-        // suite's other packages, where it is missing (Debian's place for it).
-        let libraries = ["libssl.so.3", "libssl.so.1.1"];
-        let directories = [
-            format!("/usr/lib/{}-linux-gnu", std::env::consts::ARCH),
-            "/usr/lib64".to_string(),
-            "/usr/lib".to_string(),
-            "/lib".to_string(),
-        ];
-        let present = directories.iter().any(|directory| {
-            libraries
-                .iter()
-                .any(|library| Path::new(directory).join(library).exists())
-        });
-        if !present {
-            packages::ensure_program(&format!("{}/libssl.so.3", directories[0]), "libssl3");
-        }
-        std::env::set_var("SSL_CERT_FILE", fixture("ca.pem"));
+    ONCE.call_once(|| std::env::set_var("SSL_CERT_FILE", fixture("ca.pem")));
+}
+
+/// Accepts one connection on a free port of 127.0.0.1 and hands it (reads time out after 10 s)
+/// to `handle` on its own thread.
+fn serve_once<T: Send + 'static>(
+    handle: impl FnOnce(std::net::TcpStream) -> T + Send + 'static,
+) -> (u16, thread::JoinHandle<T>) {
+    setup();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let server = thread::spawn(move || {
+        let (socket, _) = listener.accept().expect("accept");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        handle(socket)
     });
+    (port, server)
+}
+
+/// A TLS server stream presenting the fixture certificate `certificate` (with `server.key`),
+/// its handshake done; `None` when the client refused it.
+fn tls_accept(
+    certificate: &str,
+    mut socket: std::net::TcpStream,
+) -> Option<rustls::StreamOwned<rustls::ServerConnection, std::net::TcpStream>> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(fixture(certificate))
+        .expect("the certificate fixture")
+        .collect::<Result<_, _>>()
+        .expect("PEM");
+    let key = PrivateKeyDer::from_pem_file(fixture("server.key")).expect("the key fixture");
+    let config =
+        rustls::ServerConfig::builder_with_provider(deckhand::net::wire::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("a server configuration");
+    let mut connection = rustls::ServerConnection::new(Arc::new(config)).expect("a connection");
+    while connection.is_handshaking() {
+        connection.complete_io(&mut socket).ok()?;
+    }
+    Some(rustls::StreamOwned::new(connection, socket))
 }
 
 fn chain(secret: &str, token: Option<&str>) -> Arc<CredentialChain> {
@@ -223,19 +252,28 @@ fn http_answer(status: &str, body: &str) -> Vec<u8> {
 /// One API request served, over TLS when `tls`: a signature that does not check is answered
 /// 403 `InvalidSignatureException`, as ECS answers it.
 fn serve_api(tls: bool, answer: Answer) -> (String, thread::JoinHandle<Seen>) {
-    setup();
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let acceptor = tls.then(|| {
-        TlsAcceptor::new(&fixture("server.pem"), &fixture("server.key")).expect("fixture")
-    });
-    let server = thread::spawn(move || {
-        let (socket, _) = listener.accept().expect("accept");
-        socket
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        let mut stream: Box<dyn ReadWrite> = match &acceptor {
-            Some(acceptor) => Box::new(acceptor.accept(socket).expect("server handshake")),
+    serve_api_presenting(tls.then_some("server.pem"), answer)
+}
+
+/// [`serve_api`] over TLS with the fixture `certificate` (`None`: plain TCP). When the client
+/// refuses the certificate, the thread ends with an empty [`Seen`].
+fn serve_api_presenting(
+    certificate: Option<&'static str>,
+    answer: Answer,
+) -> (String, thread::JoinHandle<Seen>) {
+    let tls = certificate.is_some();
+    let (port, server) = serve_once(move |socket| {
+        let mut stream: Box<dyn ReadWrite> = match certificate {
+            Some(certificate) => match tls_accept(certificate, socket) {
+                Some(stream) => Box::new(stream),
+                None => {
+                    return Seen {
+                        target: String::new(),
+                        headers: Vec::new(),
+                        body: Vec::new(),
+                    }
+                }
+            },
             None => Box::new(socket),
         };
         let seen = read_request(&mut stream);
@@ -258,6 +296,7 @@ trait ReadWrite: Read + Write + Send {}
 impl<T: Read + Write + Send> ReadWrite for T {}
 
 fn client(url: &str, secret: &str) -> EcsClient {
+    setup();
     EcsClient::new(
         Endpoint::parse(url).expect("url"),
         REGION,
@@ -426,17 +465,140 @@ fn unreachable_endpoints_and_silent_servers_are_unreachable() {
     drop(listener);
 }
 
+/// One TLS connection accepted on 127.0.0.1 presenting `certificate`; the thread says whether
+/// the handshake completed.
+fn tls_server_once(certificate: &'static str) -> (u16, thread::JoinHandle<bool>) {
+    serve_once(move |socket| tls_accept(certificate, socket).is_some())
+}
+
 #[test]
-fn a_tls_endpoint_with_another_name_is_unreachable_naming_verification() {
-    let (url, server) = serve_api(true, Box::new(|_| http_answer("200 OK", "{}")));
-    // The fixture is for localhost and 127.0.0.1: ::ffff:127.0.0.1 is neither.
-    let url = url.replace("localhost", "[::ffff:127.0.0.1]");
-    let error = client(&url, SECRET)
+fn certificates_for_another_name_expired_or_self_signed_are_refused() {
+    for (certificate, why) in [
+        ("wrong-name.pem", "not valid for name"),
+        ("expired.pem", "expired"),
+        ("self-signed.pem", "UnknownIssuer"),
+    ] {
+        // The API client.
+        let (port, server) = tls_server_once(certificate);
+        let error = client(&format!("https://localhost:{port}"), SECRET)
+            .call("ListTasks", &json!({}))
+            .expect_err(certificate);
+        assert!(matches!(error, EcsError::Unreachable(_)), "{error:?}");
+        assert!(error.to_string().contains(why), "{certificate}: {error}");
+        assert!(
+            !server.join().expect("server"),
+            "{certificate}: handshake done"
+        );
+        // The websocket.
+        let (port, server) = tls_server_once(certificate);
+        let error = acs_connect(
+            &format!("https://localhost:{port}/"),
+            SECRET,
+            &ProxySettings::direct(),
+        )
+        .expect_err(certificate);
+        assert!(matches!(error, EcsError::Unreachable(_)), "{error:?}");
+        assert!(error.to_string().contains(why), "{certificate}: {error}");
+        assert!(
+            !server.join().expect("server"),
+            "{certificate}: handshake done"
+        );
+    }
+}
+
+fn proxies(pairs: &[(&'static str, String)]) -> ProxySettings {
+    let pairs = pairs.to_vec();
+    ProxySettings::from_lookup(&move |name| {
+        pairs
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.clone())
+    })
+    .expect("proxy settings")
+}
+
+fn heartbeat_session() -> Session {
+    Box::new(|socket| {
+        socket
+            .send(tungstenite::Message::text(r#"{"type":"HeartbeatMessage"}"#))
+            .expect("send");
+        socket.close(None).expect("close");
+        let _ = socket.read();
+    })
+}
+
+#[test]
+fn all_ecs_traffic_goes_through_the_proxy_and_none_when_no_proxy_covers_it() {
+    let proxy = TestProxy::start();
+    // HTTPS_PROXY for https/wss (the TLS runs inside the tunnel, end to end), HTTP_PROXY for
+    // http/ws: every call and every websocket is one CONNECT.
+    let through = proxies(&[("HTTPS_PROXY", proxy.url()), ("http_proxy", proxy.url())]);
+    for tls in [true, false] {
+        let (url, server) = serve_api(tls, Box::new(|_| http_answer("200 OK", r#"{"a":1}"#)));
+        let answer = client(&url, SECRET)
+            .with_proxies(through.clone())
+            .call("ListTasks", &json!({}))
+            .unwrap_or_else(|error| panic!("tls {tls}: {error}"));
+        assert_eq!(answer["a"], 1);
+        server.join().expect("server");
+        let (url, server) = serve_acs(tls, None, heartbeat_session());
+        let mut socket = acs_connect(&url, SECRET, &through).expect("through the proxy");
+        assert_eq!(
+            socket.read_text().expect("read"),
+            text(r#"{"type":"HeartbeatMessage"}"#)
+        );
+        socket.close();
+        server.join().expect("server");
+    }
+    let targets = proxy.targets();
+    assert_eq!(targets.len(), 4, "{targets:?}");
+    assert!(targets[0].starts_with("localhost:"), "{targets:?}");
+    assert!(targets[1].starts_with("localhost:"), "{targets:?}");
+    assert!(targets[2].starts_with("127.0.0.1:"), "{targets:?}");
+    assert!(targets[3].starts_with("127.0.0.1:"), "{targets:?}");
+
+    // NO_PROXY by name (a suffix rule) and by range: no CONNECT at all.
+    for no_proxy in [".localhost, 127.0.0.0/8", "localhost,127.0.0.1"] {
+        let direct = proxies(&[
+            ("HTTPS_PROXY", proxy.url()),
+            ("HTTP_PROXY", proxy.url()),
+            ("NO_PROXY", no_proxy.to_string()),
+        ]);
+        for tls in [true, false] {
+            let (url, server) = serve_api(tls, Box::new(|_| http_answer("200 OK", "{}")));
+            client(&url, SECRET)
+                .with_proxies(direct.clone())
+                .call("ListTasks", &json!({}))
+                .unwrap_or_else(|error| panic!("{no_proxy} tls {tls}: {error}"));
+            server.join().expect("server");
+            let (url, server) = serve_acs(tls, None, heartbeat_session());
+            acs_connect(&url, SECRET, &direct)
+                .expect("directly")
+                .close();
+            server.join().expect("server");
+        }
+    }
+    assert_eq!(proxy.connects(), 4, "NO_PROXY kept every connection direct");
+}
+
+#[test]
+fn a_proxy_that_refuses_the_tunnel_is_unreachable_naming_its_answer() {
+    let proxy = TestProxy::refuse_with("407 Proxy Authentication Required");
+    let url = proxy.url().replace("http://", "http://deck:hand%21@");
+    let through = proxies(&[("HTTPS_PROXY", url)]);
+    let error = client("https://localhost:1", SECRET)
+        .with_proxies(through.clone())
         .call("ListTasks", &json!({}))
-        .expect_err("wrong name");
+        .expect_err("refused");
     assert!(matches!(error, EcsError::Unreachable(_)), "{error:?}");
-    assert!(error.to_string().contains("verification"), "{error}");
-    drop(server);
+    assert!(error.to_string().contains("407"), "{error}");
+    let error = acs_connect("https://localhost:1/", SECRET, &through).expect_err("refused");
+    assert!(matches!(error, EcsError::Unreachable(_)), "{error:?}");
+    assert!(error.to_string().contains("407"), "{error}");
+    assert_eq!(proxy.connects(), 2);
+    // Both asked with the URL's credentials (deck:hand!).
+    let expected = Some("Basic ZGVjazpoYW5kIQ==".to_string());
+    assert_eq!(proxy.authorizations(), [expected.clone(), expected]);
 }
 
 #[test]
@@ -483,6 +645,28 @@ fn now() -> String {
     sigv4::amz_date(deckhand::clock::now_millis())
 }
 
+/// Connects the ACS websocket at `url`, signed with `secret`, through `proxies`.
+fn acs_connect(url: &str, secret: &str, proxies: &ProxySettings) -> Result<AcsSocket, EcsError> {
+    setup();
+    let credentials = credentials(secret);
+    let amz_date = now();
+    websocket::connect(
+        url,
+        &query(),
+        SignedUpgrade {
+            region: REGION,
+            credentials: &credentials,
+            amz_date: &amz_date,
+        },
+        proxies,
+        Duration::from_secs(5),
+    )
+}
+
+fn text(value: &str) -> Received {
+    Received::Text(value.to_string())
+}
+
 type Session = Box<dyn FnOnce(&mut tungstenite::WebSocket<Box<dyn ReadWrite>>) + Send>;
 
 /// One ACS connection served: the upgrade's signature checked (403 when off), its target
@@ -493,20 +677,11 @@ fn serve_acs(
     refuse: Option<(u16, &'static str)>,
     session: Session,
 ) -> (String, thread::JoinHandle<Option<String>>) {
-    setup();
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let acceptor = tls.then(|| {
-        TlsAcceptor::new(&fixture("server.pem"), &fixture("server.key")).expect("fixture")
-    });
-    let server = thread::spawn(move || {
-        let (socket, _) = listener.accept().expect("accept");
-        socket
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        let stream: Box<dyn ReadWrite> = match &acceptor {
-            Some(acceptor) => Box::new(acceptor.accept(socket).expect("server handshake")),
-            None => Box::new(socket),
+    let (port, server) = serve_once(move |socket| {
+        let stream: Box<dyn ReadWrite> = if tls {
+            Box::new(tls_accept("server.pem", socket).expect("server handshake"))
+        } else {
+            Box::new(socket)
         };
         let mut target = None;
         #[allow(clippy::result_large_err)] // tungstenite's callback type
@@ -571,21 +746,21 @@ fn the_acs_websocket_connects_signed_and_carries_text_both_ways() {
                 let _ = socket.read();
             }),
         );
-        let mut socket = websocket::connect(
-            &url,
-            &query(),
-            REGION,
-            &credentials(SECRET),
-            &now(),
-            Duration::from_secs(5),
-        )
-        .unwrap_or_else(|error| panic!("tls {tls}: {error}"));
+        let mut socket = acs_connect(&url, SECRET, &ProxySettings::direct())
+            .unwrap_or_else(|error| panic!("tls {tls}: {error}"));
         assert_eq!(
-            socket.read_text().expect("read").as_deref(),
-            Some(r#"{"type":"HeartbeatMessage"}"#)
+            socket.read_text().expect("read"),
+            text(r#"{"type":"HeartbeatMessage"}"#)
         );
         socket.send_text(r#"{"type":"AckRequest"}"#).expect("send");
-        assert_eq!(socket.read_text().expect("the close"), None);
+        // The fake closes without a code.
+        assert_eq!(
+            socket.read_text().expect("the close"),
+            Received::Closed {
+                code: None,
+                reason: String::new()
+            }
+        );
         let target = server.join().expect("server").expect("a request came");
         assert!(
             target.starts_with(
@@ -646,23 +821,13 @@ fn pings_fragments_large_messages_and_the_close_handshake_work_with_another_impl
                 }
             }),
         );
-        let mut socket = websocket::connect(
-            &url,
-            &query(),
-            REGION,
-            &credentials(SECRET),
-            &now(),
-            Duration::from_secs(5),
-        )
-        .unwrap_or_else(|error| panic!("tls {tls}: {error}"));
+        let mut socket = acs_connect(&url, SECRET, &ProxySettings::direct())
+            .unwrap_or_else(|error| panic!("tls {tls}: {error}"));
         assert_eq!(
-            socket.read_text().expect("read").as_deref(),
-            Some(r#"{"type":"HeartbeatMessage"}"#)
+            socket.read_text().expect("read"),
+            text(r#"{"type":"HeartbeatMessage"}"#)
         );
-        assert_eq!(
-            socket.read_text().expect("read").as_deref(),
-            Some(expected_large.as_str())
-        );
+        assert_eq!(socket.read_text().expect("read"), text(&expected_large));
         socket.send_text("ack").expect("send");
         socket.close();
         server.join().expect("server");
@@ -700,15 +865,7 @@ fn an_idle_acs_socket_times_out_distinguishably_and_stays_usable() {
             let _ = socket.read();
         }),
     );
-    let mut socket = websocket::connect(
-        &url,
-        &query(),
-        REGION,
-        &credentials(SECRET),
-        &now(),
-        Duration::from_secs(5),
-    )
-    .expect("connect");
+    let mut socket = acs_connect(&url, SECRET, &ProxySettings::direct()).expect("connect");
     socket
         .set_read_timeout(Some(Duration::from_millis(100)))
         .expect("timeout");
@@ -717,7 +874,7 @@ fn an_idle_acs_socket_times_out_distinguishably_and_stays_usable() {
     socket
         .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
-    assert_eq!(socket.read_text().expect("read").as_deref(), Some("late"));
+    assert_eq!(socket.read_text().expect("read"), text("late"));
     socket.close();
     server.join().expect("server");
 }
@@ -732,15 +889,7 @@ fn an_error_answer_to_the_upgrade_is_a_service_error() {
         )),
         Box::new(|_| {}),
     );
-    let error = websocket::connect(
-        &url,
-        &query(),
-        REGION,
-        &credentials(SECRET),
-        &now(),
-        Duration::from_secs(5),
-    )
-    .expect_err("refused");
+    let error = acs_connect(&url, SECRET, &ProxySettings::direct()).expect_err("refused");
     assert!(error.is_inactive_instance(), "{error:?}");
     assert!(
         error.to_string().contains("Container instance is inactive"),
@@ -749,15 +898,7 @@ fn an_error_answer_to_the_upgrade_is_a_service_error() {
     server.join().expect("server");
 
     let (url, server) = serve_acs(true, None, Box::new(|_| {}));
-    let error = websocket::connect(
-        &url,
-        &query(),
-        REGION,
-        &credentials("wrong"),
-        &now(),
-        Duration::from_secs(5),
-    )
-    .expect_err("bad signature");
+    let error = acs_connect(&url, "wrong", &ProxySettings::direct()).expect_err("bad signature");
     assert_eq!(
         error.error_type(),
         Some("InvalidSignatureException"),
@@ -765,11 +906,4 @@ fn an_error_answer_to_the_upgrade_is_a_service_error() {
     );
     assert!(matches!(error, EcsError::Service { status: 403, .. }));
     server.join().expect("server");
-}
-
-#[test]
-fn tls_streams_are_send() {
-    fn is_send<T: Send>() {}
-    is_send::<TlsStream>();
-    is_send::<deckhand::control::ecs::Connection>();
 }

@@ -41,7 +41,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("report", &["task", "state", "event", "clock", "metrics"]),
     ("state", &["task", "event", "text", "clock", "metrics"]),
     ("docker", &["runtime", "encoding", "text", "ports", "net"]),
-    ("net", &[]),
+    ("net", &["encoding"]),
     ("config", &["text", "registry"]),
     ("registry", &["encoding"]),
     ("secrets", &[]),

@@ -1,5 +1,6 @@
-//! Fuzz target: the ACS websocket's frames as the client reads them. Whatever the bytes, no
-//! panic, and the client's own frames stay well formed (see `deckhand::fuzzing::acs_frames`).
+//! Fuzz target: the ACS websocket's frames as deckhand reads them (tungstenite's framing,
+//! deckhand's reading of texts and closes). Whatever the bytes, no panic, and the client's own
+//! frames stay masked (see `deckhand::fuzzing::acs_frames`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

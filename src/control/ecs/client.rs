@@ -3,21 +3,21 @@
 //! `X-Amz-Target: AmazonEC2ContainerServiceV20141113.<Operation>` and
 //! `Content-Type: application/x-amz-json-1.1`, signed with SigV4 for service `ecs`.
 //!
-//! One connection per call (`Connection: close`): calls are minutes apart, so a kept-alive
-//! connection would mostly be a dead one to detect. Answers are read with the head and body
-//! limits of `net::http1`, and every failure is classified ([`EcsError`]) so the caller knows
-//! whether to retry.
+//! The HTTP is ureq's, over rustls with the host's trusted roots (`net::wire`), through the
+//! `CONNECT` proxy that [`ProxySettings`] names for the endpoint (`HTTPS_PROXY`, `NO_PROXY`).
+//! One connection per call (no idle pool): calls are minutes apart, so a kept-alive connection
+//! would mostly be a dead one to detect. The answer's body is read within
+//! [`MAX_ANSWER_BYTES`], and every failure is classified ([`EcsError`]) so the caller knows
+//! whether to retry ([`parse_answer`], pure and fuzzed).
 
-use std::io::{BufRead, BufReader};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::credentials::CredentialChain;
 use super::endpoint::Endpoint;
 use super::{error_from_answer, sigv4, EcsError, SIGNING_SERVICE};
-use crate::net::http1::{
-    read_response_head, write_request, BodyReader, Request, MAX_RESPONSE_HEAD_BYTES,
-};
+use crate::net::proxy::ProxySettings;
+use crate::net::wire::{crypto_provider, trusted_roots};
 
 /// The JSON protocol's target prefix for ECS operations.
 pub const TARGET_PREFIX: &str = "AmazonEC2ContainerServiceV20141113";
@@ -34,21 +34,35 @@ pub struct EcsClient {
     region: String,
     credentials: Arc<CredentialChain>,
     timeout: Duration,
+    proxies: ProxySettings,
+    /// The ureq agent, made on the first call (its TLS configuration parses the roots once).
+    agent: Arc<OnceLock<ureq::Agent>>,
 }
 
 impl EcsClient {
+    /// A client that connects directly; [`EcsClient::with_proxies`] names the proxies.
     pub fn new(endpoint: Endpoint, region: &str, credentials: Arc<CredentialChain>) -> EcsClient {
         EcsClient {
             endpoint,
             region: region.to_string(),
             credentials,
             timeout: DEFAULT_TIMEOUT,
+            proxies: ProxySettings::direct(),
+            agent: Arc::default(),
         }
     }
 
-    /// The same client with another timeout for connect, write and each read.
+    /// The same client with another deadline for each call (connect, send and answer).
     pub fn with_timeout(mut self, timeout: Duration) -> EcsClient {
         self.timeout = timeout;
+        self.agent = Arc::default();
+        self
+    }
+
+    /// The same client reaching ECS through these proxies (`HTTPS_PROXY`, `NO_PROXY`).
+    pub fn with_proxies(mut self, proxies: ProxySettings) -> EcsClient {
+        self.proxies = proxies;
+        self.agent = Arc::default();
         self
     }
 
@@ -62,6 +76,46 @@ impl EcsClient {
 
     pub fn credentials(&self) -> &Arc<CredentialChain> {
         &self.credentials
+    }
+
+    /// The proxy settings the client (and the websockets it leads to) use.
+    pub fn proxies(&self) -> &ProxySettings {
+        &self.proxies
+    }
+
+    /// The ureq agent for one call: TLS with the host's roots, the endpoint's proxy (or none:
+    /// ureq would otherwise read the environment itself), no redirects, no idle connections,
+    /// and error statuses returned as answers, to classify here.
+    fn agent(&self) -> Result<ureq::Agent, EcsError> {
+        if let Some(agent) = self.agent.get() {
+            return Ok(agent.clone());
+        }
+        let mut tls = ureq::tls::TlsConfig::builder()
+            .provider(ureq::tls::TlsProvider::Rustls)
+            .unversioned_rustls_crypto_provider(crypto_provider());
+        if self.endpoint.tls {
+            let roots = trusted_roots().map_err(EcsError::Config)?;
+            tls = tls.root_certs(ureq::tls::RootCerts::Specific(roots.certificates));
+        }
+        let proxy = match self
+            .proxies
+            .proxy_for(self.endpoint.tls, &self.endpoint.host)
+        {
+            Some(proxy) => Some(ureq::Proxy::new(&proxy.url).map_err(|error| {
+                EcsError::Config(format!("the proxy {}: {error}", proxy.display()))
+            })?),
+            None => None,
+        };
+        let config = ureq::Agent::config_builder()
+            .tls_config(tls.build())
+            .proxy(proxy)
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_idle_connections(0)
+            .user_agent(format!("deckhand/{}", crate::VERSION))
+            .timeout_global(Some(self.timeout))
+            .build();
+        Ok(self.agent.get_or_init(|| config.new_agent()).clone())
     }
 
     /// Calls `operation` (`"RegisterContainerInstance"`) with `request` as its JSON body and
@@ -93,26 +147,51 @@ impl EcsClient {
             SIGNING_SERVICE,
             &sigv4::amz_date(crate::clock::now_millis()),
         );
-        let mut headers = vec![("X-Amz-Target", target.clone())];
-        headers.extend(signed.headers);
-        let http_request = Request {
-            method: "POST",
-            host: &host,
-            target: sigv4::request_target(&self.endpoint.path, &[]),
-            headers,
-            body: Some((CONTENT_TYPE, &body)),
-        };
-        let mut connection = self.endpoint.connect(self.timeout)?;
-        if let Err(error) = write_request(&mut connection, &http_request) {
-            return Err(EcsError::Unreachable(format!(
-                "{operation} to {}: sending the request: {error}",
-                self.endpoint
-            )));
+        let scheme = if self.endpoint.tls { "https" } else { "http" };
+        let url = format!(
+            "{scheme}://{host}{}",
+            sigv4::request_target(&self.endpoint.path, &[])
+        );
+        let mut call = self
+            .agent()?
+            .post(&url)
+            .header("Content-Type", CONTENT_TYPE)
+            .header("X-Amz-Target", &target);
+        for (name, value) in &signed.headers {
+            call = call.header(*name, value);
         }
-        read_answer(BufReader::new(connection)).map_err(|error| match error {
-            EcsError::Unreachable(message) => {
-                EcsError::Unreachable(format!("{operation} to {}: {message}", self.endpoint))
+        let failed = |error: ureq::Error| {
+            let error = classify(error);
+            match error {
+                EcsError::Unreachable(message) => {
+                    EcsError::Unreachable(format!("{operation} to {}: {message}", self.endpoint))
+                }
+                EcsError::Protocol(message) => {
+                    EcsError::Protocol(format!("{operation} to {}: {message}", self.endpoint))
+                }
+                other => other,
             }
+        };
+        let mut answer = call.send(&body[..]).map_err(failed)?;
+        let status = answer.status();
+        let error_type = answer
+            .headers()
+            .get("x-amzn-ErrorType")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        let bytes = answer
+            .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER_BYTES)
+            .read_to_vec()
+            .map_err(failed)?;
+        parse_answer(
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            error_type.as_deref(),
+            &bytes,
+        )
+        .map_err(|error| match error {
             EcsError::Protocol(message) => {
                 EcsError::Protocol(format!("{operation} to {}: {message}", self.endpoint))
             }
@@ -121,35 +200,40 @@ impl EcsClient {
     }
 }
 
-/// Reads one answer of the JSON API: its head and body within their limits, then its JSON, or
-/// the error an error status means ([`error_from_answer`]). Broken or timed-out reads are
-/// [`EcsError::Unreachable`], bytes that break the protocol [`EcsError::Protocol`].
-pub fn read_answer<R: BufRead>(mut reader: R) -> Result<serde_json::Value, EcsError> {
-    let reading =
-        |error: std::io::Error| EcsError::Unreachable(format!("reading the answer: {error}"));
-    let head = read_response_head(&mut reader, MAX_RESPONSE_HEAD_BYTES).map_err(reading)?;
-    let framing = head
-        .body_framing("POST")
-        .map_err(|error| EcsError::Protocol(format!("the answer's framing: {error}")))?;
-    let answer = BodyReader::new(reader, framing)
-        .read_to_end_limited(MAX_ANSWER_BYTES)
-        .map_err(|error| match error.kind() {
-            std::io::ErrorKind::InvalidData => {
-                EcsError::Protocol(format!("the answer's body: {error}"))
-            }
-            _ => reading(error),
-        })?;
-    if !(200..300).contains(&head.status) {
-        return Err(error_from_answer(
-            head.status,
-            &head.reason,
-            head.header("x-amzn-ErrorType"),
-            &answer,
-        ));
+/// What a failed ureq call means for the caller: the configuration (a URL or proxy that cannot
+/// work) is [`EcsError::Config`], an answer that breaks HTTP or its limit
+/// [`EcsError::Protocol`], everything else (refused, reset, timed out, TLS refused, the proxy
+/// refusing the tunnel) [`EcsError::Unreachable`].
+fn classify(error: ureq::Error) -> EcsError {
+    match error {
+        ureq::Error::BadUri(_) | ureq::Error::InvalidProxyUrl => {
+            EcsError::Config(error.to_string())
+        }
+        ureq::Error::BodyExceedsLimit(limit) => {
+            EcsError::Protocol(format!("the answer is over its limit of {limit} bytes"))
+        }
+        ureq::Error::Protocol(_) => EcsError::Protocol(format!("the answer: {error}")),
+        ureq::Error::Timeout(which) => EcsError::Unreachable(format!("timed out ({which})")),
+        ureq::Error::Rustls(tls) => EcsError::Unreachable(format!("TLS: {tls}")),
+        other => EcsError::Unreachable(other.to_string()),
     }
-    if answer.iter().all(u8::is_ascii_whitespace) {
+}
+
+/// One answer of the JSON API, as its status, `x-amzn-ErrorType` and body: its JSON (an
+/// empty body is `{}`), or the error an error status means ([`error_from_answer`]). A body
+/// that is not JSON is [`EcsError::Protocol`]. Pure.
+pub fn parse_answer(
+    status: u16,
+    reason: &str,
+    error_type_header: Option<&str>,
+    body: &[u8],
+) -> Result<serde_json::Value, EcsError> {
+    if !(200..300).contains(&status) {
+        return Err(error_from_answer(status, reason, error_type_header, body));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
-    serde_json::from_slice(&answer)
+    serde_json::from_slice(body)
         .map_err(|error| EcsError::Protocol(format!("the answer is not JSON: {error}")))
 }

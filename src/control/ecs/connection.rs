@@ -1,23 +1,32 @@
 //! The ECS connection's threads (`ECS_EXTERNAL=true`): `ecs-session` registers this host
 //! (RegisterContainerInstance, with the container instance ARN saved in `ecs.json` sent again),
-//! discovers the ACS endpoint (DiscoverPollEndpoint) and holds the ACS session, applying each
-//! payload to the engine before it is acknowledged; `ecs-reporter` reports state changes
-//! ([`super::reporter`]). Neither blocks the engine: with ECS out of reach both wait and retry,
-//! and every task keeps running.
+//! discovers the ACS endpoint (DiscoverPollEndpoint, cached until connecting to it fails:
+//! [`super::poll_endpoint`]) and holds the ACS session, applying each payload to the engine
+//! before it is acknowledged; `ecs-reporter` reports state changes ([`super::reporter`]).
+//! Neither blocks the engine: with ECS out of reach both wait and retry, and every task keeps
+//! running. Both reach ECS through the proxy settings of [`EcsSettings::proxies`].
+//!
+//! How a websocket's end maps onto the session ([`close_outcome`], as the Go agent's
+//! `wsclient` reads close codes): a close with 1000, 1001 or 1011, or a connection lost
+//! without a close frame (1006, an EOF in the middle of a frame too), reconnects at once —
+//! unless the connection lasted under [`SHORT_LIVED`], which backs off, so a server that
+//! accepts and drops never gets a tight loop; any other close code (1008, …) backs off.
 
+use super::poll_endpoint::{PollEndpointCache, PollEndpoints};
 use super::register::{parse_register_response, register_request, RegistrationInput};
 use super::reporter::{ecs_arn, RecordFile, RejectedTask, Reporter};
 use super::session::AcsSession;
 use super::session_driver::{run_sessions, AcsConnection, AcsTarget, ConnError};
-use super::websocket::{self, AcsQuery, AcsSocket};
+use super::websocket::{self, AcsQuery, AcsSocket, Received, SignedUpgrade, CLOSE_ABNORMAL};
 use super::{CredentialChain, EcsClient, EcsError, Endpoint};
 use crate::engine::{EngineError, EngineHandle};
+use crate::net::proxy::ProxySettings;
 use crate::task::acs::{AcsTask, AcsTaskError};
 use crate::task::{TaskStatus, ECS_SOURCE_PREFIX};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the agent waits before registering again after ECS said this instance was
 /// deregistered (the ECS agent's inactive-instance delay).
@@ -26,6 +35,8 @@ const REGISTER_RETRY_FIRST: Duration = Duration::from_millis(250);
 const REGISTER_RETRY_MAX: Duration = Duration::from_secs(120);
 /// Each API call's deadline.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// A websocket that ends sooner than this after it opened backs off whatever its close code.
+pub const SHORT_LIVED: Duration = Duration::from_secs(1);
 
 /// Everything the connection needs, built by the agent from its configuration.
 pub struct EcsSettings {
@@ -38,6 +49,8 @@ pub struct EcsSettings {
     pub record: Arc<RecordFile>,
     pub exclude_ipv6: bool,
     pub docker_version: Option<String>,
+    /// `HTTPS_PROXY`, `NO_PROXY` and the others, for the API calls and the websockets.
+    pub proxies: ProxySettings,
 }
 
 /// The running connection; [`EcsConnection::shutdown`] stops and joins its threads.
@@ -58,7 +71,8 @@ impl EcsConnection {
                 &settings.region,
                 Arc::clone(&settings.credentials),
             )
-            .with_timeout(CALL_TIMEOUT),
+            .with_timeout(CALL_TIMEOUT)
+            .with_proxies(settings.proxies.clone()),
         );
         if let Some(arn) = settings.record.get().container_instance_arn {
             engine.set_container_instance_arn(arn);
@@ -162,10 +176,20 @@ fn session_thread(
         engine: Arc::clone(&engine),
         record: Arc::clone(&settings.record),
     };
+    let mut poll_endpoints = PollEndpointCache::default();
     let mut connect = |seq_num: Option<i64>| -> Result<Socket, String> {
-        connect_acs(&settings, &client, &container_instance_arn, seq_num)
-            .map(|socket| Socket(Some(socket)))
-            .map_err(|error| error.to_string())
+        connect_acs(
+            &settings,
+            &client,
+            &mut poll_endpoints,
+            &container_instance_arn,
+            seq_num,
+        )
+        .map(|socket| Socket {
+            socket: Some(socket),
+            opened: Instant::now(),
+        })
+        .map_err(|error| error.to_string())
     };
     let mut pause = |after: Duration| wait(&stop, after);
     let keep_going = || !stopped(&stop);
@@ -184,22 +208,25 @@ fn register(settings: &EcsSettings, client: &EcsClient) -> Result<String, EcsErr
 fn connect_acs(
     settings: &EcsSettings,
     client: &EcsClient,
+    poll_endpoints: &mut PollEndpointCache,
     container_instance_arn: &str,
     seq_num: Option<i64>,
 ) -> Result<AcsSocket, EcsError> {
-    let answer = client.call(
-        "DiscoverPollEndpoint",
-        &serde_json::json!({
-            "cluster": settings.cluster,
-            "containerInstance": container_instance_arn,
-        }),
-    )?;
-    let endpoint = answer
-        .get("endpoint")
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| {
-            EcsError::Protocol("DiscoverPollEndpoint answered without an endpoint".into())
-        })?;
+    let endpoints = match poll_endpoints.get(Instant::now()) {
+        Some(endpoints) => endpoints.clone(),
+        None => {
+            let answer = client.call(
+                "DiscoverPollEndpoint",
+                &serde_json::json!({
+                    "cluster": settings.cluster,
+                    "containerInstance": container_instance_arn,
+                }),
+            )?;
+            let endpoints = PollEndpoints::from_answer(&answer)?;
+            poll_endpoints.store(endpoints.clone(), Instant::now());
+            endpoints
+        }
+    };
     let credentials = settings
         .credentials
         .current()
@@ -213,42 +240,77 @@ fn connect_acs(
         send_credentials: false,
         seq_num: seq_num.and_then(|seq| u64::try_from(seq).ok()).unwrap_or(0),
     };
+    let amz_date = super::sigv4::amz_date(crate::clock::now_millis());
+    let upgrade = SignedUpgrade {
+        region: &settings.region,
+        credentials: &credentials,
+        amz_date: &amz_date,
+    };
     websocket::connect(
-        endpoint,
+        &endpoints.acs,
         &query,
-        &settings.region,
-        &credentials,
-        &super::sigv4::amz_date(crate::clock::now_millis()),
+        upgrade,
+        &settings.proxies,
         CALL_TIMEOUT,
     )
+    .inspect_err(|_| poll_endpoints.forget())
+}
+
+/// What the end of a websocket means for the session: [`ConnError::Closed`] reconnects at
+/// once, [`ConnError::Failed`] backs off. Close codes 1000, 1001 and 1011 and an abnormal end
+/// (1006: no close frame) are the Go agent's "closed for a valid reason"; every other code,
+/// and any end within [`SHORT_LIVED`] of the open, backs off. Pure.
+pub fn close_outcome(code: Option<u16>, reason: &str, lasted: Duration) -> ConnError {
+    let described = match code {
+        Some(CLOSE_ABNORMAL) => format!("ACS connection ended without a close frame ({reason})"),
+        Some(code) if reason.is_empty() => format!("ACS closed the connection with code {code}"),
+        Some(code) => format!("ACS closed the connection with code {code}: {reason}"),
+        None => "ACS closed the connection without a close code".to_string(),
+    };
+    if lasted < SHORT_LIVED {
+        return ConnError::Failed(format!(
+            "{described}, {} ms after it opened",
+            lasted.as_millis()
+        ));
+    }
+    match code {
+        Some(1000 | 1001 | CLOSE_ABNORMAL | 1011) => ConnError::Closed,
+        _ => ConnError::Failed(described),
+    }
 }
 
 /// The websocket as the session driver reads it (`None` once closed).
-struct Socket(Option<AcsSocket>);
+struct Socket {
+    socket: Option<AcsSocket>,
+    opened: Instant,
+}
 
 impl AcsConnection for Socket {
     fn read_text(&mut self, timeout: Duration) -> Result<Option<String>, ConnError> {
-        let socket = self.0.as_mut().ok_or(ConnError::Closed)?;
+        let socket = self.socket.as_mut().ok_or(ConnError::Closed)?;
         socket
             .set_read_timeout(Some(timeout))
             .map_err(|error| ConnError::Failed(error.to_string()))?;
         match socket.read_text() {
-            Ok(Some(text)) => Ok(Some(text)),
-            Ok(None) => Err(ConnError::Closed),
+            Ok(Received::Text(text)) => Ok(Some(text)),
+            Ok(Received::Closed { code, reason }) => {
+                self.socket = None;
+                Err(close_outcome(code, &reason, self.opened.elapsed()))
+            }
             Err(EcsError::ReadTimeout) => Ok(None),
             Err(error) => Err(ConnError::Failed(error.to_string())),
         }
     }
 
     fn send_text(&mut self, text: &str) -> Result<(), ConnError> {
-        let socket = self.0.as_mut().ok_or(ConnError::Closed)?;
+        let socket = self.socket.as_mut().ok_or(ConnError::Closed)?;
         socket
             .send_text(text)
             .map_err(|error| ConnError::Failed(error.to_string()))
     }
 
     fn close(&mut self) {
-        if let Some(socket) = self.0.take() {
+        if let Some(socket) = self.socket.take() {
             socket.close();
         }
     }
@@ -368,5 +430,41 @@ impl AcsTarget for EngineTarget {
             .filter(|(_, task)| task.desired_status != TaskStatus::Stopped)
             .map(|(arn, _)| arn)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_codes_reconnect_at_once_or_back_off_as_the_go_agent_reads_them() {
+        let long = Duration::from_secs(30);
+        let table: &[(Option<u16>, Duration, bool)] = &[
+            (Some(1000), long, true),
+            (Some(1001), long, true),
+            (Some(1006), long, true),
+            (Some(1011), long, true),
+            (Some(1008), long, false),
+            (Some(1002), long, false),
+            (Some(1009), long, false),
+            (Some(4000), long, false),
+            (None, long, false),
+            // Closed at once: backs off whatever the code.
+            (Some(1000), Duration::from_millis(10), false),
+            (Some(1006), Duration::ZERO, false),
+        ];
+        for (code, lasted, prompt) in table {
+            let outcome = close_outcome(*code, "bye", *lasted);
+            assert_eq!(
+                outcome == ConnError::Closed,
+                *prompt,
+                "{code:?} after {lasted:?}: {outcome:?}"
+            );
+        }
+        let ConnError::Failed(message) = close_outcome(Some(1008), "policy", long) else {
+            panic!("1008 backs off");
+        };
+        assert_eq!(message, "ACS closed the connection with code 1008: policy");
     }
 }

@@ -1,17 +1,12 @@
 //! Where the ECS backend is and how to reach it: an `http://` or `https://` URL
 //! (`ECS_BACKEND_HOST`, default `https://ecs.<region>.amazonaws.com`; the ACS poll endpoint
 //! too, and its `ws://`/`wss://` forms), parsed by [`Endpoint::parse`] (pure, IPv6 literals in
-//! brackets, errors naming the URL), and connected by [`Endpoint::connect`]: TCP with a
-//! timeout to each resolved address in turn, then TLS for `https` with SNI and certificate
-//! checks for the host (`net::tls`).
+//! brackets, errors naming the URL). The API client (`client`) and the websockets
+//! (`websocket`) connect to it.
 
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
 
 use super::EcsError;
-use crate::net::tls::{self, TlsError, TlsStream};
 
 /// A parsed backend URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,48 +127,6 @@ impl Endpoint {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}{}", self.host_header(), self.path)
     }
-
-    /// Connects: TCP to each address the host resolves to, each within `timeout`, then TLS
-    /// for `https`. Reads and writes on the connection time out after `timeout` too.
-    pub fn connect(&self, timeout: Duration) -> Result<Connection, EcsError> {
-        let addresses = (self.host.as_str(), self.port)
-            .to_socket_addrs()
-            .map_err(|error| EcsError::Unreachable(format!("resolving {}: {error}", self.host)))?;
-        let mut last_error = None;
-        let mut socket = None;
-        for address in addresses {
-            match TcpStream::connect_timeout(&address, timeout) {
-                Ok(connected) => {
-                    socket = Some(connected);
-                    break;
-                }
-                Err(error) => last_error = Some(format!("{address}: {error}")),
-            }
-        }
-        let socket = socket.ok_or_else(|| {
-            EcsError::Unreachable(format!(
-                "connecting to {}: {}",
-                self.url(),
-                last_error.unwrap_or_else(|| "the host has no address".into())
-            ))
-        })?;
-        let timeouts = socket
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| socket.set_write_timeout(Some(timeout)))
-            .and_then(|()| socket.set_nodelay(true));
-        timeouts.map_err(|error| EcsError::Unreachable(format!("{}: {error}", self.url())))?;
-        if !self.tls {
-            return Ok(Connection::Plain(socket));
-        }
-        match tls::connect(socket, &self.host, None) {
-            Ok(stream) => Ok(Connection::Tls(Box::new(stream))),
-            Err(TlsError::Unavailable(message)) => Err(EcsError::Config(format!(
-                "TLS for {}: {message}",
-                self.url()
-            ))),
-            Err(error) => Err(EcsError::Unreachable(format!("{}: {error}", self.url()))),
-        }
-    }
 }
 
 impl fmt::Display for Endpoint {
@@ -199,60 +152,4 @@ fn percent_decode(text: &str) -> Option<String> {
         }
     }
     String::from_utf8(decoded).ok()
-}
-
-/// A connection to ECS, plain or TLS.
-#[derive(Debug)]
-pub enum Connection {
-    Plain(TcpStream),
-    Tls(Box<TlsStream>),
-}
-
-impl Connection {
-    /// The socket underneath, for its timeouts.
-    pub fn socket(&self) -> &TcpStream {
-        match self {
-            Connection::Plain(socket) => socket,
-            Connection::Tls(stream) => stream.get_ref(),
-        }
-    }
-
-    /// Changes the read timeout (`None`: wait forever).
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.socket().set_read_timeout(timeout)
-    }
-}
-
-impl Read for Connection {
-    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
-        let result = match self {
-            Connection::Plain(socket) => socket.read(buffer),
-            Connection::Tls(stream) => stream.read(buffer),
-        };
-        // A blocking socket's timeout is EAGAIN: say what it means.
-        result.map_err(|error| match error.kind() {
-            io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::TimedOut, "timed out"),
-            _ => error,
-        })
-    }
-}
-
-impl Write for Connection {
-    fn write(&mut self, buffer: &[u8]) -> io::Result<usize> {
-        let result = match self {
-            Connection::Plain(socket) => socket.write(buffer),
-            Connection::Tls(stream) => stream.write(buffer),
-        };
-        result.map_err(|error| match error.kind() {
-            io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::TimedOut, "timed out"),
-            _ => error,
-        })
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Connection::Plain(socket) => socket.flush(),
-            Connection::Tls(stream) => stream.flush(),
-        }
-    }
 }

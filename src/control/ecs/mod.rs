@@ -1,7 +1,9 @@
 //! Amazon ECS as a desired-state source: deckhand registered as an external container instance
-//! (`ECS_EXTERNAL=true`). The transport: where the backend is and how to reach it over TCP or
-//! TLS (`endpoint`), the AWS credentials (`credentials`), Signature Version 4 (`sigv4`), the
-//! ECS JSON API client (`client`) and the signed ACS websocket (`websocket`); each request ECS
+//! (`ECS_EXTERNAL=true`). The transport: where the backend is (`endpoint`), the AWS credentials
+//! (`credentials`), Signature Version 4 (`sigv4`), the ECS JSON API client over ureq
+//! (`client`), the signed websockets over tungstenite (`websocket`), both over rustls and
+//! through the `HTTPS_PROXY` of `net::proxy`, and the cached poll endpoint
+//! (`poll_endpoint`); each request ECS
 //! gets is built by a pure function (`register`, `report`), table-tested against ECS's model;
 //! [`EcsError`] says whether a failure is worth retrying.
 
@@ -10,6 +12,7 @@ pub mod connection;
 pub mod credentials;
 pub mod endpoint;
 pub mod messages;
+pub mod poll_endpoint;
 pub mod register;
 pub mod report;
 pub mod reporter;
@@ -27,8 +30,8 @@ use std::fmt;
 
 pub use client::EcsClient;
 pub use credentials::{CredentialChain, Credentials};
-pub use endpoint::{Connection, Endpoint};
-pub use websocket::{AcsQuery, AcsSocket};
+pub use endpoint::Endpoint;
+pub use websocket::{open_signed_websocket, AcsQuery, AcsSocket, SignedSocket, SignedUpgrade};
 
 /// The service name ECS requests are signed for (the Go agent's `wsclient.ServiceName`, and
 /// the API's signing name).
@@ -48,8 +51,8 @@ pub enum EcsError {
     },
     /// No usable AWS credentials; the message says where they were looked for.
     Credentials(String),
-    /// The configuration cannot work: a bad endpoint URL, no OpenSSL for an `https://`
-    /// endpoint. Retrying changes nothing until the host or the configuration does.
+    /// The configuration cannot work: a bad endpoint or proxy URL, no trusted root
+    /// certificates for an `https://` endpoint. Retrying changes nothing until the host or the configuration does.
     Config(String),
     /// ECS's answer is not what the protocol says (not JSON, too large).
     Protocol(String),
