@@ -4,7 +4,8 @@
 //! task running under its own ARN and reported, idempotent re-delivery, heartbeats, the task
 //! manifest and stop verification, local tasks beside ECS tasks and never reported, a local
 //! stop of an ECS task refused, ECS out of reach while a task stops (reported once ECS is back),
-//! and the start-up checks (exit 78).
+//! every call and the websocket through `HTTP_PROXY` (a counting `CONNECT` proxy) and none with
+//! `NO_PROXY`, and the start-up checks (exit 78).
 
 #[path = "support/agent.rs"]
 mod agent_support;
@@ -12,6 +13,8 @@ mod agent_support;
 mod docker_support;
 #[path = "support/fake_ecs.rs"]
 mod fake_ecs;
+#[path = "support/proxy.rs"]
+mod proxy;
 
 use agent_support::{free_port, http_get_eventually, web_definition, Agent, AgentOptions};
 use fake_ecs::{acs_container, acs_task, task_arn, Credentials, FakeEcs};
@@ -457,6 +460,69 @@ fn ecs_external_without_a_region_or_credentials_exits_78_saying_why() {
         stderr.contains("ECS_INSTANCE_ATTRIBUTES") && stderr.contains("bad name!"),
         "{stderr}"
     );
+
+    let (code, stderr) = start_up_error(&[
+        ("ECS_EXTERNAL", "true"),
+        ("AWS_REGION", "us-west-2"),
+        ("AWS_ACCESS_KEY_ID", "AKID"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("HTTPS_PROXY", "socks5://proxy.example:1080"),
+    ]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("HTTPS_PROXY") && stderr.contains("socks5"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn all_ecs_traffic_goes_through_the_proxy_and_none_when_no_proxy_covers_the_endpoint() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs proxy") else {
+        return;
+    };
+    let proxy = proxy::TestProxy::start();
+    let fake = FakeEcs::start();
+    let cluster = unique_cluster();
+    let mut env = ecs_env(&fake, &cluster);
+    // The fake's endpoint is http://127.0.0.1:<port>: HTTP_PROXY is the one that applies.
+    env.push(("HTTP_PROXY".into(), proxy.url()));
+    let agent = Agent::start(
+        docker.clone(),
+        AgentOptions {
+            introspection: false,
+            extra_env: env.clone(),
+        },
+    );
+    fake.wait_for_acs_session(1, deadline());
+    drop(agent);
+    let fake_target = format!("127.0.0.1:{}", fake.port());
+    let targets = proxy.targets();
+    // RegisterContainerInstance, DiscoverPollEndpoint and the ACS websocket at least, each its
+    // own tunnel to the fake, and the fake saw no connection that did not come through one.
+    assert!(targets.len() >= 3, "{targets:?}");
+    assert!(
+        targets.iter().all(|target| *target == fake_target),
+        "{targets:?}"
+    );
+    assert_eq!(fake.counters().connections, targets.len() as u64);
+
+    // The same agent with NO_PROXY covering the endpoint: not one CONNECT more.
+    let before = proxy.connects();
+    let fake = FakeEcs::start();
+    let mut env = ecs_env(&fake, &unique_cluster());
+    env.push(("HTTP_PROXY".into(), proxy.url()));
+    env.push(("NO_PROXY".into(), "localhost,127.0.0.0/8".into()));
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            extra_env: env,
+        },
+    );
+    fake.wait_for_acs_session(1, deadline());
+    drop(agent);
+    assert_eq!(proxy.connects(), before, "{:?}", proxy.targets());
+    assert!(fake.counters().connections >= 3);
 }
 
 #[test]
