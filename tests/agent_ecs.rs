@@ -4,6 +4,7 @@
 //! task running under its own ARN and reported, idempotent re-delivery, heartbeats, the task
 //! manifest and stop verification, local tasks beside ECS tasks and never reported, a local
 //! stop of an ECS task refused, ECS out of reach while a task stops (reported once ECS is back),
+//! a close with 1008 backing off and reconnecting without asking for the poll endpoint again,
 //! every call and the websocket through `HTTP_PROXY` (a counting `CONNECT` proxy) and none with
 //! `NO_PROXY`, and the start-up checks (exit 78).
 
@@ -473,6 +474,32 @@ fn ecs_external_without_a_region_or_credentials_exits_78_saying_why() {
         stderr.contains("HTTPS_PROXY") && stderr.contains("socks5"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_close_with_1008_backs_off_and_reconnects_to_the_cached_endpoint() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs close code") else {
+        return;
+    };
+    let (fake, _cluster, agent) = ecs_agent(docker, false);
+    fake.wait_for_acs_session(1, deadline());
+    let calls = fake.counters().api_requests;
+    // Past the first second of the session, where any close backs off (SHORT_LIVED): what
+    // follows is the close code's doing.
+    std::thread::sleep(Duration::from_millis(1200));
+    let closed_at = Instant::now();
+    fake.close_with_code(1008);
+    fake.wait_for_acs_session(2, deadline());
+    let waited = closed_at.elapsed();
+    let line = agent.wait_for_log("closed the connection with code 1008");
+    assert!(!line.contains("after it opened"), "{line}");
+    // 1008 is not a close "for a valid reason": the reconnect backs off (250 ms at least),
+    assert!(
+        waited >= Duration::from_millis(250),
+        "reconnected after {waited:?}"
+    );
+    // and goes to the poll endpoint already known: no DiscoverPollEndpoint (no API call) again.
+    assert_eq!(fake.counters().api_requests, calls);
 }
 
 #[test]

@@ -409,6 +409,8 @@ pub struct Counters {
 enum Outgoing {
     Text(String),
     Close,
+    /// A close frame with this code.
+    CloseWith(u16),
 }
 
 struct AcsSession {
@@ -857,6 +859,11 @@ impl FakeEcs {
         self.send(Outgoing::Close);
     }
 
+    /// Closes the websocket with a close frame carrying `code` (1008: policy violation).
+    pub fn close_with_code(&self, code: u16) {
+        self.send(Outgoing::CloseWith(code));
+    }
+
     /// Cuts the ACS connection with no close frame.
     pub fn drop_connection(&self) {
         self.shared.update(|state| {
@@ -1294,6 +1301,12 @@ fn serve_acs(
             let sent = match outgoing {
                 Outgoing::Text(text) => socket.send(Message::text(text)),
                 Outgoing::Close => socket.close(None),
+                Outgoing::CloseWith(code) => {
+                    socket.close(Some(tungstenite::protocol::CloseFrame {
+                        code: code.into(),
+                        reason: "closed by the fake".into(),
+                    }))
+                }
             };
             if sent.is_err() {
                 break;

@@ -155,6 +155,8 @@ impl EcsClient {
         let mut call = self
             .agent()?
             .post(&url)
+            // The Host signed, exactly (ureq would write its own from the URL otherwise).
+            .header("Host", &host)
             .header("Content-Type", CONTENT_TYPE)
             .header("X-Amz-Target", &target);
         for (name, value) in &signed.headers {
