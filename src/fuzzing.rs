@@ -573,17 +573,30 @@ pub fn secrets_file(data: &[u8]) {
 }
 
 /// The ECS API's answers as the ECS client reads them (head, body within its limits, JSON, the
-/// error classes of an error status), in small reads; and any bytes as an error body, whose
-/// error type never keeps its `prefix#`.
+/// error classes of an error status, the `Date` of an error answer and the clock correction it
+/// gives), in small reads; and any bytes as an error body, whose error type never keeps its
+/// `prefix#`, and as a `Date` header.
 pub fn ecs_http(data: &[u8]) {
+    use crate::control::ecs::clock_skew::{date_millis, skew_correction};
     let step = 1 + data.len() % 13;
-    let _ = crate::control::ecs::client::read_answer(BufReader::new(SplitReader { data, step }));
+    let answer =
+        crate::control::ecs::client::read_dated_answer(BufReader::new(SplitReader { data, step }));
+    if let Err(failed) = answer {
+        let server = failed.date.as_deref().and_then(date_millis);
+        let _ = skew_correction(&failed.error, server, crate::clock::now_millis(), 0);
+    }
     for status in [400, 403, 500] {
-        if let crate::control::ecs::EcsError::Service { error_type, .. } =
-            crate::control::ecs::error_from_answer(status, "Bad Request", None, data)
-        {
+        let error = crate::control::ecs::error_from_answer(status, "Bad Request", None, data);
+        if let crate::control::ecs::EcsError::Service { error_type, .. } = &error {
             assert!(!error_type.contains('#'), "{error_type:?}");
             assert!(!error_type.is_empty());
+        }
+        let text = String::from_utf8_lossy(data);
+        let server = date_millis(&text);
+        for offset in [0, i64::MIN, i64::MAX] {
+            if let Some(corrected) = skew_correction(&error, server, u64::MAX - 1, offset) {
+                assert!(server.is_some(), "a correction without a Date: {corrected}");
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::clock_skew::{self, Failed};
 use super::credentials::CredentialChain;
 use super::endpoint::Endpoint;
 use super::{error_from_answer, sigv4, EcsError, SIGNING_SERVICE};
@@ -65,12 +66,23 @@ impl EcsClient {
     }
 
     /// Calls `operation` (`"RegisterContainerInstance"`) with `request` as its JSON body and
-    /// returns the answer's JSON.
+    /// returns the answer's JSON. An answer saying the signing time is off corrects the
+    /// signing clock, and the call is signed again ([`clock_skew`]).
     pub fn call(
         &self,
         operation: &str,
         request: &serde_json::Value,
     ) -> Result<serde_json::Value, EcsError> {
+        clock_skew::signed_again_if_skewed(clock_skew::signing_clock(), || {
+            self.call_once(operation, request)
+        })
+    }
+
+    fn call_once(
+        &self,
+        operation: &str,
+        request: &serde_json::Value,
+    ) -> Result<serde_json::Value, Failed> {
         let credentials = self.credentials.current().map_err(EcsError::Credentials)?;
         let body = serde_json::to_vec(request)
             .map_err(|error| EcsError::Protocol(format!("encoding {operation}: {error}")))?;
@@ -91,7 +103,7 @@ impl EcsClient {
             &credentials,
             &self.region,
             SIGNING_SERVICE,
-            &sigv4::amz_date(crate::clock::now_millis()),
+            &clock_skew::signing_clock().amz_date(),
         );
         let mut headers = vec![("X-Amz-Target", target.clone())];
         headers.extend(signed.headers);
@@ -104,19 +116,22 @@ impl EcsClient {
         };
         let mut connection = self.endpoint.connect(self.timeout)?;
         if let Err(error) = write_request(&mut connection, &http_request) {
-            return Err(EcsError::Unreachable(format!(
+            return Err(Failed::from(EcsError::Unreachable(format!(
                 "{operation} to {}: sending the request: {error}",
                 self.endpoint
-            )));
+            ))));
         }
-        read_answer(BufReader::new(connection)).map_err(|error| match error {
-            EcsError::Unreachable(message) => {
-                EcsError::Unreachable(format!("{operation} to {}: {message}", self.endpoint))
-            }
-            EcsError::Protocol(message) => {
-                EcsError::Protocol(format!("{operation} to {}: {message}", self.endpoint))
-            }
-            other => other,
+        read_dated_answer(BufReader::new(connection)).map_err(|failed| Failed {
+            error: match failed.error {
+                EcsError::Unreachable(message) => {
+                    EcsError::Unreachable(format!("{operation} to {}: {message}", self.endpoint))
+                }
+                EcsError::Protocol(message) => {
+                    EcsError::Protocol(format!("{operation} to {}: {message}", self.endpoint))
+                }
+                other => other,
+            },
+            date: failed.date,
         })
     }
 }
@@ -124,7 +139,12 @@ impl EcsClient {
 /// Reads one answer of the JSON API: its head and body within their limits, then its JSON, or
 /// the error an error status means ([`error_from_answer`]). Broken or timed-out reads are
 /// [`EcsError::Unreachable`], bytes that break the protocol [`EcsError::Protocol`].
-pub fn read_answer<R: BufRead>(mut reader: R) -> Result<serde_json::Value, EcsError> {
+pub fn read_answer<R: BufRead>(reader: R) -> Result<serde_json::Value, EcsError> {
+    read_dated_answer(reader).map_err(|failed| failed.error)
+}
+
+/// [`read_answer`], an error answer's `Date` header kept with its error.
+pub fn read_dated_answer<R: BufRead>(mut reader: R) -> Result<serde_json::Value, Failed> {
     let reading =
         |error: std::io::Error| EcsError::Unreachable(format!("reading the answer: {error}"));
     let head = read_response_head(&mut reader, MAX_RESPONSE_HEAD_BYTES).map_err(reading)?;
@@ -140,16 +160,22 @@ pub fn read_answer<R: BufRead>(mut reader: R) -> Result<serde_json::Value, EcsEr
             _ => reading(error),
         })?;
     if !(200..300).contains(&head.status) {
-        return Err(error_from_answer(
-            head.status,
-            &head.reason,
-            head.header("x-amzn-ErrorType"),
-            &answer,
-        ));
+        return Err(Failed {
+            error: error_from_answer(
+                head.status,
+                &head.reason,
+                head.header("x-amzn-ErrorType"),
+                &answer,
+            ),
+            date: head.header("Date").map(str::to_string),
+        });
     }
     if answer.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
-    serde_json::from_slice(&answer)
-        .map_err(|error| EcsError::Protocol(format!("the answer is not JSON: {error}")))
+    serde_json::from_slice(&answer).map_err(|error| {
+        Failed::from(EcsError::Protocol(format!(
+            "the answer is not JSON: {error}"
+        )))
+    })
 }

@@ -5,7 +5,7 @@
 //! ([`super::reporter`]). Neither blocks the engine: with ECS out of reach both wait and retry,
 //! and every task keeps running.
 
-use super::register::{parse_register_response, register_request, RegistrationInput};
+use super::register::{parse_register_response, register_request, starts_over, RegistrationInput};
 use super::reporter::{ecs_arn, RecordFile, RejectedTask, Reporter};
 use super::session::AcsSession;
 use super::session_driver::{run_sessions, AcsConnection, AcsTarget, ConnError};
@@ -128,6 +128,23 @@ fn session_thread(
                 engine.set_container_instance_arn(arn.clone());
                 break arn;
             }
+            Err(error)
+                if starts_over(
+                    &error,
+                    settings.record.get().container_instance_arn.as_deref(),
+                ) =>
+            {
+                log::warn!("ECS: the saved container instance is inactive ({error}); forgetting it and registering as a new instance");
+                if let Err(save) = settings
+                    .record
+                    .update(|record| record.container_instance_arn = None)
+                {
+                    log::error!("ECS: cannot forget the saved container instance ARN: {save}");
+                    if !wait(&stop, super::reporter::jittered(REGISTER_RETRY_MAX)) {
+                        return;
+                    }
+                }
+            }
             Err(error) if error.is_inactive_instance() => {
                 log::error!(
                     "ECS: this container instance is deregistered ({error}); registering again in an hour — local tasks keep running"
@@ -162,8 +179,18 @@ fn session_thread(
         engine: Arc::clone(&engine),
         record: Arc::clone(&settings.record),
     };
-    let mut connect = |seq_num: Option<i64>| -> Result<Socket, String> {
-        connect_acs(&settings, &client, &container_instance_arn, seq_num)
+    // ACS sends every task's credentials on the agent's first connection only, as the ECS
+    // agent asks (`sendCredentials`).
+    let mut first_connection = true;
+    let mut connect = |_seq_num: Option<i64>| -> Result<Socket, String> {
+        let socket = connect_acs(
+            &settings,
+            &client,
+            &container_instance_arn,
+            first_connection,
+        );
+        first_connection &= socket.is_err();
+        socket
             .map(|socket| Socket(Some(socket)))
             .map_err(|error| error.to_string())
     };
@@ -185,7 +212,7 @@ fn connect_acs(
     settings: &EcsSettings,
     client: &EcsClient,
     container_instance_arn: &str,
-    seq_num: Option<i64>,
+    send_credentials: bool,
 ) -> Result<AcsSocket, EcsError> {
     let answer = client.call(
         "DiscoverPollEndpoint",
@@ -207,18 +234,17 @@ fn connect_acs(
     let query = AcsQuery {
         cluster_arn: settings.cluster.clone(),
         container_instance_arn: container_instance_arn.to_string(),
-        agent_hash: String::new(),
+        agent_hash: settings.registration.agent_hash.clone(),
         agent_version: crate::VERSION.to_string(),
         docker_version: settings.docker_version.clone(),
-        send_credentials: false,
-        seq_num: seq_num.and_then(|seq| u64::try_from(seq).ok()).unwrap_or(0),
+        send_credentials,
     };
     websocket::connect(
         endpoint,
         &query,
         &settings.region,
         &credentials,
-        &super::sigv4::amz_date(crate::clock::now_millis()),
+        &super::clock_skew::signing_clock().amz_date(),
         CALL_TIMEOUT,
     )
 }

@@ -6,6 +6,7 @@
 //! [`EcsError`] says whether a failure is worth retrying.
 
 pub mod client;
+pub mod clock_skew;
 pub mod connection;
 pub mod credentials;
 pub mod endpoint;
