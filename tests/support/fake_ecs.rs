@@ -740,6 +740,24 @@ impl FakeEcs {
         self.shared.lock().calls.clone()
     }
 
+    /// The statuses `operation` was answered with, once there are at least `count` (waiting
+    /// until `deadline`).
+    pub fn wait_for_answers(&self, operation: &str, count: usize, deadline: Instant) -> Vec<u16> {
+        let answers = |state: &State| -> Vec<u16> {
+            state
+                .calls
+                .iter()
+                .filter(|(called, _)| called == operation)
+                .map(|(_, status)| *status)
+                .collect()
+        };
+        self.wait(deadline, |state| {
+            let seen = answers(state);
+            (seen.len() >= count).then_some(seen)
+        })
+        .unwrap_or_else(|| panic!("fewer than {count} {operation}: {:?}", self.calls()))
+    }
+
     /// RegisterContainerInstance and the ACS upgrade answer InactiveInstanceException.
     pub fn set_inactive(&self, inactive: bool) {
         self.shared.update(|state| state.inactive = inactive);
