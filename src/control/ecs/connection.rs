@@ -1,5 +1,6 @@
 //! The ECS connection's threads (`ECS_EXTERNAL=true`): `ecs-session` registers this host
-//! (RegisterContainerInstance, with the container instance ARN saved in `ecs.json` sent again),
+//! (RegisterContainerInstance, with the container instance ARN saved in `ecs.json` sent again,
+//! or forgotten and a new instance registered when ECS says the saved one is inactive),
 //! discovers the ACS endpoint (DiscoverPollEndpoint) and holds the ACS session, applying each
 //! payload to the engine before it is acknowledged; `ecs-reporter` reports state changes
 //! ([`super::reporter`]). Neither blocks the engine: with ECS out of reach both wait and retry,
