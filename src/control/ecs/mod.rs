@@ -100,14 +100,25 @@ impl fmt::Display for EcsError {
 
 impl std::error::Error for EcsError {}
 
-/// Error types that mean "slow down", whatever their status.
+/// Error types that mean "slow down" or "try again", whatever their status: the AWS SDK's
+/// throttling codes and its retryable timeouts (aws-sdk-go-v2 `retry` as the ECS agent uses it).
 const THROTTLING_TYPES: &[&str] = &[
-    "ThrottlingException",
     "Throttling",
+    "ThrottlingException",
     "ThrottledException",
-    "RequestLimitExceeded",
+    "RequestThrottledException",
     "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "LimitExceededException",
     "RequestThrottled",
+    "SlowDown",
+    "PriorRequestNotComplete",
+    "EC2ThrottledException",
+    "RequestTimeout",
+    "RequestTimeoutException",
 ];
 
 /// The error an HTTP error answer means: its type and message from the JSON body (the API's

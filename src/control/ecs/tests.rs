@@ -182,6 +182,11 @@ fn error_answers_are_classified() {
             &br#"{"__type":"ThrottlingException","message":"Rate exceeded"}"#[..],
         ),
         (429, &b"slow down"[..]),
+        (
+            400,
+            &br#"{"__type":"RequestTimeoutException","message":"timed out"}"#[..],
+        ),
+        (400, &br#"{"__type":"SlowDown","message":"slow"}"#[..]),
     ] {
         let error = error_from_answer(status, "x", None, body);
         assert!(
