@@ -535,12 +535,13 @@ struct PreparedEcs {
     endpoint: crate::control::ecs::Endpoint,
     credentials: Arc<crate::control::ecs::CredentialChain>,
     custom_attributes: Vec<(String, String)>,
+    tags: Vec<(String, String)>,
     region: String,
     record: Arc<crate::control::ecs::reporter::RecordFile>,
     proxies: crate::net::proxy::ProxySettings,
 }
 
-/// `ECS_EXTERNAL=true`: the endpoint parses, the attributes follow ECS's rules, there are
+/// `ECS_EXTERNAL=true`: the endpoint parses, the attributes and tags follow ECS's rules, there are
 /// credentials (the message says where they were looked for), and `ecs.json` reads.
 fn prepare_ecs(ecs: &crate::config::EcsConfig, data_dir: &Path) -> Result<PreparedEcs, String> {
     use crate::control::ecs::{register, CredentialChain, Endpoint};
@@ -557,6 +558,13 @@ fn prepare_ecs(ecs: &crate::config::EcsConfig, data_dir: &Path) -> Result<Prepar
     // The proxy variables come from the process environment (a systemd drop-in), as curl and
     // the ECS agent read them; one that cannot be used stops the start, naming it.
     let proxies = crate::net::proxy::ProxySettings::from_env()?;
+    let tags: serde_json::Map<String, serde_json::Value> = ecs
+        .instance_tags
+        .iter()
+        .map(|(key, value)| (key.clone(), serde_json::Value::String(value.clone())))
+        .collect();
+    let tags = register::parse_instance_tags(&serde_json::Value::Object(tags).to_string())
+        .map_err(|error| error.to_string())?;
     let mut values = std::collections::BTreeMap::new();
     let mut put = |key: &str, value: Option<&String>| {
         if let Some(value) = value {
@@ -583,6 +591,7 @@ fn prepare_ecs(ecs: &crate::config::EcsConfig, data_dir: &Path) -> Result<Prepar
         endpoint,
         credentials,
         custom_attributes,
+        tags,
         region: ecs.region.clone(),
         proxies,
     })
@@ -617,6 +626,7 @@ impl PreparedEcs {
                 privileged_disabled: config.privileged_disabled,
                 cpu_architecture: ecs_cpu_architecture(std::env::consts::ARCH).to_string(),
                 custom_attributes: self.custom_attributes,
+                tags: self.tags,
                 client_token: crate::engine::container_spec::random_hex(16).unwrap_or_default(),
             },
             record: self.record,

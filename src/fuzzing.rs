@@ -574,8 +574,10 @@ pub fn secrets_file(data: &[u8]) {
 
 /// The ECS API's answers as the ECS client reads them once ureq has the status and body: JSON
 /// or the error class of an error status; any bytes as an error body, whose error type never
-/// keeps its `prefix#`.
+/// keeps its `prefix#`; and the bytes as an error answer's `Date` header, with the clock
+/// correction it gives.
 pub fn ecs_http(data: &[u8]) {
+    use crate::control::ecs::clock_skew::{date_millis, skew_correction};
     let status = [200, 400, 403, 429, 500][data.len() % 5];
     let type_header = data
         .first()
@@ -583,11 +585,17 @@ pub fn ecs_http(data: &[u8]) {
         .then_some("a#B:c");
     let _ = crate::control::ecs::client::parse_answer(status, "Reason", type_header, data);
     for status in [400, 403, 500] {
-        if let crate::control::ecs::EcsError::Service { error_type, .. } =
-            crate::control::ecs::error_from_answer(status, "Bad Request", None, data)
-        {
+        let error = crate::control::ecs::error_from_answer(status, "Bad Request", None, data);
+        if let crate::control::ecs::EcsError::Service { error_type, .. } = &error {
             assert!(!error_type.contains('#'), "{error_type:?}");
             assert!(!error_type.is_empty());
+        }
+        let text = String::from_utf8_lossy(data);
+        let server = date_millis(&text);
+        for offset in [0, i64::MIN, i64::MAX] {
+            if let Some(corrected) = skew_correction(&error, server, u64::MAX - 1, offset) {
+                assert!(server.is_some(), "a correction without a Date: {corrected}");
+            }
         }
     }
 }

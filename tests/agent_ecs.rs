@@ -6,7 +6,11 @@
 //! stop of an ECS task refused, ECS out of reach while a task stops (reported once ECS is back),
 //! a close with 1008 backing off and reconnecting without asking for the poll endpoint again,
 //! every call and the websocket through `HTTP_PROXY` (a counting `CONNECT` proxy) and none with
-//! `NO_PROXY`, and the start-up checks (exit 78).
+//! `NO_PROXY`, and the start-up checks (exit 78). The protocol's details: a report refused with an expired
+//! token retried until it lands, a manifest entry with desiredStatus STOPPED stopping its task,
+//! a fake ECS whose clock is an hour ahead joined after one correction, a deregistered saved
+//! instance registering anew, tags at registration and a warning for a credentials file others
+//! can read.
 
 #[path = "support/agent.rs"]
 mod agent_support;
@@ -43,6 +47,10 @@ fn ecs_env(fake: &FakeEcs, cluster: &str) -> Vec<(String, String)> {
         (
             "ECS_INSTANCE_ATTRIBUTES".into(),
             r#"{"stack":"edge-7"}"#.into(),
+        ),
+        (
+            "ECS_CONTAINER_INSTANCE_TAGS".into(),
+            r#"{"site":"depot 7"}"#.into(),
         ),
         ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
     ]
@@ -236,8 +244,19 @@ fn an_ecs_task_runs_under_its_arn_is_reported_verified_and_stopped() {
         .expect("resources");
     let cpu = resources.iter().find(|r| r["name"] == "CPU").expect("CPU");
     assert!(cpu["integerValue"].as_u64().unwrap_or(0) >= 1024, "{cpu}");
+    assert_eq!(
+        registration["tags"],
+        serde_json::json!([{"key": "site", "value": "depot 7"}])
+    );
     let query = fake.wait_for_acs_session(1, deadline());
     assert_eq!(query.get("protocolVersion").map(String::as_str), Some("2"));
+    // The query as the ECS agent sends it: seqNum 1, credentials asked for on the first
+    // connection.
+    assert_eq!(query.get("seqNum").map(String::as_str), Some("1"));
+    assert_eq!(
+        query.get("sendCredentials").map(String::as_str),
+        Some("true")
+    );
 
     // A figure, not a check: the agent's resident memory, connected, before any task.
     let status =
@@ -550,6 +569,13 @@ fn all_ecs_traffic_goes_through_the_proxy_and_none_when_no_proxy_covers_the_endp
     drop(agent);
     assert_eq!(proxy.connects(), before, "{:?}", proxy.targets());
     assert!(fake.counters().connections >= 3);
+        ("ECS_CONTAINER_INSTANCE_TAGS", r#"{"aws:site":"x"}"#),
+    ]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("ECS_CONTAINER_INSTANCE_TAGS") && stderr.contains("aws:site"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -684,4 +710,207 @@ fn a_deregistered_instance_says_so_and_local_tasks_run_on() {
     // It does not hammer ECS meanwhile: one registration attempt, refused, and no session.
     assert_eq!(fake.registrations().len(), 1);
     assert_eq!(fake.counters().acs_sessions, 0);
+}
+
+/// The status each call of `operation` was answered with, in order, once `count` were.
+fn answers_to(fake: &FakeEcs, operation: &str, count: usize) -> Vec<u16> {
+    fake.wait_for_answers(operation, count, deadline())
+}
+
+#[test]
+fn a_report_refused_with_an_expired_token_three_times_lands_on_the_fourth_try() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs expired token") else {
+        return;
+    };
+    let (fake, cluster, _agent) = ecs_agent(docker, false);
+    fake.wait_for_acs_session(1, deadline());
+    // The SSM agent is rotating the credentials: ECS refuses the old token a while.
+    fake.fail_next(
+        "SubmitTaskStateChange",
+        3,
+        400,
+        "ExpiredTokenException",
+        "The security token included in the request is expired",
+    );
+    let arn = task_arn(&cluster);
+    fake.send_payload(
+        Value::Array(vec![web_task(&arn, free_port(), "expired")]),
+        1,
+    );
+    let running = fake.wait_for_task_state(&arn, "RUNNING", deadline());
+    assert_eq!(running.containers[0]["containerName"], "web");
+    assert_eq!(
+        answers_to(&fake, "SubmitTaskStateChange", 4),
+        [400, 400, 400, 200]
+    );
+    assert_eq!(state_changes_of(&fake, &arn, "RUNNING"), 1);
+}
+
+#[test]
+fn a_manifest_entry_with_desired_status_stopped_stops_the_task() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs manifest") else {
+        return;
+    };
+    let (fake, cluster, _agent) = ecs_agent(docker, false);
+    let query = fake.wait_for_acs_session(1, deadline());
+    let (kept, stopped) = (task_arn(&cluster), task_arn(&cluster));
+    fake.send_payload(
+        Value::Array(vec![
+            web_task(&kept, free_port(), "kept"),
+            web_task(&stopped, free_port(), "stopped"),
+        ]),
+        1,
+    );
+    fake.wait_for_task_state(&kept, "RUNNING", deadline());
+    fake.wait_for_task_state(&stopped, "RUNNING", deadline());
+
+    // The manifest lists both; one with desiredStatus STOPPED.
+    let manifest = fake.send_manifest(&[(&kept, "RUNNING"), (&stopped, "STOPPED")], 10);
+    let verification = fake.wait_for_message(
+        |message| message.type_name == "TaskStopVerificationMessage",
+        deadline(),
+    );
+    assert_eq!(verification.message["messageId"], manifest.as_str());
+    // The candidate in the ECS agent's TaskIdentifier shape.
+    assert_eq!(
+        verification.message["stopCandidates"],
+        serde_json::json!([{
+            "taskArn": stopped,
+            "desiredStatus": "STOPPED",
+            "taskClusterArn": query["clusterArn"],
+        }])
+    );
+    fake.send_stop_verification_ack(&manifest, &[&stopped]);
+    fake.wait_for_task_state(&stopped, "STOPPED", deadline());
+    assert_eq!(state_changes_of(&fake, &kept, "STOPPED"), 0);
+    assert_eq!(containers_of(&kept).len(), 1);
+}
+
+#[test]
+fn a_fake_ecs_an_hour_ahead_is_joined_after_one_correction() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs skewed clock") else {
+        return;
+    };
+    let fake = FakeEcs::start();
+    fake.set_clock_ahead(3600);
+    let cluster = unique_cluster();
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            extra_env: ecs_env(&fake, &cluster),
+        },
+    );
+    // Registered, the poll endpoint found and the ACS upgrade accepted, each signed with the
+    // fake's time once the first refusal taught it.
+    fake.wait_for_acs_session(1, deadline());
+    assert_eq!(fake.counters().signature_failures, 1);
+    assert_eq!(answers_to(&fake, "RegisterContainerInstance", 1), [200]);
+    assert_eq!(answers_to(&fake, "DiscoverPollEndpoint", 1), [200]);
+    let line = agent.wait_for_log("behind ECS's");
+    assert!(line.contains("359") || line.contains("360"), "{line}");
+    let corrections = agent
+        .log()
+        .iter()
+        .filter(|line| line.contains("behind ECS's"))
+        .count();
+    assert_eq!(corrections, 1, "{:?}", agent.log());
+    // Later calls are signed right the first time: a report lands without a refusal.
+    let arn = task_arn(&cluster);
+    fake.send_payload(Value::Array(vec![web_task(&arn, free_port(), "skewed")]), 1);
+    fake.wait_for_task_state(&arn, "RUNNING", deadline());
+    assert_eq!(answers_to(&fake, "SubmitTaskStateChange", 1), [200]);
+    assert_eq!(fake.counters().signature_failures, 1);
+}
+
+#[test]
+fn a_saved_instance_ecs_says_is_inactive_registers_anew() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs re-register") else {
+        return;
+    };
+    let (fake, _cluster, mut agent) = ecs_agent(docker, false);
+    let first = fake.wait_for_acs_session(1, deadline());
+    let old_arn = first["containerInstanceArn"].clone();
+    agent.kill9();
+    // Deregistered while the host was away.
+    fake.deregister(&old_arn);
+    agent.restart();
+    let registrations = fake.wait_for_registrations(3, deadline());
+    assert_eq!(registrations[1]["containerInstanceArn"], old_arn.as_str());
+    assert!(
+        registrations[2].get("containerInstanceArn").is_none(),
+        "a fresh registration: {}",
+        registrations[2]
+    );
+    let line = agent.wait_for_log("registering as a new instance");
+    assert!(line.contains("InactiveInstanceException"), "{line}");
+    let second = fake.wait_for_acs_session(2, deadline());
+    let new_arn = second["containerInstanceArn"].clone();
+    assert_ne!(new_arn, old_arn);
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(agent.directory.path.join("data").join("ecs.json")).expect("ecs.json"),
+    )
+    .expect("JSON");
+    assert_eq!(record["ecs"]["containerInstanceArn"], new_arn.as_str());
+    assert_eq!(
+        answers_to(&fake, "RegisterContainerInstance", 3),
+        [200, 400, 200]
+    );
+}
+
+#[test]
+fn a_credentials_file_others_can_read_is_used_with_a_warning() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs credentials file") else {
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let fake = FakeEcs::start();
+    let cluster = unique_cluster();
+    let credentials = Credentials::test();
+    let directory = std::env::temp_dir().join(format!("dh-creds-{}", fake_ecs::random_hex32()));
+    std::fs::create_dir_all(&directory).expect("scratch");
+    let file = directory.join("credentials");
+    std::fs::write(
+        &file,
+        format!(
+            "[default]\naws_access_key_id = {}\naws_secret_access_key = {}\naws_session_token = {}\n",
+            credentials.access_key,
+            credentials.secret_key,
+            credentials.session_token.clone().unwrap_or_default()
+        ),
+    )
+    .expect("credentials file");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mut env: Vec<(String, String)> = ecs_env(&fake, &cluster)
+        .into_iter()
+        .filter(|(key, _)| {
+            !key.starts_with("AWS_ACCESS")
+                && !key.starts_with("AWS_SECRET")
+                && key != "AWS_SESSION_TOKEN"
+        })
+        .collect();
+    env.push((
+        "AWS_SHARED_CREDENTIALS_FILE".into(),
+        file.to_string_lossy().into_owned(),
+    ));
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            extra_env: env,
+        },
+    );
+    fake.wait_for_acs_session(1, deadline());
+    let line = agent.wait_for_log("is readable by its group and others (mode 0644)");
+    assert!(
+        line.contains(&file.to_string_lossy().into_owned()),
+        "{line}"
+    );
+    let warnings = agent
+        .log()
+        .iter()
+        .filter(|line| line.contains("readable by its group"))
+        .count();
+    assert_eq!(warnings, 1, "once, not per request: {:?}", agent.log());
+    let _ = std::fs::remove_dir_all(&directory);
 }

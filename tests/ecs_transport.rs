@@ -629,7 +629,6 @@ fn query() -> AcsQuery {
         agent_version: "0.1.0".into(),
         docker_version: Some("24.0.7".into()),
         send_credentials: true,
-        seq_num: 1,
     }
 }
 

@@ -1,7 +1,8 @@
 //! Tests of the fake ECS itself (tests/support/fake_ecs.rs), signing with its own signer: a
 //! signed API request is answered in ECS's shapes, a tampered, unsigned or wrongly keyed one is
 //! refused as AWS refuses it, a rotated key is taken, and an ACS websocket client connects,
-//! receives a payload and has its ack recorded.
+//! receives a payload and has its ack recorded; scripted failures, a deregistered ARN and a
+//! clock ahead of the host's behave as the tests that use them expect.
 
 #[path = "support/fake_ecs.rs"]
 mod fake_ecs;
@@ -18,6 +19,16 @@ const DEADLINE: Duration = Duration::from_secs(10);
 
 /// One request on its own connection: (status, body).
 fn raw_call(fake: &FakeEcs, headers: &[(String, String)], body: &[u8]) -> (u16, Value) {
+    let (status, _, body) = raw_dated_call(fake, headers, body);
+    (status, body)
+}
+
+/// One request on its own connection: (status, the answer's `Date`, body).
+fn raw_dated_call(
+    fake: &FakeEcs,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (u16, String, Value) {
     let mut stream = TcpStream::connect(("127.0.0.1", fake.port())).expect("connect");
     let mut request = String::from("POST / HTTP/1.1\r\n");
     for (name, value) in headers {
@@ -33,8 +44,17 @@ fn raw_call(fake: &FakeEcs, headers: &[(String, String)], body: &[u8]) -> (u16, 
     stream.read_to_end(&mut response).expect("read");
     let text = String::from_utf8_lossy(&response).into_owned();
     let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let date = head
+        .lines()
+        .find_map(|line| line.strip_prefix("Date: "))
+        .unwrap_or("")
+        .to_string();
+    (
+        status,
+        date,
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
 }
 
 fn signed_headers(
@@ -42,6 +62,16 @@ fn signed_headers(
     credentials: &Credentials,
     operation: &str,
     body: &[u8],
+) -> Vec<(String, String)> {
+    signed_headers_at(fake, credentials, operation, body, SystemTime::now())
+}
+
+fn signed_headers_at(
+    fake: &FakeEcs,
+    credentials: &Credentials,
+    operation: &str,
+    body: &[u8],
+    time: SystemTime,
 ) -> Vec<(String, String)> {
     let base = vec![
         ("content-type".to_string(), JSON_CONTENT_TYPE.to_string()),
@@ -59,7 +89,7 @@ fn signed_headers(
         "",
         &base,
         body,
-        SystemTime::now(),
+        time,
     )
 }
 
@@ -439,4 +469,83 @@ fn read_one_response(stream: &mut TcpStream) -> String {
         assert!(read > 0, "the connection closed: {text}");
         bytes.extend_from_slice(&chunk[..read]);
     }
+}
+
+#[test]
+fn scripted_failures_a_deregistered_arn_and_a_clock_ahead() {
+    let fake = FakeEcs::start();
+    // Failures: the next two calls of one operation, then its real answer; others untouched.
+    fake.fail_next(
+        "DiscoverPollEndpoint",
+        2,
+        400,
+        "ExpiredTokenException",
+        "expired",
+    );
+    for _ in 0..2 {
+        let (status, answer) = call(&fake, "DiscoverPollEndpoint", json!({"cluster": "edge"}));
+        assert_eq!(
+            (status, answer["__type"].as_str()),
+            (400, Some("ExpiredTokenException"))
+        );
+    }
+    let arn = register(&fake);
+    let (status, answer) = call(&fake, "DiscoverPollEndpoint", json!({"cluster": "edge"}));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        fake.wait_for_answers("DiscoverPollEndpoint", 3, Instant::now() + DEADLINE),
+        [400, 400, 200]
+    );
+
+    // A deregistered ARN is refused at registration; a fresh registration is not.
+    fake.deregister(&arn);
+    let (status, answer) = call(
+        &fake,
+        "RegisterContainerInstance",
+        json!({"cluster": "edge", "containerInstanceArn": arn, "totalResources": []}),
+    );
+    assert_eq!(
+        (status, answer["__type"].as_str()),
+        (400, Some("InactiveInstanceException"))
+    );
+    assert_ne!(register(&fake), arn);
+
+    // A clock an hour ahead: the host's time is refused as expired, the answer's Date says the
+    // fake's time, and a request signed at that time is taken.
+    fake.set_clock_ahead(3600);
+    let body = json!({"cluster": "edge"}).to_string();
+    let headers = signed_headers(
+        &fake,
+        &Credentials::test(),
+        "DiscoverPollEndpoint",
+        body.as_bytes(),
+    );
+    let (status, date, answer) = raw_dated_call(&fake, &headers, body.as_bytes());
+    assert_eq!(status, 403, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Signature expired"),
+        "{answer}"
+    );
+    let server = httpdate::parse_http_date(&date).expect("an HTTP date");
+    let ahead = server
+        .duration_since(SystemTime::now())
+        .expect("ahead of the host")
+        .as_secs();
+    assert!((3590..=3600).contains(&ahead), "{date}: {ahead} s");
+    let headers = signed_headers_at(
+        &fake,
+        &Credentials::test(),
+        "DiscoverPollEndpoint",
+        body.as_bytes(),
+        server,
+    );
+    let (status, _, answer) = raw_dated_call(&fake, &headers, body.as_bytes());
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        fake_ecs::http_date(784_111_777),
+        "Sun, 06 Nov 1994 08:49:37 GMT"
+    );
 }

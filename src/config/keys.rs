@@ -216,6 +216,11 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "custom attributes registered with ECS, a JSON object of names to values, e.g. {\"stack\":\"prod\"}",
     },
     ConfigKeyDoc {
+        key: "ECS_CONTAINER_INSTANCE_TAGS",
+        system_default: "",
+        meaning: "tags of the container instance, sent at every registration with ECS: a JSON object of keys to values, e.g. {\"site\":\"depot-7\"} (ECS's rules: at most 50, keys 1-128 and values up to 256 characters, letters, digits, spaces and _ . : / = + - @, no aws: prefix)",
+    },
+    ConfigKeyDoc {
         key: "AWS_REGION",
         system_default: "",
         meaning: "AWS region for awslogs containers that set no awslogs-region (AWS_DEFAULT_REGION is read when this is empty)",

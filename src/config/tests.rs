@@ -450,6 +450,7 @@ fn every_key_is_covered_by_the_non_default_table() {
         "ECS_EXTERNAL",
         "ECS_BACKEND_HOST",
         "ECS_INSTANCE_ATTRIBUTES",
+        "ECS_CONTAINER_INSTANCE_TAGS",
         "AWS_SESSION_TOKEN",
     ];
     for doc in CONFIG_KEYS.iter().filter(|doc| !paired.contains(&doc.key)) {
@@ -1254,6 +1255,7 @@ fn ecs_settings_take_ecs_names_and_defaults() {
             "ECS_INSTANCE_ATTRIBUTES",
             r#"{"stack":"prod","zone":"shelf-3"}"#,
         ),
+        ("ECS_CONTAINER_INSTANCE_TAGS", r#"{"site":"depot 7"}"#),
         ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
         ("AWS_SECRET_ACCESS_KEY", "very-secret"),
         ("AWS_SESSION_TOKEN", "token-secret"),
@@ -1270,6 +1272,10 @@ fn ecs_settings_take_ecs_names_and_defaults() {
             ("stack".to_string(), "prod".to_string()),
             ("zone".to_string(), "shelf-3".to_string())
         ]
+    );
+    assert_eq!(
+        ecs.instance_tags,
+        vec![("site".to_string(), "depot 7".to_string())]
     );
     assert_eq!(
         ecs.shared_credentials_file,
@@ -1295,6 +1301,12 @@ fn ecs_bad_values_name_the_key() {
         ("ECS_INSTANCE_ATTRIBUTES", "stack=prod", "JSON object"),
         ("ECS_INSTANCE_ATTRIBUTES", "[1]", "JSON object"),
         ("ECS_INSTANCE_ATTRIBUTES", r#"{"n":1}"#, "must be a string"),
+        ("ECS_CONTAINER_INSTANCE_TAGS", "site=depot", "JSON object"),
+        (
+            "ECS_CONTAINER_INSTANCE_TAGS",
+            r#"{"n":true}"#,
+            r#"tag "n" must be a string"#,
+        ),
         (
             "AWS_SHARED_CREDENTIALS_FILE",
             "relative/credentials",

@@ -5,7 +5,11 @@
 //! checked by its own implementation (service `ecs`). The test scripts it (payloads, heartbeats,
 //! manifests, closes, ECS out of reach, an inactive instance) and reads what it recorded
 //! (registrations, state changes, the agent's ACS messages), waiting on a Condvar with a
-//! deadline, never sleeping. Shapes follow ECS's and ACS's models; errors are the AWS JSON
+//! deadline, never sleeping. It can also fail chosen API calls a number of times
+//! ([`FakeEcs::fail_next`]), refuse a deregistered instance's ARN at registration
+//! ([`FakeEcs::deregister`]) and run its clock ahead of the host's ([`FakeEcs::set_clock_ahead`]):
+//! signatures more than 5 minutes from its clock are refused, and every answer's `Date` says
+//! its time. Shapes follow ECS's and ACS's models; errors are the AWS JSON
 //! protocol's `{"__type": ..., "message": ...}`.
 #![allow(dead_code)]
 
@@ -186,6 +190,35 @@ pub fn amz_date(time: SystemTime) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0) as i64;
+    let (year, month, day, rest) = civil(seconds);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+/// An HTTP `Date` (IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`) for epoch seconds.
+pub fn http_date(seconds: i64) -> String {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let (year, month, day, rest) = civil(seconds);
+    // 1970-01-01 was a Thursday.
+    let weekday = DAYS[(seconds.div_euclid(86_400) + 4).rem_euclid(7) as usize];
+    format!(
+        "{weekday}, {day:02} {} {year:04} {:02}:{:02}:{:02} GMT",
+        MONTHS[(month - 1) as usize],
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+/// (year, month, day, seconds into the day) of epoch seconds.
+fn civil(seconds: i64) -> (i64, i64, i64, i64) {
     let (days, rest) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -197,12 +230,7 @@ pub fn amz_date(time: SystemTime) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
+    (year, month, day, rest)
 }
 
 fn seconds_of_amz_date(text: &str) -> Option<i64> {
@@ -272,8 +300,10 @@ pub fn sign_request(
     all
 }
 
-/// Why a request's signature is refused: (`__type`, message).
+/// Why a request's signature is refused: (`__type`, message). `now` is the fake's clock.
+#[allow(clippy::too_many_arguments)]
 fn verify(
+    now: i64,
     accepted: &[Credentials],
     region: &str,
     method: &str,
@@ -334,10 +364,6 @@ fn verify(
             "Date in Credential scope does not match X-Amz-Date",
         ));
     }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0) as i64;
     match seconds_of_amz_date(date) {
         Some(then) if (now - then).abs() <= 300 => {}
         _ => {
@@ -419,8 +445,24 @@ struct AcsSession {
     query: BTreeMap<String, String>,
 }
 
+/// An API call to answer with an error, `remaining` more times.
+struct Fault {
+    operation: String,
+    remaining: usize,
+    status: u16,
+    type_name: String,
+    message: String,
+}
+
 struct State {
     credentials: Vec<Credentials>,
+    /// How far the fake's clock is ahead of the host's.
+    clock_ahead_seconds: i64,
+    faults: Vec<Fault>,
+    /// ARNs RegisterContainerInstance refuses with InactiveInstanceException.
+    deregistered: Vec<String>,
+    /// Every API call that passed the signature check: its operation and the status answered.
+    calls: Vec<(String, u16)>,
     down: bool,
     inactive: bool,
     stopping: bool,
@@ -441,6 +483,15 @@ struct Shared {
 }
 
 impl Shared {
+    /// The fake's clock, in epoch seconds.
+    fn now(&self) -> i64 {
+        let host = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0) as i64;
+        host + self.lock().clock_ahead_seconds
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()
@@ -565,6 +616,10 @@ impl FakeEcs {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 credentials: vec![credentials],
+                clock_ahead_seconds: 0,
+                faults: Vec::new(),
+                deregistered: Vec::new(),
+                calls: Vec::new(),
                 down: false,
                 inactive: false,
                 stopping: false,
@@ -645,6 +700,64 @@ impl FakeEcs {
                 }
             }
         });
+    }
+
+    /// The fake's clock runs `seconds` ahead of the host's (behind when negative): signatures
+    /// more than 5 minutes from it are refused, and answers' `Date` says its time.
+    pub fn set_clock_ahead(&self, seconds: i64) {
+        self.shared
+            .update(|state| state.clock_ahead_seconds = seconds);
+    }
+
+    /// The next `times` calls of `operation` (signed well) are answered `status` with an
+    /// error of `type_name`.
+    pub fn fail_next(
+        &self,
+        operation: &str,
+        times: usize,
+        status: u16,
+        type_name: &str,
+        message: &str,
+    ) {
+        self.shared.update(|state| {
+            state.faults.push(Fault {
+                operation: operation.to_string(),
+                remaining: times,
+                status,
+                type_name: type_name.to_string(),
+                message: message.to_string(),
+            })
+        });
+    }
+
+    /// `arn` is deregistered: RegisterContainerInstance with it answers
+    /// InactiveInstanceException (a registration without an ARN gets a new one).
+    pub fn deregister(&self, arn: &str) {
+        self.shared
+            .update(|state| state.deregistered.push(arn.to_string()));
+    }
+
+    /// Every API call that passed the signature check, in order: (operation, status).
+    pub fn calls(&self) -> Vec<(String, u16)> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// The statuses `operation` was answered with, once there are at least `count` (waiting
+    /// until `deadline`).
+    pub fn wait_for_answers(&self, operation: &str, count: usize, deadline: Instant) -> Vec<u16> {
+        let answers = |state: &State| -> Vec<u16> {
+            state
+                .calls
+                .iter()
+                .filter(|(called, _)| called == operation)
+                .map(|(_, status)| *status)
+                .collect()
+        };
+        self.wait(deadline, |state| {
+            let seen = answers(state);
+            (seen.len() >= count).then_some(seen)
+        })
+        .unwrap_or_else(|| panic!("fewer than {count} {operation}: {:?}", self.calls()))
     }
 
     /// RegisterContainerInstance and the ACS upgrade answer InactiveInstanceException.
@@ -957,7 +1070,7 @@ fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<HttpRequ
     }
 }
 
-fn write_response(stream: &mut TcpStream, status: u16, body: &Value) -> io::Result<()> {
+fn write_response(stream: &mut TcpStream, date: &str, status: u16, body: &Value) -> io::Result<()> {
     let body = body.to_string();
     let reason = match status {
         200 => "OK",
@@ -966,7 +1079,7 @@ fn write_response(stream: &mut TcpStream, status: u16, body: &Value) -> io::Resu
         _ => "Error",
     };
     let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {JSON_CONTENT_TYPE}\r\nContent-Length: {}\r\nx-amzn-RequestId: {}\r\n\r\n{body}",
+        "HTTP/1.1 {status} {reason}\r\nDate: {date}\r\nContent-Type: {JSON_CONTENT_TYPE}\r\nContent-Length: {}\r\nx-amzn-RequestId: {}\r\n\r\n{body}",
         body.len(),
         message_id()
     );
@@ -1001,7 +1114,7 @@ fn serve_connection(shared: &Arc<Shared>, mut stream: TcpStream) {
             return;
         }
         let (status, body) = api_call(shared, &request);
-        if write_response(&mut stream, status, &body).is_err() {
+        if write_response(&mut stream, &http_date(shared.now()), status, &body).is_err() {
             return;
         }
         if header_value(&request.headers, "connection")
@@ -1020,6 +1133,7 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
     };
     shared.changed.notify_all();
     if let Err((type_name, message)) = verify(
+        shared.now(),
         &credentials,
         &shared.region,
         &request.method,
@@ -1035,6 +1149,27 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
         .and_then(|target| target.strip_prefix(TARGET_PREFIX))
         .unwrap_or("")
         .to_string();
+    let injected = {
+        let mut state = shared.lock();
+        state
+            .faults
+            .iter_mut()
+            .find(|fault| fault.operation == operation && fault.remaining > 0)
+            .map(|fault| {
+                fault.remaining -= 1;
+                (fault.status, error_body(&fault.type_name, &fault.message))
+            })
+    };
+    let (status, answer) = match injected {
+        Some(injected) => injected,
+        None => answer_call(shared, request, &operation),
+    };
+    shared.update(|state| state.calls.push((operation.clone(), status)));
+    (status, answer)
+}
+
+/// The answer to a well-signed call of `operation`.
+fn answer_call(shared: &Arc<Shared>, request: &HttpRequest, operation: &str) -> (u16, Value) {
     let content_type_ok = header_value(&request.headers, "content-type")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(JSON_CONTENT_TYPE));
     if request.method != "POST" || request.path != "/" || !content_type_ok {
@@ -1058,11 +1193,15 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
             .unwrap_or("")
             .to_string()
     };
-    match operation.as_str() {
+    match operation {
         "RegisterContainerInstance" => {
             let mut state = shared.lock();
             state.registrations.push(body.clone());
-            if state.inactive {
+            let deregistered = body
+                .get("containerInstanceArn")
+                .and_then(Value::as_str)
+                .is_some_and(|arn| state.deregistered.iter().any(|known| known == arn));
+            if state.inactive || deregistered {
                 drop(state);
                 shared.changed.notify_all();
                 return (
@@ -1127,7 +1266,7 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
                 vec![body.clone()]
             };
             let change = StateChange {
-                operation: operation.clone(),
+                operation: operation.to_string(),
                 task_arn: text("task"),
                 status: text("status"),
                 reason: body
@@ -1215,11 +1354,13 @@ fn serve_acs(
         stream,
     };
     let region = shared.region.clone();
+    let now = shared.now();
     let signature_failed = std::cell::Cell::new(false);
     // tungstenite's callback returns its own (large) ErrorResponse.
     #[allow(clippy::result_large_err)]
     let check = |_request: &Request, response: Response| -> Result<Response, ErrorResponse> {
         verify(
+            now,
             &credentials,
             &region,
             "GET",

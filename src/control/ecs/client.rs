@@ -13,6 +13,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::clock_skew::{self, Failed};
 use super::credentials::CredentialChain;
 use super::endpoint::Endpoint;
 use super::{error_from_answer, sigv4, EcsError, SIGNING_SERVICE};
@@ -119,12 +120,23 @@ impl EcsClient {
     }
 
     /// Calls `operation` (`"RegisterContainerInstance"`) with `request` as its JSON body and
-    /// returns the answer's JSON.
+    /// returns the answer's JSON. An answer saying the signing time is off corrects the
+    /// signing clock, and the call is signed again ([`clock_skew`]).
     pub fn call(
         &self,
         operation: &str,
         request: &serde_json::Value,
     ) -> Result<serde_json::Value, EcsError> {
+        clock_skew::signed_again_if_skewed(clock_skew::signing_clock(), || {
+            self.call_once(operation, request)
+        })
+    }
+
+    fn call_once(
+        &self,
+        operation: &str,
+        request: &serde_json::Value,
+    ) -> Result<serde_json::Value, Failed> {
         let credentials = self.credentials.current().map_err(EcsError::Credentials)?;
         let body = serde_json::to_vec(request)
             .map_err(|error| EcsError::Protocol(format!("encoding {operation}: {error}")))?;
@@ -145,7 +157,7 @@ impl EcsClient {
             &credentials,
             &self.region,
             SIGNING_SERVICE,
-            &sigv4::amz_date(crate::clock::now_millis()),
+            &clock_skew::signing_clock().amz_date(),
         );
         let scheme = if self.endpoint.tls { "https" } else { "http" };
         let url = format!(
@@ -176,6 +188,11 @@ impl EcsClient {
         };
         let mut answer = call.send(&body[..]).map_err(failed)?;
         let status = answer.status();
+        let date = answer
+            .headers()
+            .get("Date")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
         let error_type = answer
             .headers()
             .get("x-amzn-ErrorType")
@@ -193,11 +210,14 @@ impl EcsClient {
             error_type.as_deref(),
             &bytes,
         )
-        .map_err(|error| match error {
-            EcsError::Protocol(message) => {
-                EcsError::Protocol(format!("{operation} to {}: {message}", self.endpoint))
-            }
-            other => other,
+        .map_err(|error| Failed {
+            error: match error {
+                EcsError::Protocol(message) => {
+                    EcsError::Protocol(format!("{operation} to {}: {message}", self.endpoint))
+                }
+                other => other,
+            },
+            date,
         })
     }
 }

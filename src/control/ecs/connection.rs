@@ -1,5 +1,6 @@
 //! The ECS connection's threads (`ECS_EXTERNAL=true`): `ecs-session` registers this host
-//! (RegisterContainerInstance, with the container instance ARN saved in `ecs.json` sent again),
+//! (RegisterContainerInstance, with the container instance ARN saved in `ecs.json` sent again,
+//! or forgotten and a new instance registered when ECS says the saved one is inactive),
 //! discovers the ACS endpoint (DiscoverPollEndpoint, cached until connecting to it fails:
 //! [`super::poll_endpoint`]) and holds the ACS session, applying each payload to the engine
 //! before it is acknowledged; `ecs-reporter` reports state changes ([`super::reporter`]).
@@ -13,7 +14,7 @@
 //! accepts and drops never gets a tight loop; any other close code (1008, …) backs off.
 
 use super::poll_endpoint::{PollEndpointCache, PollEndpoints};
-use super::register::{parse_register_response, register_request, RegistrationInput};
+use super::register::{parse_register_response, register_request, starts_over, RegistrationInput};
 use super::reporter::{ecs_arn, RecordFile, RejectedTask, Reporter};
 use super::session::AcsSession;
 use super::session_driver::{run_sessions, AcsConnection, AcsTarget, ConnError};
@@ -142,6 +143,23 @@ fn session_thread(
                 engine.set_container_instance_arn(arn.clone());
                 break arn;
             }
+            Err(error)
+                if starts_over(
+                    &error,
+                    settings.record.get().container_instance_arn.as_deref(),
+                ) =>
+            {
+                log::warn!("ECS: the saved container instance is inactive ({error}); forgetting it and registering as a new instance");
+                if let Err(save) = settings
+                    .record
+                    .update(|record| record.container_instance_arn = None)
+                {
+                    log::error!("ECS: cannot forget the saved container instance ARN: {save}");
+                    if !wait(&stop, super::reporter::jittered(REGISTER_RETRY_MAX)) {
+                        return;
+                    }
+                }
+            }
             Err(error) if error.is_inactive_instance() => {
                 log::error!(
                     "ECS: this container instance is deregistered ({error}); registering again in an hour — local tasks keep running"
@@ -177,14 +195,19 @@ fn session_thread(
         record: Arc::clone(&settings.record),
     };
     let mut poll_endpoints = PollEndpointCache::default();
-    let mut connect = |seq_num: Option<i64>| -> Result<Socket, String> {
-        connect_acs(
+    // ACS sends every task's credentials on the agent's first connection only, as the ECS
+    // agent asks (`sendCredentials`).
+    let mut first_connection = true;
+    let mut connect = |_seq_num: Option<i64>| -> Result<Socket, String> {
+        let socket = connect_acs(
             &settings,
             &client,
             &mut poll_endpoints,
             &container_instance_arn,
-            seq_num,
-        )
+            first_connection,
+        );
+        first_connection &= socket.is_err();
+        socket
         .map(|socket| Socket {
             socket: Some(socket),
             opened: Instant::now(),
@@ -210,7 +233,7 @@ fn connect_acs(
     client: &EcsClient,
     poll_endpoints: &mut PollEndpointCache,
     container_instance_arn: &str,
-    seq_num: Option<i64>,
+    send_credentials: bool,
 ) -> Result<AcsSocket, EcsError> {
     let endpoints = match poll_endpoints.get(Instant::now()) {
         Some(endpoints) => endpoints.clone(),
@@ -234,13 +257,12 @@ fn connect_acs(
     let query = AcsQuery {
         cluster_arn: settings.cluster.clone(),
         container_instance_arn: container_instance_arn.to_string(),
-        agent_hash: String::new(),
+        agent_hash: settings.registration.agent_hash.clone(),
         agent_version: crate::VERSION.to_string(),
         docker_version: settings.docker_version.clone(),
-        send_credentials: false,
-        seq_num: seq_num.and_then(|seq| u64::try_from(seq).ok()).unwrap_or(0),
+        send_credentials,
     };
-    let amz_date = super::sigv4::amz_date(crate::clock::now_millis());
+    let amz_date = super::clock_skew::signing_clock().amz_date();
     let upgrade = SignedUpgrade {
         region: &settings.region,
         credentials: &credentials,

@@ -11,12 +11,15 @@
 //! again when it changes: each [`CredentialChain::current`] compares the file's inode, size and
 //! modification time with the last read's, a single `stat`. With no credentials anywhere, the
 //! error says exactly where it looked. A secret never appears in `Debug` output or a message.
+//! A file that its group or others may read is used, with a warning (once, until it is made
+//! private): anyone who reads it can act as this host in ECS.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// A credentials file larger than this is refused: real ones are a few hundred bytes a profile.
@@ -181,6 +184,8 @@ pub struct CredentialChain {
     profile: String,
     /// The last read of the file and what it gave.
     cache: Mutex<Option<FileRead>>,
+    /// The file's exposure was logged (reset once the file is private again).
+    warned_exposed: AtomicBool,
 }
 
 impl fmt::Debug for CredentialChain {
@@ -216,6 +221,7 @@ impl CredentialChain {
             file,
             profile: value("AWS_PROFILE").unwrap_or_else(|| "default".to_string()),
             cache: Mutex::new(None),
+            warned_exposed: AtomicBool::new(false),
         }
     }
 
@@ -273,6 +279,14 @@ impl CredentialChain {
                 }
             }
         }
+        match exposed_file_warning(&self.file, metadata.mode()) {
+            Some(warning) => {
+                if !self.warned_exposed.swap(true, Ordering::Relaxed) {
+                    log::warn!("{warning}");
+                }
+            }
+            None => self.warned_exposed.store(false, Ordering::Relaxed),
+        }
         let result = read_limited(&self.file).and_then(|text| {
             let profiles = parse_profiles(&text)?;
             profile_credentials(&profiles, &self.profile)
@@ -288,6 +302,23 @@ impl CredentialChain {
             *cache = entry;
         }
     }
+}
+
+/// The warning for a shared credentials file whose `mode` lets its group or others read it;
+/// `None` when only its owner can. Pure.
+pub fn exposed_file_warning(path: &Path, mode: u32) -> Option<String> {
+    let readers = match (mode & 0o040 != 0, mode & 0o004 != 0) {
+        (false, false) => return None,
+        (true, false) => "its group",
+        (false, true) => "others",
+        (true, true) => "its group and others",
+    };
+    Some(format!(
+        "the shared credentials file {} is readable by {readers} (mode {:04o}): whoever reads it \
+         can act as this host in ECS; make it private (chmod 600)",
+        path.display(),
+        mode & 0o7777
+    ))
 }
 
 /// `~/x` → `$HOME/x`, as the SDKs expand the file setting.
@@ -506,5 +537,33 @@ mod tests {
             !debug.contains("SECRETKEY") && !debug.contains("TOKENVALUE"),
             "{debug}"
         );
+    }
+
+    #[test]
+    fn a_file_others_can_read_is_named_in_a_warning() {
+        let path = Path::new("/root/.aws/credentials");
+        let cases: &[(u32, Option<&str>)] = &[
+            (0o100600, None),
+            (0o100400, None),
+            (0o100700, None),
+            (0o100640, Some("readable by its group (mode 0640)")),
+            (0o100604, Some("readable by others (mode 0604)")),
+            (
+                0o100644,
+                Some("readable by its group and others (mode 0644)"),
+            ),
+            (0o100620, None),
+        ];
+        for (mode, expected) in cases {
+            let warning = exposed_file_warning(path, *mode);
+            match expected {
+                None => assert_eq!(warning, None, "{mode:o}"),
+                Some(needle) => {
+                    let warning = warning.expect("a warning");
+                    assert!(warning.contains(needle), "{warning}");
+                    assert!(warning.contains("/root/.aws/credentials"), "{warning}");
+                }
+            }
+        }
     }
 }

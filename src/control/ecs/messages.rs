@@ -73,11 +73,34 @@ pub fn nack_request(
     )
 }
 
-/// `TaskStopVerificationMessage`: the local tasks a manifest left out, for ECS to confirm.
-pub fn task_stop_verification(message_id: &str, task_arns: &[String]) -> String {
+/// The task ARNs a `TaskManifestMessage` lists with `desiredStatus` RUNNING: only those are to
+/// keep running (the ECS agent's `CompareRunningTasksOnInstanceWithManifest`); an entry with
+/// another desired status, or none, counts as not listed.
+pub fn manifest_running_arns(body: &Map<String, Value>) -> Vec<String> {
+    match body.get("tasks") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter(|task| task.get("desiredStatus").and_then(Value::as_str) == Some("RUNNING"))
+            .filter_map(|task| task.get("taskArn").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `TaskStopVerificationMessage`: the local tasks a manifest did not list as RUNNING, for ECS to
+/// confirm, each a `TaskIdentifier` as the ECS agent sends it: `desiredStatus` STOPPED, the
+/// task's ARN and the manifest's cluster (`taskClusterArn`, left out when it had none).
+pub fn task_stop_verification(message_id: &str, cluster_arn: &str, task_arns: &[String]) -> String {
     let candidates: Vec<Value> = task_arns
         .iter()
-        .map(|arn| json!({ "taskArn": arn }))
+        .map(|arn| {
+            let mut candidate = json!({ "desiredStatus": "STOPPED", "taskArn": arn });
+            if !cluster_arn.is_empty() {
+                candidate["taskClusterArn"] = json!(cluster_arn);
+            }
+            candidate
+        })
         .collect();
     envelope(
         "TaskStopVerificationMessage",

@@ -8,6 +8,7 @@
 //! [`EcsError`] says whether a failure is worth retrying.
 
 pub mod client;
+pub mod clock_skew;
 pub mod connection;
 pub mod credentials;
 pub mod endpoint;
@@ -102,14 +103,25 @@ impl fmt::Display for EcsError {
 
 impl std::error::Error for EcsError {}
 
-/// Error types that mean "slow down", whatever their status.
+/// Error types that mean "slow down" or "try again", whatever their status: the AWS SDK's
+/// throttling codes and its retryable timeouts (aws-sdk-go-v2 `retry` as the ECS agent uses it).
 const THROTTLING_TYPES: &[&str] = &[
-    "ThrottlingException",
     "Throttling",
+    "ThrottlingException",
     "ThrottledException",
-    "RequestLimitExceeded",
+    "RequestThrottledException",
     "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "LimitExceededException",
     "RequestThrottled",
+    "SlowDown",
+    "PriorRequestNotComplete",
+    "EC2ThrottledException",
+    "RequestTimeout",
+    "RequestTimeoutException",
 ];
 
 /// The error an HTTP error answer means: its type and message from the JSON body (the API's

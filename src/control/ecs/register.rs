@@ -9,7 +9,13 @@
 //! tasks it can run (see [`capability_attributes`] for the list and why each is there). Custom
 //! attributes (`ECS_INSTANCE_ATTRIBUTES`, a JSON object) are checked against ECS's limits here,
 //! with an error naming the bad one, and sent on the first registration only, as the ECS agent
-//! does (a re-registration keeps the ones ECS already has).
+//! does (a re-registration keeps the ones ECS already has). The container instance's tags
+//! (`ECS_CONTAINER_INSTANCE_TAGS`, a JSON object) are checked against ECS's rules for tags
+//! ([`parse_instance_tags`]) and sent as `tags` on every registration, as the ECS agent sends
+//! them.
+//!
+//! [`starts_over`] decides what a refused registration means for the saved identity: ECS
+//! saying the saved container instance is inactive (deregistered) means registering anew.
 
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -25,6 +31,11 @@ const DOCKER_REMOTE_API_MINORS: [u32; 13] = [17, 18, 19, 20, 21, 22, 23, 24, 25,
 const ATTRIBUTE_MAX_CHARS: usize = 128;
 /// ECS's limit on custom attributes per container instance.
 const CUSTOM_ATTRIBUTES_MAX: usize = 10;
+/// ECS's limits on tags (its `Tags`, `TagKey` and `TagValue`): 50 per resource, keys of 1–128
+/// characters, values of up to 256.
+const TAGS_MAX: usize = 50;
+const TAG_KEY_MAX_CHARS: usize = 128;
+const TAG_VALUE_MAX_CHARS: usize = 256;
 
 /// What the registration says about this host and agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +69,8 @@ pub struct RegistrationInput {
     pub cpu_architecture: String,
     /// `ECS_INSTANCE_ATTRIBUTES`, checked by [`parse_instance_attributes`], in its order.
     pub custom_attributes: Vec<(String, String)>,
+    /// `ECS_CONTAINER_INSTANCE_TAGS`, checked by [`parse_instance_tags`]: key, value.
+    pub tags: Vec<(String, String)>,
     /// A fresh token per registration attempt, so ECS treats a retried call as the same one.
     pub client_token: String,
 }
@@ -71,6 +84,12 @@ pub enum RegisterError {
     BadAttribute { name: String, problem: String },
     /// More custom attributes than ECS takes.
     TooManyAttributes(usize),
+    /// `ECS_CONTAINER_INSTANCE_TAGS` is not a JSON object of strings.
+    TagsNotAnObject(String),
+    /// One tag breaks ECS's rules.
+    BadTag { key: String, problem: String },
+    /// More tags than ECS takes.
+    TooManyTags(usize),
     /// `ECS_RESERVED_MEMORY` is more than the host has.
     ReservedMemoryTooLarge { total_mib: u64, reserved_mib: u64 },
     /// The answer has no `containerInstance.containerInstanceArn`.
@@ -94,6 +113,21 @@ impl fmt::Display for RegisterError {
                 formatter,
                 "ECS_INSTANCE_ATTRIBUTES: {count} attributes, ECS takes at most \
                  {CUSTOM_ATTRIBUTES_MAX} per instance"
+            ),
+            RegisterError::TagsNotAnObject(problem) => write!(
+                formatter,
+                "ECS_CONTAINER_INSTANCE_TAGS: expected a JSON object of strings ({problem})"
+            ),
+            RegisterError::BadTag { key, problem } => {
+                write!(
+                    formatter,
+                    "ECS_CONTAINER_INSTANCE_TAGS: tag {key:?}: {problem}"
+                )
+            }
+            RegisterError::TooManyTags(count) => write!(
+                formatter,
+                "ECS_CONTAINER_INSTANCE_TAGS: {count} tags, ECS takes at most {TAGS_MAX} per \
+                 container instance"
             ),
             RegisterError::ReservedMemoryTooLarge {
                 total_mib,
@@ -180,6 +214,79 @@ fn attribute_problem(name: &str, value: &str) -> Option<String> {
         return Some("the value must not start or end with a space".to_string());
     }
     None
+}
+
+/// `ECS_CONTAINER_INSTANCE_TAGS` (a JSON object of string values; empty text means none) as
+/// key, value pairs, each checked against ECS's rules for tags.
+pub fn parse_instance_tags(text: &str) -> Result<Vec<(String, String)>, RegisterError> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let object: Map<String, Value> = serde_json::from_str(text)
+        .map_err(|error| RegisterError::TagsNotAnObject(error.to_string()))?;
+    if object.len() > TAGS_MAX {
+        return Err(RegisterError::TooManyTags(object.len()));
+    }
+    let mut tags = Vec::with_capacity(object.len());
+    for (key, value) in object {
+        let Value::String(value) = value else {
+            return Err(RegisterError::BadTag {
+                key,
+                problem: "the value must be a string".to_string(),
+            });
+        };
+        if let Some(problem) = tag_problem(&key, &value) {
+            return Err(RegisterError::BadTag { key, problem });
+        }
+        tags.push((key, value));
+    }
+    Ok(tags)
+}
+
+/// What is wrong with a tag by ECS's rules (its model's `TagKey` and `TagValue`): a key of
+/// 1–128 and a value of up to 256 letters, digits, spaces and `_ . : / = + - @`, neither
+/// starting with `aws:` in any case (AWS keeps that prefix).
+fn tag_problem(key: &str, value: &str) -> Option<String> {
+    let key_chars = key.chars().count();
+    if key_chars == 0 || key_chars > TAG_KEY_MAX_CHARS {
+        return Some(format!(
+            "the key must have 1 to {TAG_KEY_MAX_CHARS} characters"
+        ));
+    }
+    if value.chars().count() > TAG_VALUE_MAX_CHARS {
+        return Some(format!(
+            "the value must have at most {TAG_VALUE_MAX_CHARS} characters"
+        ));
+    }
+    for (what, text) in [("key", key), ("value", value)] {
+        if let Some(bad) = text.chars().find(|c| !tag_character(*c)) {
+            return Some(format!(
+                "the {what} may hold letters, digits, spaces and _ . : / = + - @ only, not {bad:?}"
+            ));
+        }
+        let prefix: String = text.chars().take(4).collect();
+        if prefix.eq_ignore_ascii_case("aws:") {
+            return Some(format!(
+                "the {what} must not start with aws: (AWS keeps it)"
+            ));
+        }
+    }
+    None
+}
+
+/// A character ECS takes in a tag: `[\p{L}\p{Z}\p{N}_.:/=+\-@]`.
+fn tag_character(character: char) -> bool {
+    character.is_alphanumeric()
+        || (character.is_whitespace() && !character.is_control())
+        || matches!(character, '_' | '.' | ':' | '/' | '=' | '+' | '-' | '@')
+}
+
+/// Whether a refused registration means starting over with a fresh one: ECS says the saved
+/// container instance is inactive (deregistered while this host was away), so sending its ARN
+/// again gets the same answer forever. Without a saved ARN, an inactive answer is ECS's own
+/// trouble and waits. Pure.
+pub fn starts_over(error: &super::EcsError, saved_arn: Option<&str>) -> bool {
+    error.is_inactive_instance() && saved_arn.is_some()
 }
 
 /// ECS's spelling of a CPU architecture: the ECS agent reports Go's names, with `amd64` as
@@ -319,6 +426,15 @@ pub fn register_request(input: &RegistrationInput) -> Result<Value, RegisterErro
     if let (Some(arn), Value::Object(object)) = (&input.container_instance_arn, &mut body) {
         object.insert("containerInstanceArn".to_string(), json!(arn));
     }
+    // On every registration, first or not, as the ECS agent sends them (ECS's `Tag` shape).
+    if let (false, Value::Object(object)) = (input.tags.is_empty(), &mut body) {
+        let tags: Vec<Value> = input
+            .tags
+            .iter()
+            .map(|(key, value)| json!({"key": key, "value": value}))
+            .collect();
+        object.insert("tags".to_string(), Value::Array(tags));
+    }
     Ok(body)
 }
 
@@ -357,6 +473,7 @@ mod tests {
             privileged_disabled: false,
             cpu_architecture: "x86_64".to_string(),
             custom_attributes: vec![("site".to_string(), "shop-17".to_string())],
+            tags: Vec::new(),
             client_token: "token-1".to_string(),
         }
     }
@@ -457,6 +574,24 @@ mod tests {
                         && !names(body).iter().any(|name| name.starts_with("site"))
                 },
             ),
+            (
+                "tags go as ECS's Tag list, on a re-registration too",
+                RegistrationInput {
+                    container_instance_arn: Some(ARN.to_string()),
+                    tags: vec![
+                        ("site".to_string(), "depot 7".to_string()),
+                        ("owner".to_string(), String::new()),
+                    ],
+                    ..input()
+                },
+                &|body| {
+                    body["tags"]
+                        == json!([{"key": "site", "value": "depot 7"}, {"key": "owner", "value": ""}])
+                },
+            ),
+            ("no tags: no tags field", input(), &|body| {
+                body.get("tags").is_none()
+            }),
             (
                 "privileged disabled",
                 RegistrationInput {
@@ -643,6 +778,101 @@ mod tests {
         ];
         for (ports, expected) in cases {
             assert_eq!(port_set(ports), *expected, "{ports:?}");
+        }
+    }
+
+    #[test]
+    fn instance_tags_follow_ecs_rules_and_a_bad_one_is_named() {
+        let ok: &[(&str, &[(&str, &str)])] = &[
+            ("", &[]),
+            ("{}", &[]),
+            (
+                r#"{"site":"depot 7","team":"edge-ops@corp/+=_.:"}"#,
+                &[("site", "depot 7"), ("team", "edge-ops@corp/+=_.:")],
+            ),
+            (r#"{"empty":""}"#, &[("empty", "")]),
+            (
+                r#"{"Größe":"groß","数":"五"}"#,
+                &[("Größe", "groß"), ("数", "五")],
+            ),
+            (r#"{"awsx":"aws"}"#, &[("awsx", "aws")]),
+        ];
+        for (text, expected) in ok {
+            let expected: Vec<(String, String)> = expected
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect();
+            assert_eq!(parse_instance_tags(text), Ok(expected), "{text}");
+        }
+        let long_key = "k".repeat(129);
+        let long_value = format!(r#"{{"k":"{}"}}"#, "v".repeat(257));
+        let many = format!(
+            "{{{}}}",
+            (0..51)
+                .map(|n| format!(r#""k{n}":"v""#))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let bad: Vec<(String, &str)> = vec![
+            ("[1]".to_string(), "expected a JSON object"),
+            ("not json".to_string(), "expected a JSON object"),
+            (
+                r#"{"n":1}"#.to_string(),
+                r#"tag "n": the value must be a string"#,
+            ),
+            (
+                r#"{"":"v"}"#.to_string(),
+                r#"tag "": the key must have 1 to 128"#,
+            ),
+            (
+                format!(r#"{{"{long_key}":"v"}}"#),
+                "the key must have 1 to 128",
+            ),
+            (long_value, r#"tag "k": the value must have at most 256"#),
+            (
+                r#"{"a*b":"v"}"#.to_string(),
+                r#"tag "a*b": the key may hold"#,
+            ),
+            (
+                r#"{"k":"tab\tstop"}"#.to_string(),
+                r#"tag "k": the value may hold"#,
+            ),
+            (
+                r#"{"AWS:team":"v"}"#.to_string(),
+                "the key must not start with aws:",
+            ),
+            (
+                r#"{"k":"aws:x"}"#.to_string(),
+                "the value must not start with aws:",
+            ),
+            (many, "51 tags, ECS takes at most 50"),
+        ];
+        for (text, needle) in bad {
+            let message = parse_instance_tags(&text).expect_err(&text).to_string();
+            assert!(
+                message.starts_with("ECS_CONTAINER_INSTANCE_TAGS: ") && message.contains(needle),
+                "{text}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_an_inactive_saved_instance_starts_over() {
+        use crate::control::ecs::EcsError;
+        let refused = |error_type: &str| EcsError::Service {
+            status: 400,
+            error_type: error_type.to_string(),
+            message: "m".to_string(),
+        };
+        let cases: &[(EcsError, Option<&str>, bool)] = &[
+            (refused("InactiveInstanceException"), Some(ARN), true),
+            (refused("InactiveInstanceException"), None, false),
+            (refused("ClientException"), Some(ARN), false),
+            (EcsError::Unreachable("down".into()), Some(ARN), false),
+            (refused("InvalidParameterException"), Some(ARN), false),
+        ];
+        for (error, saved, expected) in cases {
+            assert_eq!(starts_over(error, *saved), *expected, "{error:?} {saved:?}");
         }
     }
 }

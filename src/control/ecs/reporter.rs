@@ -9,8 +9,13 @@
 //! [`CONTAINER_CHANGE_WAIT`]. After each acknowledged request the cursor is saved, then the
 //! engine is told which task status ECS acknowledged (a task ECS owns is cleaned up only after
 //! its STOPPED was). Only a crash between ECS's answer and the cursor's save sends a change
-//! twice. A request ECS cannot reach is retried with back-off (1 s → 30 s, ×1.3, jitter) and
-//! nothing after it is sent meanwhile, so each task's changes arrive in their order.
+//! twice. A request that fails is retried with back-off (1 s → 30 s, ×1.3, jitter, the ECS
+//! agent's figures) and nothing after it is sent meanwhile, so each task's changes arrive in
+//! their order: ECS out of reach, 5xx and throttling, and refusals that a later attempt can
+//! pass (an expired token while the credentials rotate, a signature refused for a skewed clock,
+//! an inactive instance, anything else ECS may take later). Only a request ECS says is itself
+//! wrong (`ClientException`, `InvalidParameterException`: [`after_failure`]) is dropped, logged
+//! with its body, so one change ECS will never take does not hold back every later one.
 //!
 //! Tasks that could not be mapped from a payload have no events; the session saves them in the
 //! same record (`rejected`) before the payload is acknowledged, and the reporter reports each
@@ -530,17 +535,45 @@ impl Reporter {
         }
     }
 
-    /// One request; a refusal ECS will repeat (a bad request) is logged and counts as done,
-    /// so one change ECS cannot take never holds back every later one.
+    /// One request; a refusal of the request itself ([`after_failure`]) is logged and counts
+    /// as done, so one change ECS cannot take never holds back every later one.
     fn submit(&self, operation: &str, body: &serde_json::Value) -> Result<(), String> {
         match self.caller.call(operation, body) {
             Ok(_) => Ok(()),
-            Err(error @ EcsError::Service { .. }) if !error.is_inactive_instance() => {
-                log::error!("ECS refused {operation} ({error}); it is not sent again: {body}");
-                Ok(())
-            }
-            Err(error) => Err(error.to_string()),
+            Err(error) => match after_failure(&error) {
+                AfterFailure::Drop => {
+                    log::error!("ECS refused {operation} ({error}); it is not sent again: {body}");
+                    Ok(())
+                }
+                AfterFailure::Retry => Err(error.to_string()),
+            },
         }
+    }
+}
+
+/// What the reporter does with a request that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// Send it again after the back-off; nothing after it goes first.
+    Retry,
+    /// ECS refused the request itself: sending it again gets the same answer.
+    Drop,
+}
+
+/// The error types that refuse the request itself (the ECS agent drops a state change ECS
+/// answered `InvalidParameterException`; `ClientException` is ECS's "the request is not valid
+/// for this resource").
+const REFUSED_FOR_GOOD: &[&str] = &["ClientException", "InvalidParameterException"];
+
+/// Whether a failed report is sent again: everything is, except a refusal of the request
+/// itself. Expired tokens, signatures (a skewed clock, credentials mid-rotation), throttling,
+/// 5xx, an unreachable ECS, missing credentials and answers that break the protocol are all
+/// conditions of the moment, as the ECS agent treats them (its task handler retries every
+/// failure but `InvalidParameterException`). Pure.
+pub fn after_failure(error: &EcsError) -> AfterFailure {
+    match error.error_type() {
+        Some(error_type) if REFUSED_FOR_GOOD.contains(&error_type) => AfterFailure::Drop,
+        _ => AfterFailure::Retry,
     }
 }
 

@@ -7,7 +7,8 @@
 //! The rules are the ECS agent's (`ecs-agent/acs/session/`): a payload is acknowledged only once
 //! its tasks are durable (the driver answers [`SessionInput::Applied`]); a heartbeat is acked at
 //! once; a task manifest newer than the highest sequence number seen is acked and compared with
-//! the local tasks, and the running ones it leaves out are sent for stop verification; a stop
+//! the local tasks, and the running ones it does not list with `desiredStatus` RUNNING (left
+//! out, or listed STOPPED) are sent for stop verification in ECS's `TaskIdentifier` shape; a stop
 //! verification ack stops tasks only when it answers the manifest we last took; updates are
 //! refused (deckhand is updated by its package manager). Reconnects back off from 250 ms to
 //! 2 min (×1.5, up to 20 % jitter), reset once a session stayed up past the heartbeat timeout
@@ -107,8 +108,17 @@ pub struct AcsSession {
     highest_seq_num: Option<i64>,
     /// `(message id, cluster, container instance)` of payloads waiting for `Applied`.
     pending_acks: Vec<(String, String, String)>,
-    /// The manifest last taken: its id and task ARNs.
-    manifest: Option<(String, BTreeSet<String>)>,
+    /// The manifest last taken.
+    manifest: Option<TakenManifest>,
+}
+
+/// A task manifest taken: what its stop verification is compared with.
+struct TakenManifest {
+    message_id: String,
+    /// The tasks it lists with `desiredStatus` RUNNING (the others are to stop).
+    running: BTreeSet<String>,
+    /// Its `clusterArn` (empty when it had none).
+    cluster_arn: String,
 }
 
 impl AcsSession {
@@ -399,15 +409,13 @@ impl AcsSession {
             )];
         }
         self.highest_seq_num = Some(timeline);
-        let manifest_arns: Vec<String> = match body.get("tasks") {
-            Some(Value::Array(items)) => items
-                .iter()
-                .filter_map(|task| task.get("taskArn").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect(),
-            _ => Vec::new(),
-        };
-        self.manifest = Some((message_id.clone(), manifest_arns.iter().cloned().collect()));
+        let manifest_arns = messages::manifest_running_arns(body);
+        // The candidates name the manifest's cluster (`taskClusterArn`), as the ECS agent's do.
+        self.manifest = Some(TakenManifest {
+            message_id: message_id.clone(),
+            running: manifest_arns.iter().cloned().collect(),
+            cluster_arn: messages::text(body, "clusterArn"),
+        });
         let (cluster, container_instance) = self.addressed(body);
         vec![
             SessionEffect::Send(messages::ack_request(
@@ -424,21 +432,22 @@ impl AcsSession {
     }
 
     fn local_running(&mut self, message_id: &str, arns: Vec<String>) -> Vec<SessionEffect> {
-        let Some((manifest_id, manifest_arns)) = &self.manifest else {
+        let Some(manifest) = &self.manifest else {
             return Vec::new();
         };
-        if manifest_id != message_id {
+        if manifest.message_id != message_id {
             return Vec::new();
         }
         let candidates: Vec<String> = arns
             .into_iter()
-            .filter(|arn| !manifest_arns.contains(arn))
+            .filter(|arn| !manifest.running.contains(arn))
             .collect();
         if candidates.is_empty() {
             return Vec::new();
         }
         vec![SessionEffect::Send(messages::task_stop_verification(
             message_id,
+            &manifest.cluster_arn,
             &candidates,
         ))]
     }
@@ -451,7 +460,7 @@ impl AcsSession {
         let matches = self
             .manifest
             .as_ref()
-            .is_some_and(|(id, _)| !message_id.is_empty() && *id == message_id);
+            .is_some_and(|taken| !message_id.is_empty() && taken.message_id == message_id);
         if !matches {
             return vec![SessionEffect::Log(
                 LogLevel::Error,

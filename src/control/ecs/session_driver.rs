@@ -237,7 +237,7 @@ mod tests {
                     Ok(None),
                     frame(
                         "TaskManifestMessage",
-                        json!({"messageId": "m1", "timeline": 5, "tasks": [{"taskArn": "arn:a"}]}),
+                        json!({"messageId": "m1", "timeline": 5, "tasks": [{"taskArn": "arn:a", "desiredStatus": "RUNNING"}]}),
                     ),
                     frame(
                         "TaskStopVerificationAck",
@@ -258,7 +258,7 @@ mod tests {
         );
         assert_eq!(
             sent[2]["message"]["stopCandidates"],
-            json!([{"taskArn": "arn:old"}])
+            json!([{"taskArn": "arn:old", "desiredStatus": "STOPPED"}])
         );
         assert_eq!(*engine.applied.borrow(), ["arn:a"]);
         assert_eq!(*engine.stopped.borrow(), ["arn:old"]);

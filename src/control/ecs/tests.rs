@@ -182,6 +182,11 @@ fn error_answers_are_classified() {
             &br#"{"__type":"ThrottlingException","message":"Rate exceeded"}"#[..],
         ),
         (429, &b"slow down"[..]),
+        (
+            400,
+            &br#"{"__type":"RequestTimeoutException","message":"timed out"}"#[..],
+        ),
+        (400, &br#"{"__type":"SlowDown","message":"slow"}"#[..]),
     ] {
         let error = error_from_answer(status, "x", None, body);
         assert!(
@@ -208,7 +213,6 @@ fn the_acs_url_is_the_go_agents() {
         agent_version: "1.0.0".into(),
         docker_version: Some("24.0.7".into()),
         send_credentials: true,
-        seq_num: 1,
     };
     let names: Vec<&str> = query.parameters().iter().map(|(name, _)| *name).collect();
     assert_eq!(
@@ -234,6 +238,12 @@ fn the_acs_url_is_the_go_agents() {
     assert_eq!(value("dockerVersion"), Some("DockerVersion: 24.0.7"));
     assert_eq!(value("protocolVersion"), Some("2"));
     assert_eq!(value("sendCredentials"), Some("true"));
+    assert_eq!(
+        value("seqNum"),
+        Some("1"),
+        "always 1, as the ECS agent sends it"
+    );
+    assert_eq!(value("agentHash"), Some("deadbeef"));
     let without_docker = AcsQuery {
         docker_version: None,
         ..query

@@ -55,11 +55,14 @@ pub struct AcsQuery {
     pub agent_version: String,
     /// Docker's version (`20.10.24`), sent as ACS expects it: `DockerVersion: 20.10.24`.
     pub docker_version: Option<String>,
-    /// Whether ACS should send every task's credentials on connecting (true on a session's
+    /// Whether ACS should send every task's credentials on connecting (true on the agent's
     /// first connection).
     pub send_credentials: bool,
-    pub seq_num: u64,
 }
+
+/// The `seqNum` the ECS agent sends on every connection: always 1 (ACS keeps its own
+/// sequence; payloads carry theirs).
+pub const ACS_SEQ_NUM: u64 = 1;
 
 impl AcsQuery {
     /// The query's parameters, decoded, sorted by name.
@@ -80,7 +83,7 @@ impl AcsQuery {
         }
         parameters.push(("protocolVersion", ACS_PROTOCOL_VERSION.to_string()));
         parameters.push(("sendCredentials", self.send_credentials.to_string()));
-        parameters.push(("seqNum", self.seq_num.to_string()));
+        parameters.push(("seqNum", ACS_SEQ_NUM.to_string()));
         parameters
     }
 }

@@ -270,3 +270,69 @@ fn what_the_record_says_ecs_acknowledged_is_not_sent_again() {
         vec![("app".to_string(), "STOPPED".to_string())]
     );
 }
+
+/// Only a refusal of the request itself is dropped; every condition of the moment is retried.
+#[test]
+fn failed_reports_are_retried_except_a_refusal_of_the_request_itself() {
+    let service = |status: u16, error_type: &str| EcsError::Service {
+        status,
+        error_type: error_type.to_string(),
+        message: "m".to_string(),
+    };
+    let cases: &[(EcsError, AfterFailure)] = &[
+        (service(400, "ExpiredTokenException"), AfterFailure::Retry),
+        (
+            service(400, "InvalidSignatureException"),
+            AfterFailure::Retry,
+        ),
+        (service(403, "SignatureDoesNotMatch"), AfterFailure::Retry),
+        (
+            service(400, "UnrecognizedClientException"),
+            AfterFailure::Retry,
+        ),
+        (service(400, "AccessDeniedException"), AfterFailure::Retry),
+        (
+            service(403, "MissingAuthenticationTokenException"),
+            AfterFailure::Retry,
+        ),
+        (
+            service(400, "InactiveInstanceException"),
+            AfterFailure::Retry,
+        ),
+        (service(400, "RequestExpired"), AfterFailure::Retry),
+        (service(400, "ClientException"), AfterFailure::Drop),
+        (
+            service(400, "InvalidParameterException"),
+            AfterFailure::Drop,
+        ),
+        (
+            crate::control::ecs::error_from_answer(
+                400,
+                "x",
+                None,
+                br#"{"__type":"com.amazonaws.ecs#ClientException","message":"bad"}"#,
+            ),
+            AfterFailure::Drop,
+        ),
+        (
+            crate::control::ecs::error_from_answer(
+                400,
+                "x",
+                None,
+                br#"{"__type":"ThrottlingException","message":"slow down"}"#,
+            ),
+            AfterFailure::Retry,
+        ),
+        (
+            crate::control::ecs::error_from_answer(503, "x", None, b"{}"),
+            AfterFailure::Retry,
+        ),
+        (EcsError::Unreachable("refused".into()), AfterFailure::Retry),
+        (EcsError::Credentials("none".into()), AfterFailure::Retry),
+        (EcsError::Protocol("not JSON".into()), AfterFailure::Retry),
+        (EcsError::ReadTimeout, AfterFailure::Retry),
+    ];
+    for (error, expected) in cases {
+        assert_eq!(after_failure(error), *expected, "{error:?}");
+    }
+}

@@ -106,12 +106,43 @@ fn a_manifest_leads_to_stop_verification_and_a_matching_ack_stops() {
     assert!(session.handle(SessionInput::LocalRunning { message_id: "m1".into(), arns: vec!["arn:kept".into()] }, now).is_empty(), "nothing missing: nothing sent");
     assert!(session.handle(SessionInput::LocalRunning { message_id: "m0".into(), arns: vec!["arn:gone".into()] }, now).is_empty(), "another manifest's answer");
     assert_eq!(sent(&session.handle(SessionInput::LocalRunning { message_id: "m1".into(), arns: vec!["arn:kept".into(), "arn:gone".into()] }, now)),
-        vec![json!({"type": "TaskStopVerificationMessage", "message": {"messageId": "m1", "stopCandidates": [{"taskArn": "arn:gone"}]}})]);
+        vec![json!({"type": "TaskStopVerificationMessage", "message": {"messageId": "m1", "stopCandidates": [{"taskArn": "arn:gone", "desiredStatus": "STOPPED", "taskClusterArn": CLUSTER}]}})]);
     let wrong = session.handle(frame("TaskStopVerificationAck", json!({"messageId": "m0", "stopTasks": [{"taskArn": "arn:gone"}]})), now);
     assert!(matches!(wrong.as_slice(), [SessionEffect::Log(..)]));
     assert_eq!(session.handle(frame("TaskStopVerificationAck", json!({"messageId": "m1", "stopTasks": [{"taskArn": "arn:gone"}]})), now),
         vec![SessionEffect::StopTasks(vec!["arn:gone".into()])]);
     assert!(matches!(session.handle(frame("TaskStopVerificationAck", json!({"messageId": "m1", "stopTasks": []})), now).as_slice(), [SessionEffect::Log(..)]), "only once");
+}
+
+/// The ECS agent keeps only the tasks a manifest lists with `desiredStatus` RUNNING: one listed
+/// STOPPED (or with no desired status) is a stop candidate like one left out.
+#[test]
+fn only_tasks_the_manifest_lists_as_running_are_kept() {
+    let cases: &[(Value, &[&str], &[&str])] = &[
+        (json!([{"taskArn": "arn:a", "desiredStatus": "RUNNING"}]), &["arn:a"], &["arn:b"]),
+        (json!([{"taskArn": "arn:a", "desiredStatus": "STOPPED"}]), &[], &["arn:a", "arn:b"]),
+        (json!([{"taskArn": "arn:a"}]), &[], &["arn:a", "arn:b"]),
+        (json!([{"taskArn": "arn:a", "desiredStatus": "running"}]), &[], &["arn:a", "arn:b"]),
+        (json!([{"taskArn": "arn:a", "desiredStatus": "RUNNING"}, {"taskArn": "arn:b", "desiredStatus": "STOPPED"}]), &["arn:a"], &["arn:b"]),
+        (json!([{"desiredStatus": "RUNNING"}, 7, null]), &[], &["arn:a", "arn:b"]),
+        (json!("not a list"), &[], &["arn:a", "arn:b"]),
+    ];
+    for (index, (tasks, kept, candidates)) in cases.iter().enumerate() {
+        let (mut session, now) = connected();
+        let id = format!("m{index}");
+        let effects = session.handle(frame("TaskManifestMessage", json!({"messageId": id, "clusterArn": CLUSTER, "timeline": 10, "tasks": tasks})), now);
+        let expected: Vec<String> = kept.iter().map(|arn| arn.to_string()).collect();
+        assert!(effects.contains(&SessionEffect::CompareManifest { message_id: id.clone(), manifest_arns: expected, timeline: 10 }), "{tasks}: {effects:?}");
+        let local = vec!["arn:a".to_string(), "arn:b".to_string()];
+        let verification = sent(&session.handle(SessionInput::LocalRunning { message_id: id.clone(), arns: local }, now));
+        let expected: Vec<Value> = candidates.iter().map(|arn| json!({"taskArn": arn, "desiredStatus": "STOPPED", "taskClusterArn": CLUSTER})).collect();
+        assert_eq!(verification, vec![json!({"type": "TaskStopVerificationMessage", "message": {"messageId": id, "stopCandidates": expected}})], "{tasks}");
+    }
+    // Without a clusterArn in the manifest, the candidates carry no taskClusterArn.
+    let (mut session, now) = connected();
+    session.handle(frame("TaskManifestMessage", json!({"messageId": "m", "timeline": 3, "tasks": []})), now);
+    assert_eq!(sent(&session.handle(SessionInput::LocalRunning { message_id: "m".into(), arns: vec!["arn:x".into()] }, now)),
+        vec![json!({"type": "TaskStopVerificationMessage", "message": {"messageId": "m", "stopCandidates": [{"taskArn": "arn:x", "desiredStatus": "STOPPED"}]}})]);
 }
 
 #[test]
