@@ -493,6 +493,19 @@ fn ecs_external_without_a_region_or_credentials_exits_78_saying_why() {
         stderr.contains("HTTPS_PROXY") && stderr.contains("socks5"),
         "{stderr}"
     );
+
+    let (code, stderr) = start_up_error(&[
+        ("ECS_EXTERNAL", "true"),
+        ("AWS_REGION", "us-west-2"),
+        ("AWS_ACCESS_KEY_ID", "AKID"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("ECS_CONTAINER_INSTANCE_TAGS", r#"{"aws:site":"x"}"#),
+    ]);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains("ECS_CONTAINER_INSTANCE_TAGS") && stderr.contains("aws:site"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -569,13 +582,6 @@ fn all_ecs_traffic_goes_through_the_proxy_and_none_when_no_proxy_covers_the_endp
     drop(agent);
     assert_eq!(proxy.connects(), before, "{:?}", proxy.targets());
     assert!(fake.counters().connections >= 3);
-        ("ECS_CONTAINER_INSTANCE_TAGS", r#"{"aws:site":"x"}"#),
-    ]);
-    assert_eq!(code, Some(78), "{stderr}");
-    assert!(
-        stderr.contains("ECS_CONTAINER_INSTANCE_TAGS") && stderr.contains("aws:site"),
-        "{stderr}"
-    );
 }
 
 #[test]

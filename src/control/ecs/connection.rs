@@ -208,11 +208,11 @@ fn session_thread(
         );
         first_connection &= socket.is_err();
         socket
-        .map(|socket| Socket {
-            socket: Some(socket),
-            opened: Instant::now(),
-        })
-        .map_err(|error| error.to_string())
+            .map(|socket| Socket {
+                socket: Some(socket),
+                opened: Instant::now(),
+            })
+            .map_err(|error| error.to_string())
     };
     let mut pause = |after: Duration| wait(&stop, after);
     let keep_going = || !stopped(&stop);

@@ -140,7 +140,6 @@ fn the_acs_url_and_query_are_the_go_agents() {
         agent_version: "0.1.0".into(),
         docker_version: Some("24.0.7".into()),
         send_credentials: true,
-        seq_num: 7,
     };
     let names: Vec<(&str, String)> = query.parameters();
     assert_eq!(
@@ -153,7 +152,7 @@ fn the_acs_url_and_query_are_the_go_agents() {
             ("dockerVersion", "DockerVersion: 24.0.7".into()),
             ("protocolVersion", "2".into()),
             ("sendCredentials", "true".into()),
-            ("seqNum", "7".into()),
+            ("seqNum", "1".into()),
         ]
     );
 }
