@@ -331,13 +331,21 @@ pub fn man_page() -> String {
         }
         out.push_str(&format!(".TP\n.B {}\n{}\n", roff(&names), roff(flag.help)));
     }
-    // The general help's closing paragraphs: TASK, the socket, the exit codes.
+    // The general help's closing paragraphs: TASK and the socket, then the exit codes (its
+    // last line, the options, is the OPTIONS section above).
     let closing: Vec<&str> = USAGE
         .lines()
         .skip_while(|line| !line.starts_with("TASK is"))
+        .filter(|line| !line.starts_with("Options:"))
         .collect();
+    let exit_codes = closing
+        .iter()
+        .position(|line| line.starts_with("Exit codes:"))
+        .unwrap_or(closing.len());
     out.push_str(".SH NOTES\n");
-    out.push_str(&roff_body(&closing.join("\n")));
+    out.push_str(&roff_body(closing[..exit_codes].join("\n").trim_end()));
+    out.push_str(".SH EXIT STATUS\n");
+    out.push_str(&roff_body(&closing[exit_codes..].join("\n")));
     out.push_str(
         ".SH ENVIRONMENT\n\
          .TP\n.B DECKHAND_API_SOCKET\nthe agent's API socket, as \\fB\\-\\-socket\\fR\n\
