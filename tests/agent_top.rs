@@ -21,12 +21,14 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A task whose container `spinner` (64 MiB limit) idles until `/tmp/go` exists, then spins.
+/// A task whose container `spinner` (64 MiB limit) idles until `/tmp/go` exists, then spins
+/// in two busy loops (two, so that it still shows on a machine loaded with other work, where
+/// the scheduler gives each runnable thread its share).
 fn busy_definition(family: &str) -> String {
     format!(
         r#"{{"family": "{family}", "containerDefinitions": [{{
             "name": "spinner", "image": "{TEST_IMAGE}", "memory": 64, "stopTimeout": 1,
-            "command": ["sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.2; done; while :; do :; done"]
+            "command": ["sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.2; done; while :; do :; done & while :; do :; done"]
         }}]}}"#
     )
 }
@@ -241,10 +243,10 @@ fn top_live_in_tmux_and_once_and_json_against_docker_stats() {
         .output()
         .expect("docker exec");
     assert!(go.status.success(), "{}", text(&go.stderr));
-    // Above 15 %, not near 100 %: the machine may be busy with other work (a shared CI host
-    // gave the loop a fifth of a core).
-    let screen = tmux.wait_for_screen("the spinner's CPU above 15%", |s| {
-        cpu_of(s, "spinner").is_some_and(|cpu| cpu > 15.0)
+    // Above 10 %, not near 200 %: the machine may be busy with other work (with a load of 13
+    // on 2 cores, a shared CI host gave one loop an eighth of a core).
+    let screen = tmux.wait_for_screen("the spinner's CPU above 10%", |s| {
+        cpu_of(s, "spinner").is_some_and(|cpu| cpu > 10.0)
     });
     let first_task = screen
         .iter()
@@ -316,8 +318,8 @@ fn top_live_in_tmux_and_once_and_json_against_docker_stats() {
     )
     .expect("the spinner's CPU");
 
-    // --json, then docker stats of the same containers: the busy loop takes a core in both
-    // (within 30 points: the two read different seconds of a shared machine), memory within
+    // --json, then docker stats of the same containers: the busy loops show in both (within
+    // 30 points or a quarter: the two read different seconds of a shared machine), memory within
     // 1 MiB with the same limit, network and block I/O within a tenth (docker rounds them).
     let json = agent.cli(&["top", "--json"]);
     assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
@@ -332,11 +334,11 @@ fn top_live_in_tmux_and_once_and_json_against_docker_stats() {
     let our_cpu = spinner["cpuPercent"].as_f64().expect("cpuPercent");
     for ours in [our_cpu, once_cpu] {
         assert!(
-            close(ours, docker_cpu, 30.0, 0.0),
+            close(ours, docker_cpu, 30.0, 0.25),
             "CPU: ours {ours}, docker stats {docker_cpu}"
         );
     }
-    assert!(our_cpu > 15.0, "a busy loop: {our_cpu}");
+    assert!(our_cpu > 10.0, "busy loops: {our_cpu}");
     eprintln!(
         "spinner: CPU {our_cpu}% (--once {once_cpu}%) against docker stats {docker_cpu}%; \
          memory {} / {} against {docker_used} / {docker_limit}; I/O {} {} {} {} against \
@@ -383,6 +385,22 @@ fn top_live_in_tmux_and_once_and_json_against_docker_stats() {
         close(number(&sleeper["cpuPercent"]), sleeper_cpu, 5.0, 0.0),
         "idle CPU: ours {}, docker stats {sleeper_cpu}",
         sleeper["cpuPercent"]
+    );
+
+    // What one reading costs the agent with these two containers (printed for
+    // docs/PERFORMANCE.md): a few file reads, no Docker call.
+    let mut took: Vec<Duration> = (0..20)
+        .map(|_| {
+            let started = Instant::now();
+            let response = agent.request("GET", "/v1/stats", None);
+            assert_eq!(response.status, 200);
+            started.elapsed()
+        })
+        .collect();
+    took.sort();
+    eprintln!(
+        "GET /v1/stats with 2 running containers: median {:?}, slowest {:?} of 20",
+        took[10], took[19]
     );
 
     // The live view refuses a pipe, with a message that says what to use.

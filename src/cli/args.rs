@@ -101,7 +101,7 @@ Commands:
   submit FILE                start the task in FILE (- = stdin); prints its id
   stop TASK [--wait]         stop a task; --wait returns once it is STOPPED
   ps [--all] [--json]        list the tasks not stopped (--all: stopped ones too)
-  top [--once] [--json]      a live view of the tasks and what they use (q quits)
+  top [--once] [--json]      a live view of the tasks and their resource use
   inspect TASK               show a task as JSON (ECS task metadata v4 shape)
   events [--follow] [--since N]
                              print state changes, one JSON object per line

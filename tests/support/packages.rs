@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every package the test suite may install, for the message that tells a user what to run.
-pub const TEST_PACKAGES: [&str; 11] = [
+pub const TEST_PACKAGES: [&str; 10] = [
     "busybox-static",
     "docker-registry",
     "apache2-utils",
@@ -24,7 +24,6 @@ pub const TEST_PACKAGES: [&str; 11] = [
     "qemu-user",
     "libssl3",
     "tmux",
-    "bash-completion",
     "zsh",
     "fish",
     "man-db",
