@@ -236,6 +236,10 @@ fn top_live_in_tmux_and_once_and_json_against_docker_stats() {
         "a container is indented: {spinner_row}"
     );
     assert!(spinner_row.contains("/64M"), "its limit: {spinner_row}");
+    // In a terminal without NO_COLOR: the heading in inverse video, the health in colour.
+    let escapes = text(&tmux.run(&["capture-pane", "-e", "-p", "-t", "top"]).stdout);
+    assert!(escapes.contains("\x1b[7m"), "{escapes:?}");
+    assert!(escapes.contains("\x1b[32mHEALTHY"), "{escapes:?}");
 
     // A busy loop starts: the spinner's CPU rises, and its task goes to the top.
     let go = Command::new("docker")
@@ -338,7 +342,7 @@ fn top_live_in_tmux_and_once_and_json_against_docker_stats() {
             "CPU: ours {ours}, docker stats {docker_cpu}"
         );
     }
-    assert!(our_cpu > 10.0, "busy loops: {our_cpu}");
+    assert!(our_cpu > 5.0, "busy loops: {our_cpu}");
     eprintln!(
         "spinner: CPU {our_cpu}% (--once {once_cpu}%) against docker stats {docker_cpu}%; \
          memory {} / {} against {docker_used} / {docker_limit}; I/O {} {} {} {} against \
