@@ -222,9 +222,10 @@ check_completions() {
     zsh -fc "fpath=($1 \$fpath); autoload -U compinit; compinit -u -d $dump; print -r -- \$_comps[deckhand]" \
         | contains -x _deckhand || fail "zsh: compinit does not find _deckhand in $1"
     rm -f "$dump" "$dump".zwc
-    fish --no-config -c 'complete -C "deckhand "' | contains -E '^top[[:space:]]' \
+    # Not --no-config: it also leaves fish's completion path empty.
+    fish -c 'complete -C "deckhand "' | contains -E '^top[[:space:]]' \
         || fail "fish: deckhand <TAB> does not offer top from vendor_completions.d"
-    fish --no-config -c 'complete -C "deckhand ps --"' | contains -E '^--json' \
+    fish -c 'complete -C "deckhand ps --"' | contains -E '^--json' \
         || fail "fish: deckhand ps --<TAB> does not offer --json"
     man -l /usr/share/man/man1/deckhand.1* 2>/dev/null | contains 'deckhand top' \
         || fail "man -l does not render the installed deckhand(1)"
