@@ -86,9 +86,15 @@ PY
 
 step "deb contents and control ($deb)"
 deb_files=$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {sub(/^\.\//, "", $6); print "/" $6}')
+# cargo-deb may gzip the man page, as Debian's policy asks.
+deb_man_page=$(printf '%s\n' "$deb_files" | grep '^/usr/share/man/man1/deckhand\.1' || echo /usr/share/man/man1/deckhand.1)
 expect_lines "deb file list" "$deb_files" "/usr/bin/deckhand
 /lib/systemd/system/deckhand.service
 /etc/deckhand/deckhand.conf
+/usr/share/bash-completion/completions/deckhand
+/usr/share/zsh/vendor-completions/_deckhand
+/usr/share/fish/vendor_completions.d/deckhand.fish
+$deb_man_page
 /usr/share/doc/deckhand/README.md
 /usr/share/doc/deckhand/CHANGELOG.md
 /usr/share/doc/deckhand/copyright
@@ -127,6 +133,10 @@ expect_lines "rpm file list" "$(rpm -qpl "$rpm_file")" "/usr/bin/deckhand
 /etc/deckhand
 /etc/deckhand/deckhand.conf
 /etc/deckhand/tasks.d
+/usr/share/bash-completion/completions/deckhand
+/usr/share/zsh/site-functions/_deckhand
+/usr/share/fish/vendor_completions.d/deckhand.fish
+/usr/share/man/man1/deckhand.1
 /usr/share/doc/deckhand
 /usr/share/doc/deckhand/README.md
 /usr/share/doc/deckhand/CHANGELOG.md
@@ -193,6 +203,37 @@ fi
 expect_path /etc/systemd/system/multi-user.target.wants/deckhand.service "enabled on install"
 installed_kib=$(dpkg-query -W -f '${Installed-Size}' deckhand)
 
+step "each shell loads the installed completions, man shows deckhand(1)"
+for program_and_package in zsh:zsh fish:fish man:man-db; do
+    program=${program_and_package%%:*}
+    if ! command -v "$program" >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "${program_and_package#*:}" >/dev/null || fail "cannot install ${program_and_package#*:}"
+    fi
+done
+check_completions() {
+    # $1: where zsh's completions are (vendor-completions on Debian, site-functions on RPM hosts).
+    bash -c 'source /usr/share/bash-completion/completions/deckhand && complete -p deckhand' \
+        | contains -- '-F _deckhand deckhand' || fail "bash: complete -p deckhand after sourcing"
+    bash -c 'source /usr/share/bash-completion/completions/deckhand
+        COMP_WORDS=(deckhand t); COMP_CWORD=1; _deckhand; printf "%s\n" "${COMPREPLY[@]}"' \
+        | contains -x top || fail "bash: deckhand t<TAB> does not offer top"
+    dump=$(mktemp)
+    zsh -fc "fpath=($1 \$fpath); autoload -U compinit; compinit -u -d $dump; print -r -- \$_comps[deckhand]" \
+        | contains -x _deckhand || fail "zsh: compinit does not find _deckhand in $1"
+    rm -f "$dump" "$dump".zwc
+    # Not --no-config: it also leaves fish's completion path empty.
+    fish -c 'complete -C "deckhand "' | contains -E '^top[[:space:]]' \
+        || fail "fish: deckhand <TAB> does not offer top from vendor_completions.d"
+    fish -c 'complete -C "deckhand ps --"' | contains -E '^--json' \
+        || fail "fish: deckhand ps --<TAB> does not offer --json"
+    man -l /usr/share/man/man1/deckhand.1* 2>/dev/null | contains 'deckhand top' \
+        || fail "man -l does not render the installed deckhand(1)"
+    MANPAGER=cat man deckhand 2>/dev/null | contains 'deckhand top' \
+        || fail "man deckhand does not find the page where man looks"
+}
+check_completions /usr/share/zsh/vendor-completions
+
 if command -v systemd-analyze >/dev/null 2>&1; then
     step "systemd-analyze verify the installed unit"
     verify_output=$(systemd-analyze verify /lib/systemd/system/deckhand.service 2>&1) || {
@@ -256,6 +297,7 @@ expect_no_path /etc/deckhand/deckhand.conf "purge deletes the conffile"
 expect_path /etc/deckhand/tasks.d/web.json "purge keeps the admin's task files"
 rm -rf /etc/deckhand
 left=$(find /usr/bin /lib/systemd /usr/lib/systemd /etc/systemd /usr/share/doc /var/lib/systemd/deb-systemd-helper-enabled \
+    /usr/share/bash-completion /usr/share/zsh /usr/share/fish /usr/share/man/man1 \
     -name '*deckhand*' 2>/dev/null || true)
 [ -z "$left" ] || fail "purge left files behind: $left"
 getent group deckhand >/dev/null || fail "purge must keep the deckhand group (files may still be owned by it)"
@@ -263,6 +305,7 @@ getent group deckhand >/dev/null || fail "purge must keep the deckhand group (fi
 step "install and erase the .rpm (Debian's rpm, scripts run on this host)"
 rpm -i --nodeps --force-debian "$rpm_file" 2>/dev/null || rpm -i --nodeps "$rpm_file" || fail "rpm -i failed"
 [ "$(/usr/bin/deckhand --version)" = "deckhand $version" ] || fail "rpm: deckhand --version"
+check_completions /usr/share/zsh/site-functions
 expect_path /usr/lib/systemd/system/deckhand.service "rpm installs the unit"
 [ -d /etc/deckhand/tasks.d ] || fail "rpm -i must create /etc/deckhand/tasks.d"
 [ -z "$(ls -A /etc/deckhand/tasks.d)" ] || fail "/etc/deckhand/tasks.d must be empty after rpm -i"
@@ -276,6 +319,8 @@ expect_no_path /usr/bin/deckhand "rpm -e deletes the binary"
 expect_no_path /etc/systemd/system/multi-user.target.wants/deckhand.service "rpm %preun disables the unit"
 expect_no_path /etc/deckhand "rpm -e deletes the package's empty configuration directories"
 expect_no_path /usr/share/doc/deckhand "rpm -e deletes the package's doc directories"
+expect_no_path /usr/share/bash-completion/completions/deckhand "rpm -e deletes the bash completion"
+expect_no_path /usr/share/man/man1/deckhand.1 "rpm -e deletes the man page"
 
 step "rpm -e keeps a tasks.d that holds task files"
 rpm -i --nodeps --force-debian "$rpm_file" 2>/dev/null || rpm -i --nodeps "$rpm_file" || fail "rpm -i (reinstall) failed"

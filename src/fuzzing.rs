@@ -499,13 +499,15 @@ pub fn log_frames(data: &[u8]) {
     }
 }
 
-/// The files the `/metrics` page reads (`/proc/self/stat`, `/proc/self/status`, `/proc/stat`,
-/// a container's cgroup `memory.current`, `cpu.stat`, `cpuacct.usage`) and label values from
+/// The files the `/metrics` page and `GET /v1/stats` read (`/proc/self/stat`,
+/// `/proc/self/status`, `/proc/stat`, `/proc/meminfo`, `/proc/<pid>/net/dev`, a container's
+/// cgroup `memory.current`, `memory.stat`, `memory.max`, `cpu.stat`, `cpuacct.usage`, `io.stat`,
+/// `blkio.throttle.io_service_bytes_recursive`, `cgroup.procs`) and label values from
 /// task definitions: the parsers never panic, and any text written as a label value on a
 /// sample line reads back as that text, on one line.
 pub fn metrics_files(data: &[u8]) {
     use crate::metrics::exposition::{read_sample_line, Exposition};
-    use crate::metrics::{cgroup, process};
+    use crate::metrics::{cgroup, process, usage};
     let text = String::from_utf8_lossy(data);
     let _ = process::parse_stat(&text);
     let _ = process::parse_resident_bytes(&text);
@@ -513,6 +515,16 @@ pub fn metrics_files(data: &[u8]) {
     let _ = cgroup::parse_single_number(&text);
     let _ = cgroup::parse_cpu_stat_usage_usec(&text);
     let _ = cgroup::is_docker_id(&text);
+    let _ = usage::parse_memory_stat_value(&text, "inactive_file");
+    let _ = usage::parse_memory_limit(&text);
+    let _ = usage::parse_io_stat(&text);
+    let _ = usage::parse_blkio_service_bytes(&text);
+    let _ = usage::parse_first_pid(&text);
+    let _ = usage::parse_net_dev(&text);
+    if let Some(cpu) = usage::parse_host_cpu(&text) {
+        assert!(cpu.busy <= cpu.total, "{cpu:?} from {text:?}");
+    }
+    let _ = usage::parse_meminfo_bytes(&text, "MemAvailable");
 
     let mut page = Exposition::new();
     page.sample_integer(

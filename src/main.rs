@@ -118,6 +118,8 @@ fn main() -> ExitCode {
         Command::Ps { all, json } => {
             client().and_then(|client| commands::ps(&client, *all, *json, &mut stdout))
         }
+        Command::Top { once, json } => client()
+            .and_then(|client| deckhand::cli::terminal::top(&client, *once, *json, &mut stdout)),
         Command::Inspect { task } => {
             client().and_then(|client| commands::inspect(&client, task, &mut stdout))
         }

@@ -87,6 +87,49 @@ fn submit_list_inspect_and_stop() {
 }
 
 #[test]
+fn stats_list_every_task_with_its_containers_and_the_host() {
+    let api = TestApi::start(false);
+    let id = submit_web(&api);
+    let before = deckhand::clock::now_millis();
+    let stats = api.request("GET", "/v1/stats", None);
+    assert_eq!(stats.status, 200, "{:?}", stats.body);
+    let body = &stats.body;
+    assert!(
+        body["time"].as_u64().is_some_and(|time| time >= before),
+        "{body}"
+    );
+    // This machine's /proc: the host and this process are read.
+    assert!(
+        body["host"]["cpus"].as_u64().is_some_and(|cpus| cpus >= 1),
+        "{body}"
+    );
+    assert!(body["host"]["memoryTotalBytes"]
+        .as_u64()
+        .is_some_and(|bytes| bytes > 0));
+    assert!(body["agent"]["residentBytes"]
+        .as_u64()
+        .is_some_and(|bytes| bytes > 0));
+    let task = &body["tasks"][0];
+    assert_eq!(task["id"], id.as_str());
+    assert_eq!(task["family"], "web");
+    assert_eq!(task["knownStatus"], "NONE");
+    assert_eq!(task["networkMode"], "bridge");
+    assert!(task["healthStatus"].is_null(), "no health check: {task}");
+    let container = &task["containers"][0];
+    assert_eq!(container["name"], "web");
+    assert_eq!(container["restartCount"], 0);
+    // Not running: nothing read for it.
+    for key in [
+        "cpuSeconds",
+        "memoryUsedBytes",
+        "networkRxBytes",
+        "blockReadBytes",
+    ] {
+        assert!(container[key].is_null(), "{key}: {container}");
+    }
+}
+
+#[test]
 fn an_invalid_definition_lists_every_error_and_creates_nothing() {
     let api = TestApi::start(false);
     let response = api.request("POST", "/v1/tasks", Some(INVALID_DEFINITION));
@@ -158,6 +201,7 @@ fn wrong_methods_unknown_paths_and_unknown_tasks() {
         ("GET", format!("/v1/tasks/{id}/stop"), 405, Some("POST")),
         ("POST", "/v1/events".to_string(), 405, Some("GET")),
         ("POST", "/v1/metadata".to_string(), 405, Some("GET")),
+        ("POST", "/v1/stats".to_string(), 405, Some("GET")),
         ("GET", "/v2/tasks".to_string(), 404, None),
         ("GET", "/".to_string(), 404, None),
         ("POST", "/v1/tasks//stop".to_string(), 400, None),

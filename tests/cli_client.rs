@@ -127,7 +127,15 @@ fn ps_inspect_and_stop_by_prefix() {
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
     assert!(lines[0].starts_with("TASK ID"), "{table}");
-    for column in ["FAMILY:REVISION", "DESIRED", "KNOWN", "CONTAINERS", "AGE"] {
+    for column in [
+        "FAMILY:REVISION",
+        "DESIRED",
+        "KNOWN",
+        "CONTAINERS",
+        "HEALTH",
+        "RESTARTS",
+        "AGE",
+    ] {
         assert!(lines[0].contains(column), "{column}: {table}");
     }
     // Newest first (the two may share a millisecond, so find the first one's row by its id).
@@ -137,7 +145,10 @@ fn ps_inspect_and_stop_by_prefix() {
         .unwrap_or_else(|| panic!("{id} not listed: {table}"))
         .split_whitespace()
         .collect();
-    assert_eq!(row[..5], [id.as_str(), "web:0", "RUNNING", "NONE", "0/1"]);
+    assert_eq!(
+        row[..7],
+        [id.as_str(), "web:0", "RUNNING", "NONE", "0/1", "-", "0"]
+    );
 
     let output = run(&api, &["inspect", &id[..10]]);
     assert_eq!(output.status.code(), Some(0));

@@ -1,5 +1,6 @@
-//! Fuzz target: the files the `/metrics` page reads (`/proc/self/stat`, `status`, `/proc/stat`,
-//! cgroup memory and CPU files) and label values written on a sample line. Whatever the bytes,
+//! Fuzz target: the files the `/metrics` page and `GET /v1/stats` read (`/proc/self/stat`,
+//! `status`, `/proc/stat`, `/proc/meminfo`, `/proc/<pid>/net/dev`, cgroup memory, CPU and block
+//! I/O files) and label values written on a sample line. Whatever the bytes,
 //! no panic, and a label value reads back unchanged (see `deckhand::fuzzing::metrics_files`).
 #![no_main]
 

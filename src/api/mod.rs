@@ -7,7 +7,9 @@ pub mod http;
 pub mod introspection;
 pub mod local;
 pub mod log_stream;
+pub mod logs_query;
 pub mod server;
+pub mod stats;
 pub mod task_metadata;
 pub mod views;
 

@@ -78,7 +78,7 @@ fn ports_json(task: &Task, container: &Container) -> Value {
     )
 }
 
-pub(super) fn health_name(health: HealthStatus) -> &'static str {
+pub fn health_name(health: HealthStatus) -> &'static str {
     match health {
         HealthStatus::Unknown => "UNKNOWN",
         HealthStatus::Healthy => "HEALTHY",
@@ -191,6 +191,27 @@ pub(super) fn metadata_task_head(task: &Task, cluster: &str) -> Map<String, Valu
     object
 }
 
+/// A task's health as ECS sums it up (`healthStatus` of a described task), from its essential
+/// containers that have a health check: `UNHEALTHY` if one is, else `UNKNOWN` if one is not
+/// known yet, else `HEALTHY`. `None` when no essential container has a check.
+pub fn task_health_status(task: &Task) -> Option<&'static str> {
+    let checked: Vec<HealthStatus> = task
+        .containers
+        .iter()
+        .filter(|container| container.essential() && container.definition.health_check.is_some())
+        .map(|container| container.health)
+        .collect();
+    if checked.is_empty() {
+        None
+    } else if checked.contains(&HealthStatus::Unhealthy) {
+        Some(health_name(HealthStatus::Unhealthy))
+    } else if checked.contains(&HealthStatus::Unknown) {
+        Some(health_name(HealthStatus::Unknown))
+    } else {
+        Some(health_name(HealthStatus::Healthy))
+    }
+}
+
 /// A container's `Health` (status, since when, the check's last output), when it has a check.
 pub(super) fn insert_health(object: &mut Map<String, Value>, container: &Container) {
     if container.definition.health_check.is_some() {
@@ -205,11 +226,22 @@ pub(super) fn insert_health(object: &mut Map<String, Value>, container: &Contain
 }
 
 /// The `deckhand inspect` object: the ECS task metadata v4 shape with deckhand's statuses.
-/// deckhand adds `CreatedAt` (when the task was accepted), `StoppedReason`, `Source` (the
-/// `tasks.d` file a task came from) and `WaitingFor` (why a task waits for host resources).
+/// deckhand adds `CreatedAt` (when the task was accepted), `HealthStatus` (ECS's sum of its
+/// essential containers' health, when one has a check), `RestartCount` (its containers'
+/// restarts), `StoppedReason`, `Source` (the `tasks.d` file a task came from) and `WaitingFor`
+/// (why a task waits for host resources).
 pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     let mut object = metadata_task_head(task, cluster);
     insert_time(&mut object, "CreatedAt", Some(task.created_at));
+    if let Some(health) = task_health_status(task) {
+        object.insert("HealthStatus".into(), json!(health));
+    }
+    let restarts: u64 = task
+        .containers
+        .iter()
+        .map(|container| u64::from(container.restart_count))
+        .sum();
+    object.insert("RestartCount".into(), json!(restarts));
     if let Some(reason) = &task.stopped_reason {
         object.insert("StoppedReason".into(), json!(reason));
     }
@@ -764,6 +796,49 @@ mod tests {
                 }
                 (other, expected) => panic!("{query}: got {other:?}, expected {expected:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_task_is_as_healthy_as_its_essential_checked_containers() {
+        // (per container: essential, has a check, health), the task's health
+        use HealthStatus::{Healthy as H, Unhealthy as U, Unknown as K};
+        type Containers = &'static [(bool, bool, HealthStatus)];
+        let table: &[(Containers, Option<&str>)] = &[
+            (&[(true, false, K)], None),
+            (&[(false, true, U)], None),
+            (&[(true, true, H), (true, true, H)], Some("HEALTHY")),
+            (&[(true, true, H), (true, true, K)], Some("UNKNOWN")),
+            (&[(true, true, K), (true, true, U)], Some("UNHEALTHY")),
+            (&[(true, true, H), (false, true, U)], Some("HEALTHY")),
+            (&[(true, true, H), (true, false, U)], Some("HEALTHY")),
+        ];
+        for (containers, expected) in table {
+            let names: Vec<String> = (0..containers.len()).map(|n| format!("c{n}")).collect();
+            let listed: Vec<(&str, Option<&str>)> =
+                names.iter().map(|name| (name.as_str(), None)).collect();
+            let mut task = task("22220000000000000000000000000000", &listed);
+            for (container, (essential, checked, health)) in
+                task.containers.iter_mut().zip(containers.iter())
+            {
+                let definition = std::sync::Arc::make_mut(&mut container.definition);
+                definition.essential = *essential;
+                if *checked {
+                    definition.health_check = Some(HealthCheck {
+                        command: vec!["CMD".into(), "true".into()],
+                        interval_secs: 30,
+                        timeout_secs: 5,
+                        retries: 3,
+                        start_period_secs: 0,
+                    });
+                }
+                container.health = *health;
+                container.restart_count = 2;
+            }
+            assert_eq!(task_health_status(&task), *expected, "{containers:?}");
+            let view = task_metadata(&task, "edge");
+            assert_eq!(view.get("HealthStatus").and_then(Value::as_str), *expected);
+            assert_eq!(view["RestartCount"], 2 * containers.len() as u64);
         }
     }
 

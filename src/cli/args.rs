@@ -1,5 +1,9 @@
-//! Command-line parsing, by hand (no argument crate): the verbs, their flags, and the help texts.
-//! Pure: takes the arguments, returns what to do or a usage error (exit code 2).
+//! Command-line parsing, by hand (no argument crate): the verbs and the help texts. Which flags
+//! a verb takes, and which take a value, come from `super::command_table`, which the shell
+//! completions and the man page are also written from. Pure: takes the arguments, returns what
+//! to do or a usage error (exit code 2).
+
+use super::command_table::{self, spellings};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -21,6 +25,11 @@ pub enum Command {
     },
     Ps {
         all: bool,
+        json: bool,
+    },
+    /// The live view (`once`: one frame; `json`: one reading as JSON).
+    Top {
+        once: bool,
         json: bool,
     },
     Inspect {
@@ -77,8 +86,9 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-pub const VERBS: [&str; 10] = [
-    "run", "submit", "stop", "ps", "inspect", "events", "logs", "validate", "convert", "help",
+pub const VERBS: [&str; 11] = [
+    "run", "submit", "stop", "ps", "top", "inspect", "events", "logs", "validate", "convert",
+    "help",
 ];
 
 pub const USAGE: &str = "\
@@ -91,6 +101,7 @@ Commands:
   submit FILE                start the task in FILE (- = stdin); prints its id
   stop TASK [--wait]         stop a task; --wait returns once it is STOPPED
   ps [--all] [--json]        list the tasks not stopped (--all: stopped ones too)
+  top [--once] [--json]      a live view of the tasks and their resource use
   inspect TASK               show a task as JSON (ECS task metadata v4 shape)
   events [--follow] [--since N]
                              print state changes, one JSON object per line
@@ -150,9 +161,26 @@ exits 2."
 Usage: deckhand ps [--all] [--json]
 
 Lists the tasks that are not stopped, newest first: TASK ID, FAMILY:REVISION, DESIRED, KNOWN,
-CONTAINERS (running/total), AGE (since the agent accepted the task: 45s, 3m20s, 5h12m, 3d4h).
+CONTAINERS (running/total), HEALTH (HEALTHY, UNHEALTHY or UNKNOWN from the essential
+containers' health checks; - without one), RESTARTS (of its containers, by their restart
+policy), AGE (since the agent accepted the task: 45s, 3m20s, 5h12m, 3d4h).
 --all also lists the stopped tasks the agent still holds (until their cleanup, 3 h after they
 stopped by default); --json prints the inspect objects as a JSON array instead."
+        }
+        "top" => {
+            "\
+Usage: deckhand top [--once] [--json]
+
+Shows, live (every 2 s, q quits), the tasks that are not stopped and, indented, their
+containers: STATUS, HEALTH, RST (restarts), CPU% (of one core, as docker stats counts it),
+MEM/LIMIT (used, as docker stats counts it, and the limit), NET RX/TX and BLOCK R/W (bytes
+since the container started) and UP (since it started), the busiest task first; above them
+the host's CPUs, CPU (of all cores) and memory, and the agent's own RSS and CPU. The figures
+come from the agent (GET /v1/stats), which reads the containers' cgroups, not Docker.
+  --once    print one frame (two readings a second apart) and exit, for scripts
+  --json    print one such reading as a JSON object and exit
+No colours when NO_COLOR is set or the output is not a terminal. Without --once or --json the
+output must be a terminal (exit 2 otherwise)."
         }
         "inspect" => {
             "\
@@ -264,17 +292,19 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
             "-h" | "--help" => help = true,
             "-V" | "--version" => version = true,
             "--socket" => socket = Some(PathBuf::from(flag_value(name, inline, &mut rest)?)),
-            "--config" | "--since" | "--tail" | "-n" => {
-                let value = flag_value(name, inline, &mut rest)?;
-                flags.push((name.to_string(), Some(value)));
-            }
-            "--wait" | "--all" | "-a" | "--json" | "--follow" | "-f" | "--timestamps" | "-t" => {
-                if inline.is_some() {
-                    return Err(usage(format!("{name} takes no value")));
+            _ => match command_table::any_flag(name) {
+                Some(flag) if flag.value.is_some() => {
+                    let value = flag_value(name, inline, &mut rest)?;
+                    flags.push((name.to_string(), Some(value)));
                 }
-                flags.push((name.to_string(), None));
-            }
-            _ => return Err(usage(format!("unknown option {argument}"))),
+                Some(_) => {
+                    if inline.is_some() {
+                        return Err(usage(format!("{name} takes no value")));
+                    }
+                    flags.push((name.to_string(), None));
+                }
+                None => return Err(usage(format!("unknown option {argument}"))),
+            },
         }
     }
     if help {
@@ -298,22 +328,9 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
     if version {
         return Err(usage("--version takes no command"));
     }
-    let allowed: &[&str] = match verb.as_str() {
-        "run" => &["--config"],
-        "stop" => &["--wait"],
-        "ps" => &["--all", "-a", "--json"],
-        "events" => &["--follow", "-f", "--since"],
-        "logs" => &[
-            "--follow",
-            "-f",
-            "--since",
-            "--tail",
-            "-n",
-            "--timestamps",
-            "-t",
-        ],
-        _ => &[],
-    };
+    let allowed: Vec<&str> = command_table::verb(&verb)
+        .map(|verb| verb.flags.iter().flat_map(spellings).collect())
+        .unwrap_or_default();
     if let Some((flag, _)) = flags
         .iter()
         .find(|(flag, _)| !allowed.contains(&flag.as_str()))
@@ -369,6 +386,14 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
                 all: has(&["--all", "-a"]),
                 json: has(&["--json"]),
             }
+        }
+        "top" => {
+            none()?;
+            let (once, json) = (has(&["--once"]), has(&["--json"]));
+            if once && json {
+                return Err(usage("top takes --once or --json, not both"));
+            }
+            Command::Top { once, json }
         }
         "events" => {
             none()?;
@@ -510,6 +535,27 @@ mod tests {
                     json: false,
                 },
             ),
+            (
+                "top",
+                Command::Top {
+                    once: false,
+                    json: false,
+                },
+            ),
+            (
+                "top --once",
+                Command::Top {
+                    once: true,
+                    json: false,
+                },
+            ),
+            (
+                "top --json",
+                Command::Top {
+                    once: false,
+                    json: true,
+                },
+            ),
             ("inspect abc", Command::Inspect { task: "abc".into() }),
             (
                 "events",
@@ -633,6 +679,10 @@ mod tests {
             ("logs a --since yesterday", "--since: must be a duration"),
             ("logs a --wait", "logs does not take --wait"),
             ("ps -t", "ps does not take -t"),
+            ("top --once --json", "not both"),
+            ("top --all", "top does not take --all"),
+            ("top x", "top: unexpected argument x"),
+            ("top --once=1", "--once takes no value"),
         ];
         for (line, expected) in table {
             let error = parse(line).expect_err(line);
@@ -651,5 +701,17 @@ mod tests {
             assert!(USAGE.contains(verb), "{verb} missing from the usage text");
         }
         assert_eq!(verb_help("nope"), None);
+        let table: Vec<&str> = command_table::COMMANDS
+            .iter()
+            .map(|verb| verb.name)
+            .collect();
+        assert_eq!(table, VERBS, "the command table and the verbs agree");
+        // Every flag of the table is in its verb's help, and its help names no other.
+        for verb in command_table::COMMANDS {
+            let help = verb_help(verb.name).unwrap_or_default();
+            for flag in verb.flags {
+                assert!(help.contains(flag.long), "{} {}", verb.name, flag.long);
+            }
+        }
     }
 }

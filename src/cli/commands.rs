@@ -82,7 +82,7 @@ impl From<ClientError> for CliFailure {
 }
 
 /// An error answer → failure: the agent refusing the user's input is exit 2, anything else 1.
-fn answer_failure(response: &ApiResponse) -> CliFailure {
+pub(super) fn answer_failure(response: &ApiResponse) -> CliFailure {
     let mut messages = vec![response.error_message()];
     if let Some(errors) = response.body.get("errors").and_then(Value::as_array) {
         // The summary line already joins them; list each one on its own line instead.
@@ -534,12 +534,14 @@ pub fn ps_table(tasks: &[Value], all: bool, now: Millis) -> String {
             .unwrap_or("")
             .to_string()
     };
-    let mut rows: Vec<[String; 6]> = vec![[
+    let mut rows: Vec<[String; 8]> = vec![[
         "TASK ID".into(),
         "FAMILY:REVISION".into(),
         "DESIRED".into(),
         "KNOWN".into(),
         "CONTAINERS".into(),
+        "HEALTH".into(),
+        "RESTARTS".into(),
         "AGE".into(),
     ]];
     // Newest first, as `docker ps` lists containers.
@@ -575,16 +577,28 @@ pub fn ps_table(tasks: &[Value], all: bool, now: Millis) -> String {
         let age_text = created(task)
             .map(|created| age(created, now))
             .unwrap_or_else(|| "-".into());
+        // A task without a health check has no health to show.
+        let health = task
+            .get("HealthStatus")
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_string();
+        let restarts: u64 = containers
+            .iter()
+            .filter_map(|container| container.get("RestartCount").and_then(Value::as_u64))
+            .sum();
         rows.push([
             id,
             format!("{}:{}", text(task, "Family"), text(task, "Revision")),
             text(task, "DesiredStatus"),
             known,
             format!("{running}/{}", containers.len()),
+            health,
+            restarts.to_string(),
             age_text,
         ]);
     }
-    let mut widths = [0usize; 6];
+    let mut widths = [0usize; 8];
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
@@ -786,6 +800,29 @@ mod tests {
     }
 
     #[test]
+    fn ps_shows_the_task_health_and_its_containers_restarts() {
+        let mut checked = task("cccc", "RUNNING", &["RUNNING", "RUNNING"]);
+        checked["HealthStatus"] = json!("UNHEALTHY");
+        checked["Containers"][0]["RestartCount"] = json!(3);
+        checked["Containers"][1]["RestartCount"] = json!(2);
+        let table = ps_table(&[checked], false, 1_700_000_000_000);
+        let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(
+            row,
+            [
+                "cccc",
+                "web:2",
+                "RUNNING",
+                "RUNNING",
+                "2/2",
+                "UNHEALTHY",
+                "5",
+                "0s"
+            ]
+        );
+    }
+
+    #[test]
     fn ps_lists_running_tasks_and_all_with_all() {
         let tasks = vec![
             task("aaaa", "RUNNING", &["RUNNING", "STOPPED"]),
@@ -808,11 +845,16 @@ mod tests {
                 "DESIRED",
                 "KNOWN",
                 "CONTAINERS",
+                "HEALTH",
+                "RESTARTS",
                 "AGE"
             ]
         );
         let row: Vec<&str> = lines[1].split_whitespace().collect();
-        assert_eq!(row, ["aaaa", "web:2", "RUNNING", "RUNNING", "1/2", "2m5s"]);
+        assert_eq!(
+            row,
+            ["aaaa", "web:2", "RUNNING", "RUNNING", "1/2", "-", "0", "2m5s"]
+        );
         let table = ps_table(&tasks, true, now);
         assert_eq!(table.lines().count(), 3);
         assert!(table

@@ -85,6 +85,24 @@ impl CgroupLayout {
         }
     }
 
+    /// A file of a container's cgroup in this layout: `v2_name` under its unified directory,
+    /// or `v1_name` under the v1 `controller`.
+    pub fn container_file(
+        self,
+        root: &Path,
+        docker_id: &str,
+        controller: &str,
+        v1_name: &str,
+        v2_name: &str,
+    ) -> PathBuf {
+        let directory = self.container_directory(docker_id);
+        if self.is_v2() {
+            root.join(directory).join(v2_name)
+        } else {
+            root.join(controller).join(directory).join(v1_name)
+        }
+    }
+
     /// The CPU files of a container in this layout, in the order to try them.
     pub fn cpu_files(self, root: &Path, docker_id: &str) -> Vec<PathBuf> {
         let directory = self.container_directory(docker_id);
@@ -175,8 +193,17 @@ impl CgroupRoot {
     /// Memory and CPU of the container with `docker_id`, from the first of `layouts` (the
     /// last one that worked first) whose memory or CPU file can be read.
     pub fn container_usage_in(&self, layouts: &[CgroupLayout], docker_id: &str) -> ContainerUsage {
+        self.container_usage_and_layout(layouts, docker_id).0
+    }
+
+    /// [`CgroupRoot::container_usage_in`], and the layout it was read in (`None`: nothing read).
+    pub fn container_usage_and_layout(
+        &self,
+        layouts: &[CgroupLayout],
+        docker_id: &str,
+    ) -> (ContainerUsage, Option<CgroupLayout>) {
         if !is_docker_id(docker_id) || layouts.is_empty() {
-            return ContainerUsage::default();
+            return (ContainerUsage::default(), None);
         }
         let last =
             CgroupLayout::ALL[self.last_layout.load(Ordering::Relaxed) % CgroupLayout::ALL.len()];
@@ -192,10 +219,10 @@ impl CgroupRoot {
                         .unwrap_or(0);
                     self.last_layout.store(index, Ordering::Relaxed);
                 }
-                return usage;
+                return (usage, Some(layout));
             }
         }
-        ContainerUsage::default()
+        (ContainerUsage::default(), None)
     }
 
     fn usage_in_layout(&self, layout: CgroupLayout, docker_id: &str) -> ContainerUsage {

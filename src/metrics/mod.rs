@@ -16,6 +16,7 @@
 pub mod cgroup;
 pub mod exposition;
 pub mod process;
+pub mod usage;
 
 use crate::task::{ContainerStatus, Task, TaskStatus};
 use exposition::{Exposition, HistogramSnapshot, MetricType};

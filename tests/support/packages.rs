@@ -3,8 +3,10 @@
 //! A newcomer's `cargo test` on a fresh machine with only Docker must pass: a test that needs a
 //! program (the static busybox its image is made of, a local `docker-registry`, `htpasswd`,
 //! `promtool` and the `prometheus` server, `qemu-aarch64` for the other architecture's sandbox
-//! program) installs the package itself when it runs as root on a machine with `apt-get`, as
-//! `examples/make-image.sh` does. Anywhere else it fails with the one command that fixes it. (Debian's `prometheus` enables its own service where systemd runs; the
+//! program, `tmux` that drives `deckhand top`,
+//! the shells and `man` that load the completions and the man page) installs the package itself when it runs as root on a
+//! machine with `apt-get`, as `examples/make-image.sh` does. Anywhere else it fails with the one
+//! command that fixes it. (Debian's `prometheus` enables its own service where systemd runs; the
 //! tests start their own server on a free port and never use it.)
 //! Parallel test processes take turns through a lock file, so only one runs `apt-get` at a time
 //! and the others find the program installed.
@@ -14,12 +16,16 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every package the test suite may install, for the message that tells a user what to run.
-pub const TEST_PACKAGES: [&str; 5] = [
+pub const TEST_PACKAGES: [&str; 9] = [
     "busybox-static",
     "docker-registry",
     "apache2-utils",
     "prometheus",
     "qemu-user",
+    "tmux",
+    "zsh",
+    "fish",
+    "man-db",
 ];
 
 /// Serialises `apt-get` runs of parallel test processes.
