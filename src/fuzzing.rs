@@ -217,6 +217,7 @@ fn managed_task_settings() -> ManagedTaskSettings {
         task_metadata: None,
         exclude_ipv6_port_bindings: true,
         aws_logs: Default::default(),
+        firelens: Default::default(),
     }
 }
 

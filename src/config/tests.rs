@@ -79,6 +79,7 @@ fn system_defaults_match_the_documented_table() {
                 disk_low_percent: 80,
             },
             secrets_file: PathBuf::from("/etc/deckhand/secrets.json"),
+            environment_files_dir: None,
             aws_logs: AwsLogsConfig {
                 log_driver_fallback: "json-file".into(),
                 region: None,

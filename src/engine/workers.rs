@@ -17,6 +17,7 @@
 //! (`deckhand_docker_requests_total`, `deckhand_docker_request_duration_seconds`): all of a
 //! task's Docker calls pass here, so this is the one place they are measured.
 
+use crate::engine::firelens::{remove_directory, write_files};
 use crate::engine::image_cleanup::ImageTracker;
 use crate::engine::messages::{
     DockerCall, Input, OwnedVolume, SecretTarget, SecretUse, TransitionOutput, VolumeRequirement,
@@ -549,8 +550,10 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             mut spec,
             volumes,
             secrets,
+            files,
         } => {
             let result = add_secrets(context, &mut spec, &secrets)
+                .and_then(|()| files.map_or(Ok(()), |files| write_files(&files)))
                 .and_then(|()| prepare_volumes(runtime, &volumes))
                 .and_then(|()| create_or_adopt(runtime, &spec));
             // The values leave with the create body; nothing else keeps them.
@@ -623,6 +626,7 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
         DockerCall::Remove {
             docker_ids,
             volumes,
+            directories,
         } => {
             // Docker being away is not a refusal: the task tries the whole removal again later
             // (what is gone already answers "no such container").
@@ -639,6 +643,15 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
                     Ok(()) => {}
                     Err(error) if docker_away(DockerCallKind::Remove, &error) => away = Some(error),
                     Err(error) => log::warn!("cannot remove volume {}: {error}", volume.name),
+                }
+            }
+            // The task's files go with its last container (a router's socket directory is
+            // mounted until then); a deferred removal leaves them for the next attempt.
+            if away.is_none() {
+                for directory in directories {
+                    if let Err(error) = remove_directory(&directory) {
+                        log::warn!("cannot remove {}: {error}", directory.display());
+                    }
                 }
             }
             Some(match away {
@@ -901,6 +914,7 @@ mod tests {
                     spec: Box::default(),
                     volumes: Vec::new(),
                     secrets: Vec::new(),
+                    files: None,
                 },
                 transition(ContainerStatus::Created, "create"),
             ),
@@ -939,6 +953,7 @@ mod tests {
                 DockerCall::Remove {
                     docker_ids: vec![docker_id()],
                     volumes: Vec::new(),
+                    directories: Vec::new(),
                 },
                 Some(Input::Removed),
             ),

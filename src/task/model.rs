@@ -263,6 +263,35 @@ pub struct LogConfiguration {
     pub secret_options: Vec<SecretReference>,
 }
 
+/// The FireLens log router a `firelensConfiguration` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirelensType {
+    Fluentbit,
+    Fluentd,
+}
+
+impl FirelensType {
+    /// ECS's name of the type, as the task definition writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FirelensType::Fluentbit => "fluentbit",
+            FirelensType::Fluentd => "fluentd",
+        }
+    }
+}
+
+/// `firelensConfiguration`: this container is the task's FireLens log router. The options are
+/// kept as written (`enable-ecs-log-metadata`, `config-file-type`, `config-file-value`); the
+/// parser checked them and `task::firelens::router_options` reads them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirelensConfiguration {
+    #[serde(rename = "type")]
+    pub router_type: FirelensType,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
 /// A value a container gets from deckhand's local secret store when it is created: a
 /// `secrets[]` entry (an environment variable) or a log configuration's `secretOptions[]` entry
 /// (a log option). Only the reference is held — in the model, the checkpoint and every view —;
@@ -488,6 +517,9 @@ pub struct ContainerDefinition {
     /// create request deckhand builds, as the ECS agent does. `None` for every other source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker_config: Option<DockerConfigOverlay>,
+    /// `firelensConfiguration`: this container is the task's FireLens log router.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firelens_configuration: Option<FirelensConfiguration>,
 }
 
 /// ECS's `dockerConfig` of a container: Docker's own create `Config` and `HostConfig` fields,
@@ -548,6 +580,7 @@ impl ContainerDefinition {
             secrets: Vec::new(),
             repository_credentials: None,
             docker_config: None,
+            firelens_configuration: None,
         }
     }
 
@@ -862,6 +895,9 @@ impl Task {
             .into_iter()
             .map(Container::new)
             .collect();
+        // Before the sandbox: ECS leaves out this implicit dependency when the router depends
+        // on another container, and the sandbox's edge is not one the definition asked for.
+        crate::task::firelens::add_router_dependencies(&mut containers);
         if definition.network_mode == NetworkMode::Awsvpc {
             crate::task::sandbox::add_sandbox(&mut containers);
         }
