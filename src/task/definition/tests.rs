@@ -604,10 +604,20 @@ fn fuzz_corpus_replays_without_panics() {
         let input = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         if let Ok(parsed) = parse_task_definition(&input) {
             assert_eq!(start_order(&parsed.definition).len(), parsed.definition.containers.len(), "{}", path.display());
+            assert_firelens_renders(parsed.definition, &String::from_utf8_lossy(&input));
         }
         replayed += 1;
     }
     assert!(replayed >= 10, "the corpus at {} has only {replayed} inputs", directory.display());
+}
+
+/// What the parser accepts, a FireLens router's configuration can be generated for: the
+/// parser's promise to the router's create.
+fn assert_firelens_renders(definition: crate::task::TaskDefinition, input: &str) {
+    let task = crate::task::Task::new("0".repeat(32), "fuzz", definition, 1, 0);
+    if let Err(error) = crate::task::firelens::render::render_config(&task, "fuzz") {
+        panic!("accepted but its FireLens configuration fails ({error}): {input}");
+    }
 }
 
 /// A small deterministic PRNG (xorshift64*), so the mutation test is reproducible.
@@ -632,6 +642,7 @@ const MUTATION_TOKENS: &[&str] = &[
     "\"a:b:c\"", "\"HEALTHY\"", "\"awsvpc\"", "\"host\"", "\"none\"", "\"0.5 vCPU\"", "\"1 GB\"",
     "\"containerDefinitions\"", "\"dependsOn\"", "\"links\"", "\"volumesFrom\"", "\"portMappings\"",
     "\"healthCheck\"", "\"restartPolicy\"", "\"taskDefinition\"", "\"secrets\"", "\"\\u0000\"", "\"é\"",
+    "\"awsfirelens\"", "\"firelensConfiguration\"", "\"fluentd\"", "\"config-file-type\"", "\"s3\"", "\"Name\"",
 ];
 
 /// Seeded mutation of the saved corpus: every mutant parses without a panic and, when valid,
@@ -690,6 +701,7 @@ fn seeded_mutations_of_the_corpus_never_panic() {
                 let order = start_order(&parsed.definition);
                 let unique: BTreeSet<&String> = order.iter().collect();
                 assert_eq!(unique.len(), parsed.definition.containers.len(), "{}", String::from_utf8_lossy(&input));
+                assert_firelens_renders(parsed.definition, &String::from_utf8_lossy(&input));
                 accepted += 1;
             }
             Err(errors) => {
