@@ -25,6 +25,10 @@ const DIRECTORY_MODE: u32 = 0o755;
 /// The largest `config-file-type: s3` file deckhand copies (a Fluent configuration is a few KiB).
 pub const MAX_EXTERNAL_CONFIG_BYTES: u64 = 1024 * 1024;
 
+/// The longest path a Unix socket address holds (`sun_path`, 108 bytes with its NUL): Docker's
+/// fluentd driver could not connect to a longer one.
+const MAX_SOCKET_PATH_BYTES: usize = 107;
+
 /// Where FireLens files go and where `config-file-type: s3` files come from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FirelensSetup {
@@ -49,12 +53,21 @@ pub fn check_task(task: &Task, cluster: &str, setup: &FirelensSetup) -> Result<(
     if router(&task.containers).is_none() {
         return Ok(());
     }
-    if setup.data_dir.is_none() {
+    let Some(data_dir) = &setup.data_dir else {
         return Err(
             "FireLens: the router's files need deckhand's data directory (ECS_DATADIR), \
                     and this engine has none"
                 .to_string(),
         );
+    };
+    let socket = FirelensPaths::new(data_dir, &task.id).socket();
+    let length = socket.as_os_str().len();
+    if length > MAX_SOCKET_PATH_BYTES {
+        return Err(format!(
+            "FireLens: the router's socket {} is {length} bytes long, and a Unix socket path \
+             holds at most {MAX_SOCKET_PATH_BYTES}: use a shorter ECS_DATADIR",
+            socket.display()
+        ));
     }
     render_config(task, cluster).map(|_| ())
 }
@@ -510,6 +523,16 @@ mod tests {
         assert!(check_task(&task, "edge", &FirelensSetup::default())
             .expect_err("no data directory")
             .contains("ECS_DATADIR"));
+        assert_eq!(check_task(&task, "edge", &setup()), Ok(()));
+        let deep = FirelensSetup {
+            data_dir: Some(PathBuf::from(format!("/{}", "d".repeat(60)))),
+            environment_files_dir: None,
+        };
+        let error = check_task(&task, "edge", &deep).expect_err("too long");
+        assert!(
+            error.contains("a Unix socket path holds at most 107"),
+            "{error}"
+        );
     }
 
     #[test]
