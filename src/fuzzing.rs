@@ -11,6 +11,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod config;
+mod ecs;
+pub use config::config_file;
+pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http};
+
 use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_BODY_BYTES};
 use crate::api::introspection::IntrospectionApi;
 use crate::api::local::LocalApi;
@@ -218,68 +223,6 @@ fn managed_task_settings() -> ManagedTaskSettings {
         exclude_ipv6_port_bindings: true,
         aws_logs: Default::default(),
         firelens: Default::default(),
-    }
-}
-
-/// The configuration file, then `KEY=VALUE` environment lines after a NUL byte, for both the
-/// system and the per-user scope.
-pub fn config_file(data: &[u8]) {
-    let (file, environment) = match data.iter().position(|byte| *byte == 0) {
-        Some(split) => (&data[..split], &data[split + 1..]),
-        None => (data, &[][..]),
-    };
-    // The agent reads the file as UTF-8 text (`read_to_string`); other bytes stop there.
-    let Ok(text) = std::str::from_utf8(file) else {
-        return;
-    };
-    let environment: Vec<(String, String)> = String::from_utf8_lossy(environment)
-        .lines()
-        .filter_map(|line| line.split_once('='))
-        .map(|(key, value)| (key.to_string(), value.to_string()))
-        .collect();
-    let env = |key: &str| {
-        environment
-            .iter()
-            .rev()
-            .find(|(candidate, _)| candidate == key)
-            .map(|(_, value)| value.clone())
-    };
-    for scope in [crate::config::Scope::System, crate::config::Scope::User] {
-        let path = Path::new("/etc/deckhand/deckhand.conf");
-        let _ = crate::config::Config::from_sources(Some((path, text)), &env, scope);
-    }
-    let _ = crate::config::parse_duration(text);
-    registry_credentials(text);
-}
-
-/// Registry credentials (part of `config_file`): the whole text as `ECS_ENGINE_AUTH_DATA` in both
-/// formats (each line then matched as an image), and each line as an image reference, a registry
-/// key and a `.dockercfg` `auth`.
-fn registry_credentials(text: &str) {
-    use crate::registry::{parse_auth_data, parse_registry_key, registry_of_image, AuthDataFormat};
-    for format in [AuthDataFormat::Docker, AuthDataFormat::Dockercfg] {
-        match parse_auth_data(format, text) {
-            Ok(credentials) => {
-                for line in text.lines() {
-                    if let Some(matched) = credentials.for_image(line) {
-                        assert!(credentials
-                            .registries()
-                            .any(|given| given == matched.registry));
-                    }
-                }
-                // Every password stands as `<redacted>` in the Debug output.
-                let debug = format!("{credentials:?}");
-                assert!(debug.matches("<redacted>").count() >= credentials.registries().count());
-            }
-            Err(message) => {
-                assert!(!message.is_empty());
-            }
-        }
-    }
-    for line in text.lines() {
-        let _ = registry_of_image(line);
-        let _ = parse_registry_key(line);
-        let _ = crate::encoding::base64_standard_decode(line);
     }
 }
 
@@ -570,110 +513,6 @@ pub fn secrets_file(data: &[u8]) {
             }
         }
         Err(message) => assert!(!message.is_empty()),
-    }
-}
-
-/// The ECS API's answers as the ECS client reads them (head, body within its limits, JSON, the
-/// error classes of an error status), in small reads; and any bytes as an error body, whose
-/// error type never keeps its `prefix#`.
-pub fn ecs_http(data: &[u8]) {
-    let step = 1 + data.len() % 13;
-    let _ = crate::control::ecs::client::read_answer(BufReader::new(SplitReader { data, step }));
-    for status in [400, 403, 500] {
-        if let crate::control::ecs::EcsError::Service { error_type, .. } =
-            crate::control::ecs::error_from_answer(status, "Bad Request", None, data)
-        {
-            assert!(!error_type.contains('#'), "{error_type:?}");
-            assert!(!error_type.is_empty());
-        }
-    }
-}
-
-/// A shared AWS credentials file: the INI parser never panics, a parsed profile's name and
-/// keys are trimmed (keys lowercase), and an error names a line without quoting it.
-pub fn ecs_credentials(data: &[u8]) {
-    let text = String::from_utf8_lossy(data);
-    match crate::control::ecs::credentials::parse_profiles(&text) {
-        Ok(profiles) => {
-            for (name, properties) in &profiles {
-                assert!(!name.is_empty() && name.trim() == name, "{name:?}");
-                for key in properties.keys() {
-                    assert!(
-                        !key.is_empty() && *key == key.trim().to_ascii_lowercase(),
-                        "{key:?}"
-                    );
-                }
-                let _ = crate::control::ecs::credentials::profile_credentials(&profiles, name);
-            }
-        }
-        Err(message) => assert!(message.starts_with("line "), "{message}"),
-    }
-}
-
-/// ECS control-plane input: the bytes as one ACS task (`task::acs::parse_acs_task`) and as a
-/// websocket frame through the ACS session. Never a panic; a mapped task is a valid definition
-/// (it passes the task-definition rules again from its own model), its containers named once;
-/// every error has a path; the session answers any frame without panicking.
-pub fn acs_task(data: &[u8]) {
-    use crate::control::ecs::session::{AcsSession, SessionInput};
-    use crate::task::acs::parse_acs_task;
-    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
-        match parse_acs_task(&value) {
-            Ok(task) => {
-                assert!(!task.arn.is_empty());
-                let order = crate::task::start_order(&task.definition);
-                assert_eq!(order.len(), task.definition.containers.len());
-            }
-            Err(error) => assert!(!error.path.is_empty() && !error.message.is_empty()),
-        }
-        let payload = serde_json::json!({"type": "PayloadMessage", "message": {
-            "messageId": "m", "clusterArn": "c", "containerInstanceArn": "i", "tasks": [value]}});
-        let mut session = AcsSession::new("c", "i", 1);
-        let now = std::time::Instant::now();
-        session.handle(SessionInput::Connected, now);
-        session.handle(SessionInput::Text(payload.to_string()), now);
-    }
-    let mut session = AcsSession::new("c", "i", 2);
-    let now = std::time::Instant::now();
-    session.handle(SessionInput::Connected, now);
-    session.handle(
-        SessionInput::Text(String::from_utf8_lossy(data).into_owned()),
-        now,
-    );
-}
-
-/// The ACS websocket's frames as the client reads them (part already read with the upgrade's
-/// answer, the rest in small reads): never a panic; no more text comes out than went in; the
-/// client's answers (pongs, closes) are final masked frames; once a read ends or fails, the
-/// next says the socket is closed.
-pub fn acs_frames(data: &[u8]) {
-    use crate::control::ecs::websocket::ClientSocket;
-    let ahead = data.len().min(data.len() % 7);
-    let (read_ahead, rest) = data.split_at(ahead);
-    let connection = FakeConnection {
-        input: SplitReader {
-            data: rest,
-            step: 1 + data.len() % 11,
-        },
-        output: Vec::new(),
-    };
-    let mut socket = ClientSocket::new(connection, read_ahead.to_vec());
-    let mut text_bytes = 0;
-    while let Ok(Some(text)) = socket.read_text() {
-        text_bytes += text.len();
-    }
-    assert!(text_bytes <= data.len(), "{text_bytes} bytes of text");
-    assert!(
-        matches!(socket.read_text(), Ok(None)),
-        "a read after the end"
-    );
-    let mut written = socket.stream_ref().output.as_slice();
-    while let [first, second, rest @ ..] = written {
-        assert_eq!(first & 0xF0, 0x80, "a final frame without reserved bits");
-        assert_eq!(second & 0x80, 0x80, "a masked frame");
-        let length = usize::from(second & 0x7F);
-        assert!(length <= 125, "a control frame's length");
-        written = rest.get(4 + length..).expect("the whole frame was written");
     }
 }
 

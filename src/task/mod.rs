@@ -10,8 +10,10 @@ pub mod metadata_endpoint;
 pub mod model;
 pub mod reason;
 pub mod sandbox;
+pub mod settings;
 pub mod status;
 pub mod time;
+pub mod volumes;
 
 pub use definition::{
     check_task_definition, parse_task_definition, shutdown_order, start_order, InvalidDefinition,
