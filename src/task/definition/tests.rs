@@ -1163,8 +1163,15 @@ fn a_firelens_router_and_its_containers_are_read_and_checked() {
     let firelens = router.firelens_configuration.as_ref().expect("the router");
     assert_eq!(firelens.router_type, crate::task::FirelensType::Fluentbit);
     assert_eq!(firelens.options["config-file-type"], "file");
-    // The implicit dependency is the task's (added when it is accepted), not the definition's.
+    // The implicit dependency is the task's (added when it is accepted), not the definition's;
+    // the start order shows it already.
     assert!(parsed.definition.containers[0].depends_on.is_empty());
+    let app_first = json!({"family": "logs", "containerDefinitions": [
+        {"name": "app", "image": "busybox", "logConfiguration": {"logDriver": "awsfirelens", "options": {"Name": "stdout"}}},
+        {"name": "plain", "image": "busybox"},
+        {"name": "router", "image": "fluent", "firelensConfiguration": {"type": "fluentbit"}}]});
+    let parsed = parse_value(&app_first).expect("valid");
+    assert_eq!(start_order(&parsed.definition), ["plain", "router", "app"]);
 
     let with_router = || {
         let mut d = base();

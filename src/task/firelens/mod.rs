@@ -211,28 +211,47 @@ pub fn router(containers: &[Container]) -> Option<&Container> {
 }
 
 /// ECS's implicit dependency: every `awsfirelens` container other than the router waits for the
-/// router to START, unless it names the router in `dependsOn` already; nothing is added when the
-/// router itself depends on a container (so no cycle can appear).
+/// router to START, unless it names the router in `dependsOn` already. Nothing is added when the
+/// router itself depends on a container — ECS looks at its `dependsOn`; deckhand also at its
+/// `links` and `volumesFrom`, which would make a cycle that never starts. Returns the router's
+/// name and the indexes of the containers that get the edge.
+pub fn implicit_router_dependents<'a>(
+    definitions: &[&'a ContainerDefinition],
+) -> Option<(&'a str, Vec<usize>)> {
+    let router = definitions
+        .iter()
+        .find(|definition| definition.firelens_configuration.is_some())?;
+    if !router.dependencies().is_empty() {
+        return None;
+    }
+    let router_name = router.name.as_str();
+    let dependents = definitions
+        .iter()
+        .enumerate()
+        .filter(|(_, definition)| definition.name != router_name && uses_firelens(definition))
+        .filter(|(_, definition)| {
+            !definition
+                .depends_on
+                .iter()
+                .any(|dependency| dependency.container_name == router_name)
+        })
+        .map(|(index, _)| index)
+        .collect();
+    Some((router_name, dependents))
+}
+
+/// Adds [`implicit_router_dependents`]' START edges to the task's containers (at acceptance).
 pub fn add_router_dependencies(containers: &mut [Container]) {
-    let Some(router) = router(containers) else {
+    let definitions: Vec<&ContainerDefinition> = containers
+        .iter()
+        .map(|container| container.definition.as_ref())
+        .collect();
+    let Some((router_name, dependents)) = implicit_router_dependents(&definitions) else {
         return;
     };
-    if !router.definition.depends_on.is_empty() {
-        return;
-    }
-    let router_name = router.name().to_string();
-    for container in containers.iter_mut() {
-        if container.name() == router_name || !uses_firelens(&container.definition) {
-            continue;
-        }
-        let depends_on = &container.definition.depends_on;
-        if depends_on
-            .iter()
-            .any(|dependency| dependency.container_name == router_name)
-        {
-            continue;
-        }
-        std::sync::Arc::make_mut(&mut container.definition)
+    let router_name = router_name.to_string();
+    for index in dependents {
+        std::sync::Arc::make_mut(&mut containers[index].definition)
             .depends_on
             .push(Dependency {
                 container_name: router_name.clone(),

@@ -591,6 +591,17 @@ fn awsfirelens_containers_wait_for_the_router_unless_told_otherwise() {
     add_router_dependencies(&mut containers);
     assert_eq!(containers, before);
 
+    // A router that links to a container (deckhand: no edge, which would make a cycle).
+    let mut containers = task.containers.clone();
+    std::sync::Arc::make_mut(&mut containers[1].definition)
+        .depends_on
+        .clear();
+    std::sync::Arc::make_mut(&mut containers[0].definition)
+        .links
+        .push("container".into());
+    add_router_dependencies(&mut containers);
+    assert!(containers[1].definition.depends_on.is_empty());
+
     // An awsvpc task: the router's sandbox edge does not count as a dependency of its own.
     let task = task_with_mode(NetworkMode::Awsvpc);
     assert!(task.containers[1]
