@@ -74,6 +74,20 @@ impl Parser {
             let Some(firelens) = &container.firelens_configuration else {
                 continue;
             };
+            // ECS gives the router's socket directory to its user by number, and fails the
+            // task at run time for a user name.
+            if let Some(user) = container.user.as_deref().filter(|user| !user.is_empty()) {
+                let user_part = user.split(':').next().unwrap_or_default();
+                if user_part.parse::<u32>().is_err() {
+                    self.error(
+                        &paths.at("user"),
+                        format!(
+                            "{user:?}: a FireLens router's user is a number (uid or uid:gid), \
+                             which its socket directory is given to"
+                        ),
+                    );
+                }
+            }
             match router {
                 None => router = Some((&container.name, firelens.router_type)),
                 Some((first, _)) => self.error(

@@ -1183,6 +1183,8 @@ fn a_firelens_router_and_its_containers_are_read_and_checked() {
     let table: Vec<(&str, Mutate, &str)> = vec![
         ("a second router", |d| d["containerDefinitions"][0]["firelensConfiguration"] = json!({"type": "fluentbit"}),
          "containerDefinitions[1].firelensConfiguration: a task has one FireLens log router, and container \"web\" is it already"),
+        ("a router user by name", |d| d["containerDefinitions"][1]["user"] = json!("fluent"),
+         "containerDefinitions[1].user: \"fluent\": a FireLens router's user is a number (uid or uid:gid), which its socket directory is given to"),
         ("an unknown type", |d| d["containerDefinitions"][1]["firelensConfiguration"] = json!({"type": "vector"}),
          "containerDefinitions[1].firelensConfiguration.type: unknown FireLens type \"vector\": expected fluentbit or fluentd"),
         ("no type", |d| d["containerDefinitions"][1]["firelensConfiguration"] = json!({"options": {}}),
