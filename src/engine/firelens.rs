@@ -16,7 +16,7 @@ use crate::task::firelens::{
 };
 use crate::task::{FirelensType, NetworkMode, Task};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The ECS agent's mode for the router's configuration files: the router may run as any user.
@@ -287,7 +287,17 @@ pub fn write_files(files: &FirelensFiles) -> Result<(), RuntimeError> {
         .as_deref()
         .filter(|user| !user.is_empty())
     {
-        let (uid, gid) = socket_ownership(user, own_group_id()).map_err(failure)?;
+        // deckhand's own group (ECS's default for a user without one) is the group the
+        // directory it just made was given.
+        let own_group = std::fs::metadata(&socket_directory)
+            .map(|metadata| metadata.gid())
+            .map_err(|error| {
+                failure(format!(
+                    "cannot read {}: {error}",
+                    socket_directory.display()
+                ))
+            })?;
+        let (uid, gid) = socket_ownership(user, own_group).map_err(failure)?;
         std::os::unix::fs::chown(&socket_directory, Some(uid), Some(gid)).map_err(|error| {
             failure(format!(
                 "cannot give {} to the router's user {user}: {error}",
@@ -300,21 +310,6 @@ pub fn write_files(files: &FirelensFiles) -> Result<(), RuntimeError> {
         write_file(&files.paths.external_config_file(), &bytes)?;
     }
     write_file(&files.paths.config_file(), files.config.as_bytes())
-}
-
-/// deckhand's group id, from `/proc/self/status` (no `unsafe` outside `net::tls`); 0 when it
-/// cannot be read.
-fn own_group_id() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status.lines().find_map(|line| {
-                line.strip_prefix("Gid:")
-                    .and_then(|ids| ids.split_whitespace().nth(1))
-                    .and_then(|gid| gid.parse().ok())
-            })
-        })
-        .unwrap_or(0)
 }
 
 /// Removes a cleaned-up task's FireLens directory; one already gone is removed.
@@ -585,6 +580,13 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o644);
         assert!(paths.socket_directory().is_dir());
+        // The socket directory goes to the router's user (here deckhand's own, which any test
+        // user may give).
+        let own = std::fs::metadata(&scratch).expect("metadata");
+        files.socket_owner = Some(own.uid().to_string());
+        write_files(&files).expect("written with an owner");
+        let socket = std::fs::metadata(paths.socket_directory()).expect("metadata");
+        assert_eq!((socket.uid(), socket.gid()), (own.uid(), own.gid()));
 
         // An object the mirror lacks, or no mirror: ResourceInitializationError naming the ARN.
         files.external = Some(ExternalSource {
