@@ -477,6 +477,8 @@ impl EngineConfig {
             exclude_ipv6_port_bindings: config.exclude_ipv6_port_bindings,
             secrets_file: Some(config.secrets_file.clone()),
             aws_logs: aws_logs_setup(&config.aws_logs),
+            data_dir: Some(config.data_dir.clone()),
+            environment_files_dir: config.environment_files_dir.clone(),
             ..EngineConfig::default()
         }
     }

@@ -11,6 +11,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod config;
+mod ecs;
+pub use config::config_file;
+pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http, proxy_answers};
+
 use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_BODY_BYTES};
 use crate::api::introspection::IntrospectionApi;
 use crate::api::local::LocalApi;
@@ -217,68 +222,7 @@ fn managed_task_settings() -> ManagedTaskSettings {
         task_metadata: None,
         exclude_ipv6_port_bindings: true,
         aws_logs: Default::default(),
-    }
-}
-
-/// The configuration file, then `KEY=VALUE` environment lines after a NUL byte, for both the
-/// system and the per-user scope.
-pub fn config_file(data: &[u8]) {
-    let (file, environment) = match data.iter().position(|byte| *byte == 0) {
-        Some(split) => (&data[..split], &data[split + 1..]),
-        None => (data, &[][..]),
-    };
-    // The agent reads the file as UTF-8 text (`read_to_string`); other bytes stop there.
-    let Ok(text) = std::str::from_utf8(file) else {
-        return;
-    };
-    let environment: Vec<(String, String)> = String::from_utf8_lossy(environment)
-        .lines()
-        .filter_map(|line| line.split_once('='))
-        .map(|(key, value)| (key.to_string(), value.to_string()))
-        .collect();
-    let env = |key: &str| {
-        environment
-            .iter()
-            .rev()
-            .find(|(candidate, _)| candidate == key)
-            .map(|(_, value)| value.clone())
-    };
-    for scope in [crate::config::Scope::System, crate::config::Scope::User] {
-        let path = Path::new("/etc/deckhand/deckhand.conf");
-        let _ = crate::config::Config::from_sources(Some((path, text)), &env, scope);
-    }
-    let _ = crate::config::parse_duration(text);
-    registry_credentials(text);
-}
-
-/// Registry credentials (part of `config_file`): the whole text as `ECS_ENGINE_AUTH_DATA` in both
-/// formats (each line then matched as an image), and each line as an image reference, a registry
-/// key and a `.dockercfg` `auth`.
-fn registry_credentials(text: &str) {
-    use crate::registry::{parse_auth_data, parse_registry_key, registry_of_image, AuthDataFormat};
-    for format in [AuthDataFormat::Docker, AuthDataFormat::Dockercfg] {
-        match parse_auth_data(format, text) {
-            Ok(credentials) => {
-                for line in text.lines() {
-                    if let Some(matched) = credentials.for_image(line) {
-                        assert!(credentials
-                            .registries()
-                            .any(|given| given == matched.registry));
-                    }
-                }
-                // Every password stands as `<redacted>` in the Debug output.
-                let debug = format!("{credentials:?}");
-                assert!(debug.matches("<redacted>").count() >= credentials.registries().count());
-            }
-            Err(message) => {
-                assert!(!message.is_empty());
-            }
-        }
-    }
-    for line in text.lines() {
-        let _ = registry_of_image(line);
-        let _ = parse_registry_key(line);
-        let _ = crate::encoding::base64_standard_decode(line);
+        firelens: Default::default(),
     }
 }
 
@@ -581,155 +525,6 @@ pub fn secrets_file(data: &[u8]) {
             }
         }
         Err(message) => assert!(!message.is_empty()),
-    }
-}
-
-/// The ECS API's answers as the ECS client reads them once ureq has the status and body: JSON
-/// or the error class of an error status; any bytes as an error body, whose error type never
-/// keeps its `prefix#`; and the bytes as an error answer's `Date` header, with the clock
-/// correction it gives.
-pub fn ecs_http(data: &[u8]) {
-    use crate::control::ecs::clock_skew::{date_millis, skew_correction};
-    let status = [200, 400, 403, 429, 500][data.len() % 5];
-    let type_header = data
-        .first()
-        .is_some_and(|byte| byte % 2 == 0)
-        .then_some("a#B:c");
-    let _ = crate::control::ecs::client::parse_answer(status, "Reason", type_header, data);
-    for status in [400, 403, 500] {
-        let error = crate::control::ecs::error_from_answer(status, "Bad Request", None, data);
-        if let crate::control::ecs::EcsError::Service { error_type, .. } = &error {
-            assert!(!error_type.contains('#'), "{error_type:?}");
-            assert!(!error_type.is_empty());
-        }
-        let text = String::from_utf8_lossy(data);
-        let server = date_millis(&text);
-        for offset in [0, i64::MIN, i64::MAX] {
-            if let Some(corrected) = skew_correction(&error, server, u64::MAX - 1, offset) {
-                assert!(server.is_some(), "a correction without a Date: {corrected}");
-            }
-        }
-    }
-}
-
-/// A shared AWS credentials file: the INI parser never panics, a parsed profile's name and
-/// keys are trimmed (keys lowercase), and an error names a line without quoting it.
-pub fn ecs_credentials(data: &[u8]) {
-    let text = String::from_utf8_lossy(data);
-    match crate::control::ecs::credentials::parse_profiles(&text) {
-        Ok(profiles) => {
-            for (name, properties) in &profiles {
-                assert!(!name.is_empty() && name.trim() == name, "{name:?}");
-                for key in properties.keys() {
-                    assert!(
-                        !key.is_empty() && *key == key.trim().to_ascii_lowercase(),
-                        "{key:?}"
-                    );
-                }
-                let _ = crate::control::ecs::credentials::profile_credentials(&profiles, name);
-            }
-        }
-        Err(message) => assert!(message.starts_with("line "), "{message}"),
-    }
-}
-
-/// ECS control-plane input: the bytes as one ACS task (`task::acs::parse_acs_task`) and as a
-/// websocket frame through the ACS session. Never a panic; a mapped task is a valid definition
-/// (it passes the task-definition rules again from its own model), its containers named once;
-/// every error has a path; the session answers any frame without panicking.
-pub fn acs_task(data: &[u8]) {
-    use crate::control::ecs::session::{AcsSession, SessionInput};
-    use crate::task::acs::parse_acs_task;
-    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
-        match parse_acs_task(&value) {
-            Ok(task) => {
-                assert!(!task.arn.is_empty());
-                let order = crate::task::start_order(&task.definition);
-                assert_eq!(order.len(), task.definition.containers.len());
-            }
-            Err(error) => assert!(!error.path.is_empty() && !error.message.is_empty()),
-        }
-        let payload = serde_json::json!({"type": "PayloadMessage", "message": {
-            "messageId": "m", "clusterArn": "c", "containerInstanceArn": "i", "tasks": [value]}});
-        let mut session = AcsSession::new("c", "i", 1);
-        let now = std::time::Instant::now();
-        session.handle(SessionInput::Connected, now);
-        session.handle(SessionInput::Text(payload.to_string()), now);
-    }
-    let mut session = AcsSession::new("c", "i", 2);
-    let now = std::time::Instant::now();
-    session.handle(SessionInput::Connected, now);
-    session.handle(
-        SessionInput::Text(String::from_utf8_lossy(data).into_owned()),
-        now,
-    );
-}
-
-/// The ACS websocket's frames as deckhand reads them (tungstenite's framing, deckhand's reading
-/// of texts and closes), in small reads: never a panic; no more text comes out than went in; a
-/// read ends in a text, a close or an error, and the socket ends.
-pub fn acs_frames(data: &[u8]) {
-    use crate::control::ecs::websocket::{Received, SignedSocket};
-    let connection = FakeConnection {
-        input: SplitReader {
-            data,
-            step: 1 + data.len() % 11,
-        },
-        output: Vec::new(),
-    };
-    let mut socket = SignedSocket::from_upgraded(connection, "fuzz");
-    let mut text_bytes = 0;
-    for _ in 0..=data.len() {
-        match socket.read_text() {
-            Ok(Received::Text(text)) => text_bytes += text.len(),
-            Ok(Received::Closed { .. }) | Err(_) => break,
-        }
-    }
-    assert!(text_bytes <= data.len(), "{text_bytes} bytes of text");
-    // Whatever the client answered (pongs, closes) is masked client frames.
-    if let [first, second, ..] = socket.stream().output.as_slice() {
-        assert_eq!(first & 0x70, 0, "no reserved bits");
-        assert_eq!(second & 0x80, 0x80, "a masked frame");
-    }
-}
-
-/// A proxy's answer to `CONNECT` (deckhand's websockets tunnel through it) and the proxy
-/// variables: the answer parser never panics and a complete head lies within the bytes; the
-/// tunnel opener, fed the bytes in small reads, ends (open or refused) without reading past
-/// them; `NO_PROXY` and proxy URLs parse without panicking and a refusal names the variable.
-pub fn proxy_answers(data: &[u8]) {
-    use crate::net::proxy::{
-        connect_tunnel, parse_connect_answer, NoProxy, ProxySettings, ProxyUrl,
-    };
-    if let Ok(Some(answer)) = parse_connect_answer(data) {
-        assert!(answer.head_len <= data.len());
-        assert!(answer.status <= 999);
-    }
-    let proxy = ProxyUrl::parse("http://u:p@proxy:3128").expect("a valid proxy URL");
-    let mut connection = FakeConnection {
-        input: SplitReader {
-            data,
-            step: 1 + data.len() % 7,
-        },
-        output: Vec::new(),
-    };
-    let _ = connect_tunnel(&mut connection, &proxy, "ecs.example", 443);
-    assert!(connection
-        .output
-        .starts_with(b"CONNECT ecs.example:443 HTTP/1.1\r\n"));
-    let text = String::from_utf8_lossy(data);
-    let no_proxy = NoProxy::parse(&text);
-    for host in ["ecs.us-west-2.amazonaws.com", "10.1.2.3", "[fd00::1]", ""] {
-        let _ = no_proxy.matches(host);
-        let _ = no_proxy.matches(&text);
-    }
-    let lookup =
-        |name: &str| (name == "HTTPS_PROXY" || name == "NO_PROXY").then(|| text.to_string());
-    match ProxySettings::from_lookup(&lookup) {
-        Ok(settings) => {
-            let _ = settings.proxy_for(true, "ecs.example");
-        }
-        Err(message) => assert!(message.starts_with("HTTPS_PROXY: "), "{message}"),
     }
 }
 

@@ -84,6 +84,22 @@ const FIRELENS_WITHOUT_ROUTER: &str = r#"{"family": "web", "containerDefinitions
  {"name": "web", "image": "nginx:1.25", "essential": true,
   "logConfiguration": {"logDriver": "awsfirelens", "options": {"Name": "cloudwatch"}}}]}"#;
 
+/// The ECS developer guide's FireLens example: a Fluent Bit router (its own logs to awslogs)
+/// and an application whose logs it sends to CloudWatch.
+const FIRELENS_FLUENT_BIT: &str = r#"{"family": "firelens-example-cloudwatch",
+  "taskRoleArn": "arn:aws:iam::123456789012:role/ecs_task_iam_role",
+  "executionRoleArn": "arn:aws:iam::123456789012:role/ecs_task_execution_role",
+  "containerDefinitions": [
+   {"essential": true, "image": "public.ecr.aws/aws-observability/aws-for-fluent-bit:stable",
+    "name": "log_router", "user": "0", "memoryReservation": 50,
+    "firelensConfiguration": {"type": "fluentbit", "options": {"enable-ecs-log-metadata": "true"}},
+    "logConfiguration": {"logDriver": "awslogs", "options": {"awslogs-group": "firelens-container",
+      "awslogs-region": "us-west-2", "awslogs-create-group": "true", "awslogs-stream-prefix": "firelens"}}},
+   {"essential": true, "image": "nginx", "name": "app", "memoryReservation": 100,
+    "logConfiguration": {"logDriver": "awsfirelens", "options": {"Name": "cloudwatch_logs",
+      "region": "us-west-2", "log_group_name": "firelens-blog", "auto_create_group": "true",
+      "log_stream_prefix": "from-fluent-bit", "log-driver-buffer-limit": "2097152"}}}]}"#;
+
 const AWSVPC_HOST_PORT_DIFFERS: &str = r#"{"family": "web", "networkMode": "awsvpc",
   "containerDefinitions": [{"name": "web", "image": "nginx:1.25", "essential": true,
     "hostname": "web", "portMappings": [{"containerPort": 80, "hostPort": 8080}]}]}"#;
@@ -132,7 +148,7 @@ fn real_shaped_task_definitions_validate_with_messages_people_can_act_on() {
             shown: &[
                 "valid: family \"worker\" revision 12, 1 container",
                 "warning: taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, \
-                 environmentFiles, firelensConfiguration, gpu, resourceRequirements",
+                 environmentFiles, gpu, resourceRequirements",
             ],
             not_shown: &["error:", "containerDefinitions[0].gpu"],
         },
@@ -152,6 +168,13 @@ fn real_shaped_task_definitions_validate_with_messages_people_can_act_on() {
             exit_code: 2,
             shown: &["error: containerDefinitions[0].logConfiguration.logDriver: awsfirelens sends the logs to the task's FireLens log router"],
             not_shown: &[],
+        },
+        Case {
+            name: "a FireLens task: a Fluent Bit router and an awsfirelens application",
+            definition: FIRELENS_FLUENT_BIT,
+            exit_code: 0,
+            shown: &["valid: family \"firelens-example-cloudwatch\", 2 containers, start order: log_router, app"],
+            not_shown: &["error:", "firelensConfiguration"],
         },
         Case {
             name: "awsvpc: ECS's rules, every error at once",

@@ -196,6 +196,11 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "the local secret store: a JSON object from valueFrom (secrets, secretOptions, repositoryCredentials) to its value; mode 0600, owned by the agent's user (README: Secrets)",
     },
     ConfigKeyDoc {
+        key: "DECKHAND_ENVIRONMENT_FILES_DIR",
+        system_default: "",
+        meaning: "a directory mirroring S3 objects as <bucket>/<key>, synced while online; serves FireLens config-file-type s3 files (absolute path; empty: none)",
+    },
+    ConfigKeyDoc {
         key: "DECKHAND_LOG_DRIVER_FALLBACK",
         system_default: "json-file",
         meaning: "the log driver an awslogs container runs with when no AWS credentials and region are configured (README: awslogs)",

@@ -213,6 +213,9 @@ pub struct Config {
     pub image_cleanup: ImageCleanupConfig,
     /// `DECKHAND_SECRETS_FILE`: the local secret store (read by the engine when a task needs it).
     pub secrets_file: PathBuf,
+    /// `DECKHAND_ENVIRONMENT_FILES_DIR`: a directory mirroring S3 objects as `<bucket>/<key>`,
+    /// synced by the operator while online (FireLens `config-file-type: s3`); `None`: not set.
+    pub environment_files_dir: Option<PathBuf>,
     /// What says that awslogs containers can ship their logs (README: awslogs).
     pub aws_logs: AwsLogsConfig,
     /// The Amazon ECS connection (`ECS_EXTERNAL=true`); `None` runs local tasks only.
@@ -553,6 +556,11 @@ impl Config {
             Some(raw) => raw.parse_with(parse_absolute_path)?,
             None => default_secrets_file(scope, env)?,
         };
+        let environment_files_dir = match sources.value("DECKHAND_ENVIRONMENT_FILES_DIR") {
+            Some(raw) if raw.value.is_empty() => None,
+            Some(raw) => Some(raw.parse_with(parse_absolute_path)?),
+            None => None,
+        };
         let aws_logs = aws::read_aws_logs(&sources, env)?;
         let ecs = aws::read_ecs(&sources, env)?;
         let image_cleanup = read_image_cleanup(&sources, &mut warnings)?;
@@ -590,6 +598,7 @@ impl Config {
             registry_credentials,
             image_cleanup,
             secrets_file,
+            environment_files_dir,
             aws_logs,
             ecs,
             scope,

@@ -79,6 +79,7 @@ fn system_defaults_match_the_documented_table() {
                 disk_low_percent: 80,
             },
             secrets_file: PathBuf::from("/etc/deckhand/secrets.json"),
+            environment_files_dir: None,
             aws_logs: AwsLogsConfig {
                 log_driver_fallback: "json-file".into(),
                 region: None,
@@ -414,6 +415,17 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("DECKHAND_SECRETS_FILE", "/srv/s.json", "/srv/s.json", |c| {
         c.secrets_file.display().to_string()
     }),
+    (
+        "DECKHAND_ENVIRONMENT_FILES_DIR",
+        "/srv/mirror",
+        "/srv/mirror",
+        |c| {
+            c.environment_files_dir
+                .as_ref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default()
+        },
+    ),
     ("DECKHAND_LOG_DRIVER_FALLBACK", "local", "local", |c| {
         c.aws_logs.log_driver_fallback.clone()
     }),

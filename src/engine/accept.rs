@@ -8,6 +8,7 @@ use crate::clock::now_millis;
 use crate::engine::container_spec::{
     assign_docker_names, assign_metadata_tokens, create_request, new_task_id, random_hex,
 };
+use crate::engine::firelens::check_task;
 use crate::engine::handle::{find_by_metadata_token, EngineError, EngineHandle};
 use crate::engine::managed_task::{DesiredCommand, OwnerCommand};
 use crate::engine::shared::{Commands, TaskHandle};
@@ -131,6 +132,12 @@ impl TaskEngine {
             create_request(task, index, &self.shared.config.cluster)
                 .map_err(|reason| EngineError::Rejected { reason })?;
         }
+        check_task(
+            task,
+            &self.shared.config.cluster,
+            &self.shared.config.firelens(),
+        )
+        .map_err(|reason| EngineError::Rejected { reason })?;
         self.reject_if_secrets_missing(task)
     }
 

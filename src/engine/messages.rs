@@ -6,8 +6,10 @@
 
 use crate::report::NewEvent;
 use crate::runtime::{ContainerInfo, CreateContainer, CreateVolume, RuntimeError};
+use crate::task::firelens::FirelensPaths;
 use crate::task::{ContainerError, ContainerStatus, HealthStatus, Millis, TaskStatus, VolumeScope};
 use crossbeam_channel::{bounded, Receiver, Sender};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What one Docker event says about a container.
@@ -156,6 +158,8 @@ pub enum DockerCall {
         volumes: Vec<VolumeRequirement>,
         /// Read from the secret store and added to `spec` just before the create.
         secrets: Vec<SecretUse>,
+        /// The FireLens router's files, written before its create.
+        files: Option<Box<FirelensFiles>>,
     },
     Start {
         container: String,
@@ -183,6 +187,8 @@ pub enum DockerCall {
     Remove {
         docker_ids: Vec<String>,
         volumes: Vec<OwnedVolume>,
+        /// The task's own directories (its FireLens files), removed once its containers are.
+        directories: Vec<std::path::PathBuf>,
     },
 }
 
@@ -205,6 +211,25 @@ pub enum SecretTarget {
     Environment,
     /// `logConfiguration.secretOptions[]`: a log option.
     LogOption,
+}
+
+/// What the create worker writes before it creates the router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirelensFiles {
+    pub paths: FirelensPaths,
+    /// The generated configuration.
+    pub config: String,
+    /// A `config-file-type: s3` file to copy from the mirror.
+    pub external: Option<ExternalSource>,
+    /// The router's `user`: the socket directory is given to it, as ECS does.
+    pub socket_owner: Option<String>,
+}
+
+/// An S3 configuration file and where the mirror holds it (`None`: no mirror configured).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalSource {
+    pub arn: String,
+    pub mirror_path: Option<PathBuf>,
 }
 
 /// A Docker volume a container mounts, as the create worker makes it ready: the volume to

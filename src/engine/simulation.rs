@@ -548,6 +548,7 @@ impl Simulation {
             }),
             exclude_ipv6_port_bindings: true,
             aws_logs: Default::default(),
+            firelens: Default::default(),
         };
         let context = Self::worker_context(&docker, pull_behavior);
         let (crash_per_mille_step, crash_per_mille_effect) = match random.below(4) {

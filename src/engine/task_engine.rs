@@ -24,6 +24,7 @@
 use crate::engine::docker_events::{
     event_filter, run_events_thread, EventsThreadControl, OnReconnect, Reconnect,
 };
+use crate::engine::firelens::FirelensSetup;
 use crate::engine::host_resources::{HostCapacity, HostResourceQueue, HostResources};
 use crate::engine::image_cleanup::{
     forget_pulled_images, ImageCleaner, ImageCleanupCounters, ImageCleanupSettings, ImageTracker,
@@ -104,6 +105,12 @@ pub struct EngineConfig {
     pub secrets_file: Option<PathBuf>,
     /// What says whether awslogs containers can ship their logs (§13).
     pub aws_logs: AwsLogsSetup,
+    /// `ECS_DATADIR`, where a FireLens router's files are written (`firelens/<task id>/`);
+    /// `None`: FireLens tasks are refused.
+    pub data_dir: Option<PathBuf>,
+    /// `DECKHAND_ENVIRONMENT_FILES_DIR`: the operator's mirror of S3 objects (`<bucket>/<key>`),
+    /// which serves FireLens `config-file-type: s3` files.
+    pub environment_files_dir: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -133,6 +140,18 @@ impl Default for EngineConfig {
             exclude_ipv6_port_bindings: true,
             secrets_file: None,
             aws_logs: AwsLogsSetup::default(),
+            data_dir: None,
+            environment_files_dir: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Where FireLens files go and S3 configuration files come from.
+    pub fn firelens(&self) -> FirelensSetup {
+        FirelensSetup {
+            data_dir: self.data_dir.clone(),
+            environment_files_dir: self.environment_files_dir.clone(),
         }
     }
 }
@@ -175,6 +194,7 @@ impl EngineShared {
             task_metadata: self.config.task_metadata,
             exclude_ipv6_port_bindings: self.config.exclude_ipv6_port_bindings,
             aws_logs: self.config.aws_logs.clone(),
+            firelens: self.config.firelens(),
         }
     }
 }

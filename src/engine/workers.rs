@@ -16,28 +16,37 @@
 //! The same guard counts and times every call for the metrics page
 //! (`deckhand_docker_requests_total`, `deckhand_docker_request_duration_seconds`): all of a
 //! task's Docker calls pass here, so this is the one place they are measured.
+//!
+//! Rooms: `pull.rs` the pull decisions (§13: whether to pull, whether a failed pull falls back
+//! to the local image, the registry credential), `volumes.rs` the Docker volumes a create makes
+//! ready and cleanup removes.
 
+mod pull;
+mod volumes;
+
+use crate::engine::firelens::{remove_directory, write_files};
 use crate::engine::image_cleanup::ImageTracker;
-use crate::engine::messages::{
-    DockerCall, Input, OwnedVolume, SecretTarget, SecretUse, TransitionOutput, VolumeRequirement,
-};
+use crate::engine::messages::{DockerCall, Input, SecretTarget, SecretUse, TransitionOutput};
 use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::engine::worker_pool::CallClass;
 use crate::metrics::{DockerOperation, DockerOutcome};
 use crate::registry::RegistryCredentials;
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
-    EventStream, ImageInfo, RegistryAuth, RuntimeError, VolumeFailure, VolumeInfo,
+    EventStream, ImageInfo, RegistryAuth, RuntimeError, VolumeInfo,
 };
 use crate::secrets::SecretStore;
 use crate::state::StateStore;
-use crate::task::labels::LABEL_TASK_ARN;
 use crate::task::sandbox::SANDBOX_IMAGE;
-use crate::task::{ContainerStatus, PullBehavior, VolumeScope};
+use crate::task::{ContainerStatus, PullBehavior};
 use crate::text::panic_message;
+pub use pull::{falls_back_to_cached_image, registry_auth_for, should_pull};
+use pull::{pull_behavior_name, pull_fallback_logged};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use volumes::{prepare_volumes, remove_owned_volume};
+pub use volumes::{volume_step, VolumeStep};
 
 /// How a failed stop is retried before the task hears of it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -102,18 +111,6 @@ impl WorkerContext {
             }
         }
     }
-}
-
-/// §13: the credentials a pull of `image` sends, when one is configured for its registry.
-pub fn registry_auth_for(context: &WorkerContext, image: &str) -> Option<RegistryAuth> {
-    context
-        .registry_credentials
-        .for_image(image)
-        .map(|matched| RegistryAuth {
-            username: matched.credential.username.clone(),
-            password: matched.credential.password.clone(),
-            server_address: matched.server_address.to_string(),
-        })
 }
 
 /// The secret store, read now (so a rotated value is used by this call); its failure is the
@@ -201,59 +198,6 @@ pub fn quoted_list(items: &[&str]) -> String {
         .map(|item| format!("{item:?}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// §13: whether to pull under `behavior`. `present_locally` is only asked for `prefer-cached`.
-pub fn should_pull(
-    behavior: PullBehavior,
-    pulled_by_this_agent: bool,
-    present_locally: impl FnOnce() -> bool,
-) -> bool {
-    match behavior {
-        PullBehavior::Default | PullBehavior::Always => true,
-        PullBehavior::Once => !pulled_by_this_agent,
-        PullBehavior::PreferCached => !present_locally(),
-    }
-}
-
-/// §13: whether a failed pull continues with the image Docker already has. Only `default` and
-/// `prefer-cached` continue, and only when the image is there: otherwise the pull error stands
-/// (and the create that follows fails with it). `present_locally` is asked only when it matters.
-pub fn falls_back_to_cached_image(
-    behavior: PullBehavior,
-    present_locally: impl FnOnce() -> bool,
-) -> bool {
-    match behavior {
-        PullBehavior::Default | PullBehavior::PreferCached => present_locally(),
-        PullBehavior::Always | PullBehavior::Once => false,
-    }
-}
-
-fn pull_behavior_name(behavior: PullBehavior) -> &'static str {
-    match behavior {
-        PullBehavior::Default => "default",
-        PullBehavior::Always => "always",
-        PullBehavior::Once => "once",
-        PullBehavior::PreferCached => "prefer-cached",
-    }
-}
-
-/// Images whose failed pull was already logged, process-wide: a host with no registry runs
-/// many containers of one local image, and one line says all there is to say. `failed: true`
-/// records the image and returns whether it was already there; `false` (a pull succeeded)
-/// forgets it, so a later failure is logged again.
-fn pull_fallback_logged(image: &str, failed: bool) -> bool {
-    static LOGGED: std::sync::OnceLock<Mutex<HashSet<String>>> = std::sync::OnceLock::new();
-    let mut logged = LOGGED
-        .get_or_init(|| Mutex::new(HashSet::new()))
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner());
-    if failed {
-        !logged.insert(image.to_string())
-    } else {
-        logged.remove(image);
-        false
-    }
 }
 
 fn transition(
@@ -549,8 +493,10 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             mut spec,
             volumes,
             secrets,
+            files,
         } => {
             let result = add_secrets(context, &mut spec, &secrets)
+                .and_then(|()| files.map_or(Ok(()), |files| write_files(&files)))
                 .and_then(|()| prepare_volumes(runtime, &volumes))
                 .and_then(|()| create_or_adopt(runtime, &spec));
             // The values leave with the create body; nothing else keeps them.
@@ -623,6 +569,7 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
         DockerCall::Remove {
             docker_ids,
             volumes,
+            directories,
         } => {
             // Docker being away is not a refusal: the task tries the whole removal again later
             // (what is gone already answers "no such container").
@@ -641,135 +588,20 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
                     Err(error) => log::warn!("cannot remove volume {}: {error}", volume.name),
                 }
             }
+            // The task's files go with its last container (a router's socket directory is
+            // mounted until then); a deferred removal leaves them for the next attempt.
+            if away.is_none() {
+                for directory in directories {
+                    if let Err(error) = remove_directory(&directory) {
+                        log::warn!("cannot remove {}: {error}", directory.display());
+                    }
+                }
+            }
             Some(match away {
                 Some(error) => Input::RemoveDeferred { error },
                 None => Input::Removed,
             })
         }
-    }
-}
-
-/// What the create worker does about one volume a container mounts, given what Docker has
-/// under its name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum VolumeStep {
-    Create,
-    UseExisting,
-}
-
-/// The ECS agent's rules for the volume a container mounts (`agent/api/task/task.go`,
-/// `addSharedVolumes`; `agent/taskresource/volume/dockervolume.go`), as a pure decision over
-/// what `GET /volumes/{name}` found:
-/// - task scope: created when missing; one that exists is this task's own, from an earlier
-///   attempt of this create (its name carries the task id), and is used;
-/// - shared without autoprovision: it must exist;
-/// - shared with autoprovision: created when missing; one that exists must have the driver,
-///   driver options and labels the definition gives (ECS compares options and labels with
-///   `ECS_SHARED_VOLUME_MATCH_FULL_CONFIG=true`; deckhand always does, and compares the driver
-///   too).
-///
-/// The error text is ECS's, with the volume named.
-pub fn volume_step(
-    requirement: &VolumeRequirement,
-    existing: Option<&VolumeInfo>,
-) -> Result<VolumeStep, String> {
-    let name = &requirement.volume.name;
-    let shared = requirement.scope == VolumeScope::Shared;
-    let Some(existing) = existing else {
-        if shared && !requirement.autoprovision {
-            return Err(format!(
-                "initialize volume: volume detection failed, volume '{name}' does not exist \
-                 and autoprovision is set to false"
-            ));
-        }
-        return Ok(VolumeStep::Create);
-    };
-    if !shared || !requirement.autoprovision {
-        return Ok(VolumeStep::UseExisting);
-    }
-    let wanted = &requirement.volume;
-    let mismatch = |what: &str, existing: &dyn std::fmt::Debug, expected: &dyn std::fmt::Debug| {
-        Err(format!(
-            "initialize volume: volume '{name}' does not match existing volume {what}: \
-             existing: {existing:?}, expected: {expected:?}"
-        ))
-    };
-    if existing.driver != wanted.driver {
-        return mismatch("driver", &existing.driver, &wanted.driver);
-    }
-    if existing.labels != wanted.labels {
-        return mismatch("labels", &existing.labels, &wanted.labels);
-    }
-    if existing.options != wanted.driver_opts {
-        return mismatch("options", &existing.options, &wanted.driver_opts);
-    }
-    Ok(VolumeStep::UseExisting)
-}
-
-/// Makes every volume a container mounts ready before its create: inspects each, then creates
-/// it or uses it by [`volume_step`]. Idempotent, so a create made again (after a crash, after
-/// Docker was away) repeats it harmlessly. Docker being away is passed on as it is (the create
-/// is made again later); any other failure is a [`RuntimeError::Volume`] named as ECS names
-/// it (`CannotInspectVolumeError`, `CannotCreateVolumeError`), which becomes the container's
-/// create error.
-fn prepare_volumes(
-    runtime: &dyn ContainerRuntime,
-    requirements: &[VolumeRequirement],
-) -> Result<(), RuntimeError> {
-    for requirement in requirements {
-        let name = &requirement.volume.name;
-        let existing = match runtime.inspect_volume(name) {
-            Ok(existing) => existing,
-            Err(error) if docker_away(DockerCallKind::Inspect, &error) => return Err(error),
-            Err(error) => {
-                return Err(RuntimeError::Volume {
-                    failure: VolumeFailure::Inspect,
-                    message: format!("volume '{name}': {error}"),
-                })
-            }
-        };
-        let step = volume_step(requirement, existing.as_ref()).map_err(|message| {
-            RuntimeError::Volume {
-                failure: VolumeFailure::Unusable,
-                message,
-            }
-        })?;
-        if step == VolumeStep::Create {
-            match runtime.create_volume(&requirement.volume) {
-                Ok(()) => {}
-                Err(error) if docker_away(DockerCallKind::Create, &error) => return Err(error),
-                Err(error) => {
-                    return Err(RuntimeError::Volume {
-                        failure: VolumeFailure::Create,
-                        message: format!("volume '{name}': {error}"),
-                    })
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Removes a task-scoped volume at cleanup unless it carries another task's ARN label: its
-/// name holds the task id, and it carries this task's ARN, or no label at all when an earlier
-/// deckhand let Docker create it at the container's create. A volume already gone is removed.
-fn remove_owned_volume(
-    runtime: &dyn ContainerRuntime,
-    volume: &OwnedVolume,
-) -> Result<(), RuntimeError> {
-    let Some(info) = runtime.inspect_volume(&volume.name)? else {
-        return Ok(());
-    };
-    match info.labels.get(LABEL_TASK_ARN) {
-        Some(owner) if *owner != volume.task_arn => {
-            log::warn!(
-                "not removing volume {}: it belongs to task {owner}, not {}",
-                volume.name,
-                volume.task_arn
-            );
-            Ok(())
-        }
-        _ => runtime.remove_volume(&volume.name),
     }
 }
 
@@ -862,7 +694,9 @@ fn stop_with_retries(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::messages::VolumeRequirement;
     use crate::engine::transition::{classify_error, error_outcome, ErrorOutcome};
+    use crate::task::VolumeScope;
 
     #[test]
     fn a_call_that_panicked_answers_as_a_failed_call_the_error_rules_handle() {
@@ -901,6 +735,7 @@ mod tests {
                     spec: Box::default(),
                     volumes: Vec::new(),
                     secrets: Vec::new(),
+                    files: None,
                 },
                 transition(ContainerStatus::Created, "create"),
             ),
@@ -939,6 +774,7 @@ mod tests {
                 DockerCall::Remove {
                     docker_ids: vec![docker_id()],
                     volumes: Vec::new(),
+                    directories: Vec::new(),
                 },
                 Some(Input::Removed),
             ),

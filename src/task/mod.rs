@@ -4,13 +4,16 @@
 pub mod acs;
 pub mod compose;
 pub mod definition;
+pub mod firelens;
 pub mod labels;
 pub mod metadata_endpoint;
 pub mod model;
 pub mod reason;
 pub mod sandbox;
+pub mod settings;
 pub mod status;
 pub mod time;
+pub mod volumes;
 
 pub use definition::{
     check_task_definition, parse_task_definition, shutdown_order, start_order, InvalidDefinition,

@@ -10,6 +10,11 @@ use crate::task::status::{ContainerStatus, TaskStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+// A container definition's settings and a task's volumes have rooms of their own; they are part
+// of the model, under the same paths.
+pub use crate::task::settings::*;
+pub use crate::task::volumes::*;
+
 /// Milliseconds since the Unix epoch.
 pub type Millis = u64;
 
@@ -143,276 +148,6 @@ pub struct VolumeFrom {
     pub read_only: bool,
 }
 
-/// A task volume: a host path (`host_source_path`), or a Docker volume — scoped to the task
-/// when neither a host path nor a `docker_volume_configuration` says otherwise.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Volume {
-    pub name: String,
-    pub host_source_path: Option<String>,
-    /// The definition's `dockerVolumeConfiguration`, when it has one. Absent from checkpoints
-    /// written before it existed (such a volume is a task-scoped `local` one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub docker_volume_configuration: Option<DockerVolumeConfiguration>,
-}
-
-impl Volume {
-    /// A volume with neither a host path nor a Docker configuration: a task-scoped `local`
-    /// Docker volume.
-    pub fn new(name: impl Into<String>) -> Volume {
-        Volume {
-            name: name.into(),
-            host_source_path: None,
-            docker_volume_configuration: None,
-        }
-    }
-
-    /// Whether the volume is a Docker volume kept after the task (`scope: shared`).
-    pub fn is_shared(&self) -> bool {
-        self.docker_volume_configuration
-            .as_ref()
-            .is_some_and(|configuration| configuration.scope == VolumeScope::Shared)
-    }
-}
-
-/// The Docker volume that backs a task volume without a host path: one per task, so the
-/// task's containers share it and no other task sees it.
-pub fn task_volume_name(task_id: &str, volume_name: &str) -> String {
-    let kept: String = volume_name
-        .chars()
-        .filter(|character| character.is_ascii_alphanumeric() || "-_.".contains(*character))
-        .collect();
-    format!("deckhand-{task_id}-{kept}")
-}
-
-/// The Docker volume behind a task volume that has no host path: the volume's own name when it
-/// is `shared` (ECS's rule: the next task finds it by that name), else the task's own
-/// [`task_volume_name`]. `None` for a host path.
-pub fn docker_volume_name(task: &Task, volume: &Volume) -> Option<String> {
-    if volume.host_source_path.is_some() {
-        return None;
-    }
-    Some(if volume.is_shared() {
-        volume.name.clone()
-    } else {
-        task_volume_name(&task.id, &volume.name)
-    })
-}
-
-/// The lifetime of a Docker volume (ECS's `scope`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum VolumeScope {
-    /// Created with the task, removed at its cleanup.
-    #[default]
-    Task,
-    /// Named after the volume itself and kept after the task, for the next task to use.
-    Shared,
-}
-
-impl VolumeScope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VolumeScope::Task => "task",
-            VolumeScope::Shared => "shared",
-        }
-    }
-}
-
-/// ECS's `dockerVolumeConfiguration`, validated (`autoprovision` only with `shared`), with the
-/// driver defaulted to Docker's `local`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DockerVolumeConfiguration {
-    #[serde(default)]
-    pub scope: VolumeScope,
-    /// A shared volume that does not exist is created (otherwise it must exist).
-    #[serde(default)]
-    pub autoprovision: bool,
-    #[serde(default = "default_volume_driver")]
-    pub driver: String,
-    #[serde(default)]
-    pub driver_opts: BTreeMap<String, String>,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-}
-
-/// Docker's own volume driver, ECS's default.
-pub const DEFAULT_VOLUME_DRIVER: &str = "local";
-
-fn default_volume_driver() -> String {
-    DEFAULT_VOLUME_DRIVER.to_string()
-}
-
-/// Container health check, in seconds as in the task definition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HealthCheck {
-    /// `["CMD", ...]`, `["CMD-SHELL", "..."]` or `["NONE"]`, as Docker takes it.
-    pub command: Vec<String>,
-    pub interval_secs: u32,
-    pub timeout_secs: u32,
-    pub retries: u32,
-    pub start_period_secs: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogConfiguration {
-    pub log_driver: String,
-    pub options: BTreeMap<String, String>,
-    /// `secretOptions[]`: log options whose values come from the secret store at create. Absent
-    /// from checkpoints written before deckhand supported them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub secret_options: Vec<SecretReference>,
-}
-
-/// A value a container gets from deckhand's local secret store when it is created: a
-/// `secrets[]` entry (an environment variable) or a log configuration's `secretOptions[]` entry
-/// (a log option). Only the reference is held — in the model, the checkpoint and every view —;
-/// the value is read from the store at create and sent to Docker, nowhere else.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SecretReference {
-    /// The variable or option name.
-    pub name: String,
-    /// `valueFrom` as written: a Secrets Manager ARN (with or without a JSON key suffix), an SSM
-    /// parameter ARN or name; the key of the value in the secret store.
-    pub value_from: String,
-}
-
-/// Per-container restart policy (§12).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RestartPolicy {
-    pub enabled: bool,
-    pub ignored_exit_codes: Vec<i64>,
-    /// Seconds; 60–1800, default 300.
-    pub restart_attempt_period_secs: u64,
-}
-
-/// `ulimits[]`: one resource limit of the container; `-1` means unlimited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ulimit {
-    /// ECS's name, which is also Docker's (`nofile`, `memlock`, …).
-    pub name: String,
-    pub soft_limit: i64,
-    pub hard_limit: i64,
-}
-
-/// `linuxParameters.capabilities`: names as ECS writes them (`NET_ADMIN`, `ALL`), without the
-/// `CAP_` prefix.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct KernelCapabilities {
-    pub add: Vec<String>,
-    pub drop: Vec<String>,
-}
-
-/// One of `linuxParameters.devices[].permissions`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DevicePermission {
-    Read,
-    Write,
-    Mknod,
-}
-
-/// `linuxParameters.devices[]`: a host device exposed to the container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Device {
-    pub host_path: String,
-    /// `None`: the same path as on the host.
-    pub container_path: Option<String>,
-    /// Empty: read, write and mknod (Docker's default).
-    pub permissions: Vec<DevicePermission>,
-}
-
-/// `linuxParameters.tmpfs[]`: a tmpfs mount.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tmpfs {
-    pub container_path: String,
-    /// Greater than 0.
-    pub size_mib: u64,
-    /// As written (`noexec`, `mode=1777`, …).
-    pub mount_options: Vec<String>,
-}
-
-/// `linuxParameters`: the Linux-only settings of a container. The default asks for nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct LinuxParameters {
-    /// Docker's `--init`: an init process as PID 1 that forwards signals and reaps children.
-    pub init_process_enabled: bool,
-    pub capabilities: KernelCapabilities,
-    pub devices: Vec<Device>,
-    pub tmpfs: Vec<Tmpfs>,
-    /// Size of `/dev/shm`, MiB.
-    pub shared_memory_size_mib: Option<u64>,
-    /// Swap the container may use on top of its `memory`, MiB (0: none).
-    pub max_swap_mib: Option<u64>,
-    /// 0–100; applied only together with `max_swap_mib`, as ECS does.
-    pub swappiness: Option<u64>,
-}
-
-impl LinuxParameters {
-    pub fn is_empty(&self) -> bool {
-        *self == LinuxParameters::default()
-    }
-}
-
-/// `extraHosts[]`: a line added to the container's `/etc/hosts`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExtraHost {
-    pub hostname: String,
-    pub ip_address: String,
-}
-
-/// `systemControls[]`: one namespaced kernel parameter (Docker's `--sysctl`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SystemControl {
-    pub namespace: String,
-    pub value: String,
-}
-
-/// Task-level `pidMode`. `task` (one namespace for the task's containers) is held by the
-/// sandbox, so it needs networkMode awsvpc (docs/ENGINE.md §4, §16).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PidMode {
-    /// The host's process namespace.
-    Host,
-    /// The sandbox's process namespace, joined by every container of the task.
-    Task,
-}
-
-impl PidMode {
-    /// The mode's name in a task definition.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PidMode::Host => "host",
-            PidMode::Task => "task",
-        }
-    }
-}
-
-/// Task-level `ipcMode`; `task` as for [`PidMode`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IpcMode {
-    /// The host's IPC namespace.
-    Host,
-    /// A private IPC namespace with no `/dev/shm` mounted.
-    None,
-    /// The sandbox's IPC namespace, joined by every container of the task.
-    Task,
-}
-
-impl IpcMode {
-    /// Docker's `HostConfig.IpcMode`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IpcMode::Host => "host",
-            IpcMode::None => "none",
-            IpcMode::Task => "task",
-        }
-    }
-}
-
 fn is_false(flag: &bool) -> bool {
     !*flag
 }
@@ -488,6 +223,9 @@ pub struct ContainerDefinition {
     /// create request deckhand builds, as the ECS agent does. `None` for every other source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker_config: Option<DockerConfigOverlay>,
+    /// `firelensConfiguration`: this container is the task's FireLens log router.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firelens_configuration: Option<FirelensConfiguration>,
 }
 
 /// ECS's `dockerConfig` of a container: Docker's own create `Config` and `HostConfig` fields,
@@ -548,6 +286,7 @@ impl ContainerDefinition {
             secrets: Vec::new(),
             repository_credentials: None,
             docker_config: None,
+            firelens_configuration: None,
         }
     }
 
@@ -862,6 +601,9 @@ impl Task {
             .into_iter()
             .map(Container::new)
             .collect();
+        // Before the sandbox: ECS leaves out this implicit dependency when the router depends
+        // on another container, and the sandbox's edge is not one the definition asked for.
+        crate::task::firelens::add_router_dependencies(&mut containers);
         if definition.network_mode == NetworkMode::Awsvpc {
             crate::task::sandbox::add_sandbox(&mut containers);
         }

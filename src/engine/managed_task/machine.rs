@@ -13,6 +13,7 @@ mod progress;
 use crate::engine::container_spec::{
     add_metadata_environment, create_request, owned_volumes, volume_requirements,
 };
+use crate::engine::firelens::{task_directory, FirelensSetup};
 use crate::engine::log_driver::AwsLogsSetup;
 use crate::engine::messages::{
     DockerCall, DockerObservation, Effect, Input, Reported, TimerKind, TransitionOutput,
@@ -61,6 +62,8 @@ pub struct ManagedTaskSettings {
     pub exclude_ipv6_port_bindings: bool,
     /// Whether awslogs containers ship their logs or run with the fallback driver (§13).
     pub aws_logs: AwsLogsSetup,
+    /// Where a FireLens router's files go and `config-file-type: s3` files come from.
+    pub firelens: FirelensSetup,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -43,6 +43,7 @@ fn settings(cleanup_wait: Duration) -> ManagedTaskSettings {
         task_metadata: None,
         exclude_ipv6_port_bindings: true,
         aws_logs: Default::default(),
+        firelens: Default::default(),
     }
 }
 
@@ -226,6 +227,7 @@ fn cleanup_waits_for_the_deadline_and_for_stopped_to_be_reported() {
     assert!(reported.contains(&Effect::Docker(DockerCall::Remove {
         docker_ids: vec!["id-1".to_string()],
         volumes: Vec::new(),
+        directories: Vec::new(),
     })));
     assert_eq!(
         machine.handle(Input::Removed, now + 62_000),
@@ -1889,6 +1891,7 @@ fn an_awsvpc_sandbox_runs_first_stops_last_is_removed_last_and_is_never_reported
         effects.contains(&Effect::Docker(DockerCall::Remove {
             docker_ids: vec!["app-id".to_string(), "sandbox-id".to_string()],
             volumes: Vec::new(),
+            directories: Vec::new(),
         })),
         "{effects:?}"
     );

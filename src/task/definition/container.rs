@@ -152,12 +152,7 @@ impl Parser {
         let pseudo_terminal = self.bool(object, path, "pseudoTerminal").unwrap_or(false);
         let secrets = self.secret_references(object, path, "secrets", true);
         let repository_credentials = self.repository_credentials(object, path);
-        if Self::field(object, "firelensConfiguration").is_some_and(|value| match value {
-            Value::Object(map) => !map.is_empty(),
-            _ => true,
-        }) {
-            self.firelens_router = true;
-        }
+        let firelens_configuration = self.firelens_configuration(object, path);
         ContainerDefinition {
             name,
             image,
@@ -197,6 +192,7 @@ impl Parser {
             secrets,
             repository_credentials,
             docker_config: None,
+            firelens_configuration,
         }
     }
 

@@ -90,34 +90,6 @@ impl Parser {
         })
     }
 
-    /// `awsfirelens` hands a container's logs to the task's FireLens log router (the container
-    /// with a `firelensConfiguration`); without one the logs would go nowhere. With one, the
-    /// router's `firelensConfiguration` is refused as not supported yet.
-    fn firelens_checks(
-        &mut self,
-        containers: &[crate::task::ContainerDefinition],
-        paths: &[ContainerPaths],
-    ) {
-        if self.firelens_router {
-            return;
-        }
-        for (container, paths) in containers.iter().zip(paths) {
-            let uses_firelens = container
-                .log_configuration
-                .as_ref()
-                .is_some_and(|log| log.log_driver == "awsfirelens");
-            if uses_firelens {
-                self.error(
-                    &join(&paths.at("logConfiguration"), "logDriver"),
-                    "awsfirelens sends the logs to the task's FireLens log router (a container \
-                     with firelensConfiguration), and this task has none; deckhand does not run \
-                     FireLens routers yet: use awslogs, json-file, fluentd or another Docker log \
-                     driver",
-                );
-            }
-        }
-    }
-
     /// A task-level namespace mode as written; `""` asks for nothing (a warning, as for the keys
     /// deckhand refuses, so CLI skeletons load).
     fn namespace_mode(

@@ -86,9 +86,6 @@ impl WholeNumberBounds {
 pub(super) struct Parser {
     pub(super) errors: Vec<ValidationError>,
     pub(super) warnings: Vec<String>,
-    /// Some container of the task carries a `firelensConfiguration` (a FireLens log router),
-    /// which `awsfirelens` log configurations need.
-    pub(super) firelens_router: bool,
 }
 
 /// Where a container's fields sit in the document, for cross-container errors.

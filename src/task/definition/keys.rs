@@ -112,12 +112,12 @@ pub(super) const CONTAINER_KEYS: KeySpec = KeySpec {
         "pseudoTerminal",
         "secrets",
         "repositoryCredentials",
+        "firelensConfiguration",
     ],
     // Image digest pinning is done by the ECS control plane at run-task time.
     ignored: &["versionConsistency"],
     unsupported: &[
         "environmentFiles",
-        "firelensConfiguration",
         "resourceRequirements",
         "credentialSpecs",
         "gpu",
@@ -233,6 +233,12 @@ pub(super) const SECRET_KEYS: KeySpec = KeySpec {
 
 pub(super) const REPOSITORY_CREDENTIALS_KEYS: KeySpec = KeySpec {
     supported: &["credentialsParameter"],
+    ignored: &[],
+    unsupported: &[],
+};
+
+pub(super) const FIRELENS_CONFIGURATION_KEYS: KeySpec = KeySpec {
+    supported: &["type", "options"],
     ignored: &[],
     unsupported: &[],
 };

@@ -16,7 +16,8 @@
 //! One concern per file: `json.rs` reads typed values with their paths, `keys.rs` holds the key
 //! tables, `document.rs` the document and task level, `container.rs` one container,
 //! `linux.rs` a container's Linux settings (`ulimits`, `linuxParameters`, DNS, sysctls, …),
-//! `checks.rs` the rules across containers, `order.rs` the start and stop order, `names.rs`
+//! `firelens.rs` a FireLens router's `firelensConfiguration` and the rules of `awsfirelens`
+//! across containers, `checks.rs` the rules across containers, `order.rs` the start and stop order, `names.rs`
 //! names and image references.
 //!
 //! Kept apart from the model so that other input formats can map onto the same types.
@@ -24,6 +25,7 @@
 mod checks;
 mod container;
 mod document;
+mod firelens;
 mod json;
 mod keys;
 mod linux;

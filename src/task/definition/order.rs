@@ -1,6 +1,8 @@
-//! The order containers start and stop in: dependencies (`dependsOn`, `links`, `volumesFrom`)
-//! first, definition order among equals. Works on the model, so it serves every input format.
+//! The order containers start and stop in: dependencies (`dependsOn`, `links`, `volumesFrom`,
+//! and the FireLens router before the containers that log through it) first, definition order
+//! among equals. Works on the model, so it serves every input format.
 
+use crate::task::firelens::implicit_router_dependents;
 use crate::task::{ContainerDefinition, TaskDefinition};
 use std::collections::HashMap;
 
@@ -35,7 +37,7 @@ pub(super) fn topological_order(containers: &[ContainerDefinition]) -> (Vec<usiz
         .enumerate()
         .map(|(index, container)| (container.name.as_str(), index))
         .collect();
-    let edges: Vec<Vec<usize>> = containers
+    let mut edges: Vec<Vec<usize>> = containers
         .iter()
         .map(|container| {
             container
@@ -45,6 +47,16 @@ pub(super) fn topological_order(containers: &[ContainerDefinition]) -> (Vec<usiz
                 .collect()
         })
         .collect();
+    // The FireLens router starts before the containers that log through it, as the task will
+    // have it once accepted.
+    let definitions: Vec<&ContainerDefinition> = containers.iter().collect();
+    if let Some((router, dependents)) = implicit_router_dependents(&definitions) {
+        if let Some(&router_index) = index_of.get(router) {
+            for index in dependents {
+                edges[index].push(router_index);
+            }
+        }
+    }
     let mut placed = vec![false; containers.len()];
     let mut order = Vec::with_capacity(containers.len());
     loop {

@@ -185,7 +185,6 @@ fn describe_output_errors_carry_the_wrapper_path() {
 #[test]
 fn unsupported_keys_are_errors_naming_the_path() {
     let container_keys = [
-        ("firelensConfiguration", json!({"type": "fluentbit"})),
         ("resourceRequirements", json!([{"type": "GPU", "value": "1"}])),
         ("environmentFiles", json!([{"value": "arn", "type": "s3"}])),
         ("credentialSpecs", json!(["credentialspec:arn"])),
@@ -230,7 +229,7 @@ fn unsupported_keys_with_empty_values_are_warnings() {
         parsed.warnings,
         vec![
             "pidMode: ignored: empty".to_string(),
-            "containerDefinitions[0]: ignored, empty: environmentFiles, firelensConfiguration".to_string(),
+            "containerDefinitions[0].environmentFiles: ignored: empty".to_string(),
         ]
     );
 }
@@ -605,10 +604,20 @@ fn fuzz_corpus_replays_without_panics() {
         let input = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         if let Ok(parsed) = parse_task_definition(&input) {
             assert_eq!(start_order(&parsed.definition).len(), parsed.definition.containers.len(), "{}", path.display());
+            assert_firelens_renders(parsed.definition, &String::from_utf8_lossy(&input));
         }
         replayed += 1;
     }
     assert!(replayed >= 10, "the corpus at {} has only {replayed} inputs", directory.display());
+}
+
+/// What the parser accepts, a FireLens router's configuration can be generated for: the
+/// parser's promise to the router's create.
+fn assert_firelens_renders(definition: crate::task::TaskDefinition, input: &str) {
+    let task = crate::task::Task::new("0".repeat(32), "fuzz", definition, 1, 0);
+    if let Err(error) = crate::task::firelens::render::render_config(&task, "fuzz") {
+        panic!("accepted but its FireLens configuration fails ({error}): {input}");
+    }
 }
 
 /// A small deterministic PRNG (xorshift64*), so the mutation test is reproducible.
@@ -633,6 +642,7 @@ const MUTATION_TOKENS: &[&str] = &[
     "\"a:b:c\"", "\"HEALTHY\"", "\"awsvpc\"", "\"host\"", "\"none\"", "\"0.5 vCPU\"", "\"1 GB\"",
     "\"containerDefinitions\"", "\"dependsOn\"", "\"links\"", "\"volumesFrom\"", "\"portMappings\"",
     "\"healthCheck\"", "\"restartPolicy\"", "\"taskDefinition\"", "\"secrets\"", "\"\\u0000\"", "\"é\"",
+    "\"awsfirelens\"", "\"firelensConfiguration\"", "\"fluentd\"", "\"config-file-type\"", "\"s3\"", "\"Name\"",
 ];
 
 /// Seeded mutation of the saved corpus: every mutant parses without a panic and, when valid,
@@ -691,6 +701,7 @@ fn seeded_mutations_of_the_corpus_never_panic() {
                 let order = start_order(&parsed.definition);
                 let unique: BTreeSet<&String> = order.iter().collect();
                 assert_eq!(unique.len(), parsed.definition.containers.len(), "{}", String::from_utf8_lossy(&input));
+                assert_firelens_renders(parsed.definition, &String::from_utf8_lossy(&input));
                 accepted += 1;
             }
             Err(errors) => {
@@ -1138,70 +1149,73 @@ fn awsfirelens_without_a_log_router_is_refused_with_a_message() {
     let errors = errors_of(&definition);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].starts_with("containerDefinitions[0].logConfiguration.logDriver: awsfirelens sends the logs to the task's FireLens log router"), "{errors:?}");
-    // With a router the router's own firelensConfiguration is what is refused.
-    let with_router = mutated(|d| {
-        d["containerDefinitions"][0]["logConfiguration"] = json!({"logDriver": "awsfirelens"});
-        d["containerDefinitions"][1]["firelensConfiguration"] = json!({"type": "fluentbit"});
+}
+
+#[test]
+fn a_firelens_router_and_its_containers_are_read_and_checked() {
+    let accepted = mutated(|d| {
+        d["containerDefinitions"][0]["logConfiguration"] = json!({"logDriver": "awsfirelens", "options": {"Name": "cloudwatch", "region": "eu-west-1", "include-pattern": "^x", "log-driver-buffer-limit": "2097152"}});
+        d["containerDefinitions"][1]["firelensConfiguration"] = json!({"type": "fluentbit", "options": {"enable-ecs-log-metadata": "false", "config-file-type": "file", "config-file-value": "/fluent-bit/etc/extra.conf"}});
     });
-    let errors = errors_of(&with_router);
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(errors[0].starts_with("containerDefinitions[1].firelensConfiguration: not supported"), "{errors:?}");
-}
+    let parsed = parse_value(&accepted).expect("a FireLens task");
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let router = &parsed.definition.containers[1];
+    let firelens = router.firelens_configuration.as_ref().expect("the router");
+    assert_eq!(firelens.router_type, crate::task::FirelensType::Fluentbit);
+    assert_eq!(firelens.options["config-file-type"], "file");
+    // The implicit dependency is the task's (added when it is accepted), not the definition's;
+    // the start order shows it already.
+    assert!(parsed.definition.containers[0].depends_on.is_empty());
+    let app_first = json!({"family": "logs", "containerDefinitions": [
+        {"name": "app", "image": "busybox", "logConfiguration": {"logDriver": "awsfirelens", "options": {"Name": "stdout"}}},
+        {"name": "plain", "image": "busybox"},
+        {"name": "router", "image": "fluent", "firelensConfiguration": {"type": "fluentbit"}}]});
+    let parsed = parse_value(&app_first).expect("valid");
+    assert_eq!(start_order(&parsed.definition), ["plain", "router", "app"]);
 
-#[test]
-fn unfilled_template_placeholders_are_named_as_such() {
-    // (image, the placeholder named)
-    let table = [
-        ("<IMAGE1_NAME>", "<IMAGE1_NAME>"),
-        ("123456789012.dkr.ecr.eu-west-1.amazonaws.com/shop:<TAG>", "<TAG>"),
-        ("{{image}}", "{{image}}"),
-        ("{{ .Values.image }}", "{{ .Values.image }}"),
-        ("registry.example.com/shop:${TAG}", "${TAG}"),
-        ("shop:$TAG", "$TAG"),
-        ("%IMAGE%", "%IMAGE%"),
-    ];
-    for (image, placeholder) in table {
-        let definition = mutated(|d| { d["containerDefinitions"][0]["image"] = json!(image); });
-        let errors = errors_of(&definition);
-        assert_eq!(errors, vec![format!(
-            "containerDefinitions[0].image: looks like an unfilled template placeholder {placeholder:?}; replace it with the image to run (the pipeline or script that renders this file fills it in) before running the task"
-        )], "{image}");
-    }
-    for fine in ["busybox", "registry:5000/team/app:v1.2", "app@sha256:0123456789abcdef0123456789abcdef"] {
-        assert_eq!(template_placeholder(fine), None, "{fine}");
-    }
-    assert_eq!(template_placeholder("50%"), None);
-    assert_eq!(template_placeholder("a<>b"), None);
-    assert_eq!(template_placeholder("é<ünïcode>"), Some("<ünïcode>".to_string()));
-}
-
-#[test]
-fn integer_ranges_read_as_people_write_them() {
-    let c0 = "/containerDefinitions/0";
-    let table: Vec<ValidationCase> = vec![
-        ("cpu negative", insert(c0, "cpu", json!(-1)), "containerDefinitions[0].cpu: expected a whole number ≥ 0, found -1"),
-        ("cpu fraction", insert(c0, "cpu", json!(0.5)), "containerDefinitions[0].cpu: expected a whole number ≥ 0, found 0.5"),
-        ("cpu beyond i64", insert(c0, "cpu", json!(9_223_372_036_854_775_808u64)), "containerDefinitions[0].cpu: 9223372036854775808 is too large"),
-        ("stopTimeout a string", insert(c0, "stopTimeout", json!("30")), "containerDefinitions[0].stopTimeout: expected a whole number ≥ 0, found a string"),
-        ("memory too small", insert(c0, "memory", json!(2)), "containerDefinitions[0].memory: 2 is too small: at least 6"),
-        ("port still bounded", insert("/containerDefinitions/0/portMappings/0", "hostPort", json!(-1)), "containerDefinitions[0].portMappings[0].hostPort: expected a whole number in 0–65535, found -1"),
+    let with_router = || {
+        let mut d = base();
+        d["containerDefinitions"][0]["logConfiguration"] = json!({"logDriver": "awsfirelens", "options": {"Name": "stdout"}});
+        d["containerDefinitions"][1]["firelensConfiguration"] = json!({"type": "fluentbit"});
+        d
+    };
+    type Mutate = fn(&mut serde_json::Value);
+    let table: Vec<(&str, Mutate, &str)> = vec![
+        ("a second router", |d| d["containerDefinitions"][0]["firelensConfiguration"] = json!({"type": "fluentbit"}),
+         "containerDefinitions[1].firelensConfiguration: a task has one FireLens log router, and container \"web\" is it already"),
+        ("a router user by name", |d| d["containerDefinitions"][1]["user"] = json!("fluent"),
+         "containerDefinitions[1].user: \"fluent\": a FireLens router's user is a number (uid or uid:gid), which its socket directory is given to"),
+        ("an unknown type", |d| d["containerDefinitions"][1]["firelensConfiguration"] = json!({"type": "vector"}),
+         "containerDefinitions[1].firelensConfiguration.type: unknown FireLens type \"vector\": expected fluentbit or fluentd"),
+        ("no type", |d| d["containerDefinitions"][1]["firelensConfiguration"] = json!({"options": {}}),
+         "containerDefinitions[1].firelensConfiguration.type: required"),
+        ("enable-ecs-log-metadata", |d| d["containerDefinitions"][1]["firelensConfiguration"]["options"] = json!({"enable-ecs-log-metadata": "yes"}),
+         "containerDefinitions[1].firelensConfiguration.options.enable-ecs-log-metadata: invalid value \"yes\": expected true or false"),
+        ("config-file-type", |d| d["containerDefinitions"][1]["firelensConfiguration"]["options"] = json!({"config-file-type": "https", "config-file-value": "x"}),
+         "containerDefinitions[1].firelensConfiguration.options.config-file-type: invalid value \"https\" is specified: expected file or s3"),
+        ("config-file-value", |d| d["containerDefinitions"][1]["firelensConfiguration"]["options"] = json!({"config-file-type": "s3"}),
+         "containerDefinitions[1].firelensConfiguration.options.config-file-value: option config-file-type is specified but config-file-value is not specified"),
+        ("an S3 value that is no ARN", |d| d["containerDefinitions"][1]["firelensConfiguration"]["options"] = json!({"config-file-type": "s3", "config-file-value": "s3://b/k"}),
+         "containerDefinitions[1].firelensConfiguration.options.config-file-value: \"s3://b/k\" is not an S3 object ARN (arn:aws:s3:::bucket/key)"),
+        ("plugin options without the plugin", |d| d["containerDefinitions"][0]["logConfiguration"]["options"] = json!({"region": "eu-west-1"}),
+         "containerDefinitions[0].logConfiguration.options: container \"web\": missing output key Name which is required for firelens configuration of type fluentbit"),
+        ("the Fluentd plugin key with Fluent Bit", |d| d["containerDefinitions"][0]["logConfiguration"]["options"] = json!({"@type": "stdout"}),
+         "containerDefinitions[0].logConfiguration.options: container \"web\": missing output key Name which is required for firelens configuration of type fluentbit"),
+        ("an option that breaks a line", |d| d["containerDefinitions"][0]["logConfiguration"]["options"] = json!({"Name": "stdout", "Format": "a\nb"}),
+         "containerDefinitions[0].logConfiguration.options.Format: a FireLens option is one line of the router's configuration: a name without spaces and a value without line breaks"),
     ];
     for (name, mutate, expected) in table {
-        let mut definition = base();
+        let mut definition = with_router();
         mutate(&mut definition);
         assert_eq!(errors_of(&definition), vec![expected.to_string()], "{name}");
     }
-}
-
-#[test]
-fn warnings_survive_errors() {
-    let definition = mutated(|d| {
-        d["status"] = json!("ACTIVE");
-        d["containerDefinitions"][0]["image"] = json!("<IMAGE1_NAME>");
-    });
-    let invalid = check_task_definition(definition.to_string().as_bytes()).expect_err("invalid");
-    assert_eq!(invalid.errors.len(), 1, "{:?}", invalid.errors);
-    assert_eq!(invalid.warnings, vec!["status: ignored: it has no effect on this host".to_string()]);
+    // Patterns alone need no plugin (the user's configuration file may route the records); an
+    // option the router does not read is a warning.
+    let mut definition = with_router();
+    definition["containerDefinitions"][0]["logConfiguration"]["options"] = json!({"include-pattern": "^x"});
+    definition["containerDefinitions"][1]["firelensConfiguration"]["options"] = json!({"colour": "blue"});
+    let parsed = parse_value(&definition).expect("valid");
+    assert_eq!(parsed.warnings, vec!["containerDefinitions[1].firelensConfiguration.options.colour: ignored: a FireLens router reads only enable-ecs-log-metadata, config-file-type, config-file-value".to_string()]);
 }
 
 #[test]
@@ -1221,7 +1235,7 @@ fn a_describe_output_full_of_nulls_gives_one_line_per_object() {
         "tags: ignored: empty".to_string(),
         "taskDefinition.requiresCompatibilities: ignored: it has no effect on this host".to_string(),
         "taskDefinition: ignored, empty: executionRoleArn, inferenceAccelerators, placementConstraints, proxyConfiguration, taskRoleArn".to_string(),
-        "taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, environmentFiles, firelensConfiguration, gpu, resourceRequirements".to_string(),
+        "taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, environmentFiles, gpu, resourceRequirements".to_string(),
     ]);
 }
 

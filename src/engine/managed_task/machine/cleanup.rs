@@ -85,6 +85,9 @@ impl ManagedTask {
                 })
                 .collect(),
             volumes: owned_volumes(&self.task),
+            directories: task_directory(&self.task, &self.settings.firelens)
+                .into_iter()
+                .collect(),
         }));
     }
 

@@ -2,6 +2,7 @@
 //! timers it arms, and the Docker calls that begin a transition.
 
 use super::*;
+use crate::engine::firelens::prepare_create;
 use crate::engine::log_driver::{docker_log_config, environment_secrets};
 
 impl ManagedTask {
@@ -197,12 +198,21 @@ impl ManagedTask {
                     spec.log_config = log_config;
                     let mut secrets = environment_secrets(&container.definition);
                     secrets.extend(log_secrets);
+                    let files = prepare_create(
+                        &self.task,
+                        index,
+                        &self.settings.cluster,
+                        &self.settings.firelens,
+                        &mut spec,
+                        &mut secrets,
+                    )?;
                     Ok((
                         DockerCall::Create {
                             container: name.clone(),
                             spec: Box::new(spec),
                             volumes,
                             secrets,
+                            files: files.map(Box::new),
                         },
                         fallback,
                     ))
