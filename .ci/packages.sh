@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Package tests, run by .ci/run after `cargo test`: builds the .deb and .rpm with
-# packaging/build.sh, checks their file lists, conffiles and scripts, then really installs,
+# Package tests, run by .ci/run after `cargo test`: builds the .deb and .rpm of amd64, arm64 and
+# armhf with packaging/build.sh, checks their file lists, conffiles, scripts, architecture fields
+# and binaries (`file` and the ELF header), then really installs,
 # upgrades, removes and purges the .deb (and installs and erases the .rpm with Debian's rpm) on
 # this machine, checking what is on disk after each step. Every check that fails stops the script
 # with a message saying what was expected.
@@ -47,7 +48,7 @@ if dpkg -s deckhand >/dev/null 2>&1 || rpm -q deckhand >/dev/null 2>&1; then
     dpkg --purge deckhand >/dev/null 2>&1 || true
     rpm -e --nodeps deckhand >/dev/null 2>&1 || true
 fi
-for tool in dpkg-deb rpm python3; do
+for tool in dpkg-deb rpm python3 file; do
     command -v "$tool" >/dev/null 2>&1 || fail "$tool is missing (.ci/run installs it)"
 done
 
@@ -58,12 +59,18 @@ step "build (packaging/build.sh)"
 build_started=$(date +%s)
 packaging/build.sh
 build_seconds=$(( $(date +%s) - build_started ))
-arch_deb=$(dpkg --print-architecture)
-arch_rpm=$(uname -m)
-deb="target/packages/deckhand_${version}_${arch_deb}.deb"
-rpm_file="target/packages/deckhand-${version}-1.${arch_rpm}.rpm"
-expect_path "$deb" "build.sh writes the .deb"
-expect_path "$rpm_file" "build.sh writes the .rpm"
+# Every architecture's packages: Debian's and rpm's names, the ELF class and machine of its
+# binary, and what `file` says of it. The amd64 ones are also installed below.
+architectures="amd64 x86_64 2 62 x86-64
+arm64 aarch64 2 183 ARM.aarch64
+armhf armv7hl 1 40 ARM,.EABI5"
+if [ "${DECKHAND_SKIP_CROSS:-}" = 1 ]; then
+    # build.sh refuses the variable when CI=true: only a developer's machine gets here.
+    architectures=$(printf '%s\n' "$architectures" | head -n 1)
+    skipped=1
+fi
+deb="target/packages/deckhand_${version}_amd64.deb"
+rpm_file="target/packages/deckhand-${version}-1.x86_64.rpm"
 # The size budget of the stripped release binary: small edge hosts are what deckhand is for.
 binary_bytes=$(stat -c %s target/release/deckhand)
 [ "$binary_bytes" -le $((5 * 1024 * 1024)) ] \
@@ -84,6 +91,17 @@ assert {"containerPort": 80, "hostPort": 8080, "protocol": "tcp"} in web["portMa
 assert open(sys.argv[1]).read() == open("examples/web.json").read(), "differs from examples/web.json"
 PY
 
+# check_packages DEB_ARCH RPM_ARCH ELF_CLASS ELF_MACHINE FILE_WORDS: the architecture's .deb and
+# .rpm hold the same files (its own binary, the hardened unit, the same configuration and
+# documentation), with its architecture in their fields and in the binary's ELF header. (Its body
+# is not indented: the expected file lists are multi-line strings compared line by line.)
+check_packages() {
+local deb_arch=$1 rpm_arch=$2 elf_class=$3 elf_machine=$4 file_words=$5
+local deb="target/packages/deckhand_${version}_${deb_arch}.deb"
+local rpm_file="target/packages/deckhand-${version}-1.${rpm_arch}.rpm"
+expect_path "$deb" "build.sh writes the $deb_arch .deb"
+expect_path "$rpm_file" "build.sh writes the $rpm_arch .rpm"
+local control_dir deb_files rpm_scripts unpacked
 step "deb contents and control ($deb)"
 deb_files=$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {sub(/^\.\//, "", $6); print "/" $6}')
 # cargo-deb may gzip the man page, as Debian's policy asks.
@@ -111,7 +129,7 @@ if dpkg-deb -c "$deb" | awk '{print $6}' | grep '^\./etc/deckhand/tasks\.d/.' >/
 fi
 [ "$(dpkg-deb -f "$deb" Package)" = deckhand ] || fail "deb Package field"
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "deb Version field is not $version"
-[ "$(dpkg-deb -f "$deb" Architecture)" = "$arch_deb" ] || fail "deb Architecture field"
+[ "$(dpkg-deb -f "$deb" Architecture)" = "$deb_arch" ] || fail "deb Architecture field"
 dpkg-deb -f "$deb" Depends | contains libc6 || fail "deb Depends lacks libc6"
 control_dir=$(mktemp -d)
 dpkg-deb -e "$deb" "$control_dir"
@@ -154,7 +172,7 @@ rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm_file" | contains '^cn 
 rpm -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILENAMES}\n]' "$rpm_file" \
     | contains '^-rw-r----- root:root /etc/deckhand/deckhand.conf$' \
     || fail "rpm deckhand.conf must be root-owned mode 0640 (it may hold a registry password)"
-[ "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{ARCH}' "$rpm_file")" = "$version-1 $arch_rpm" ] \
+[ "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{ARCH}' "$rpm_file")" = "$version-1 $rpm_arch" ] \
     || fail "rpm version/release/arch"
 rpm_scripts=$(rpm -qp --scripts "$rpm_file")
 for scriptlet in preinstall postinstall preuninstall postuninstall; do
@@ -174,6 +192,41 @@ rpm -qp --requires "$rpm_file" | contains '^libc\.so\.6' || fail "rpm Requires l
 for script in packaging/rpm/*.sh; do
     sh -n "$script" || fail "$script has a shell syntax error"
 done
+
+step "$deb_arch binary, unit and rpm payload"
+unpacked=$(mktemp -d)
+dpkg-deb -x "$deb" "$unpacked"
+local binary="$unpacked/usr/bin/deckhand"
+file -b "$binary" | contains -E "^ELF $((elf_class * 32))-bit LSB .*${file_words//./ }" \
+    || fail "the $deb_arch binary is not a $file_words ELF: $(file -b "$binary")"
+python3 - "$binary" "$elf_class" "$elf_machine" <<'PY' || fail "the $deb_arch binary's ELF header is not its architecture's"
+import struct, sys
+header = open(sys.argv[1], "rb").read(20)
+assert header[:4] == b"\x7fELF", "ELF magic"
+assert header[4] == int(sys.argv[2]), f"class {header[4]}"
+assert header[5] == 1, "little-endian"
+machine = struct.unpack("<H", header[18:20])[0]
+assert machine == int(sys.argv[3]), f"e_machine {machine}"
+PY
+cmp -s "$unpacked/lib/systemd/system/deckhand.service" packaging/deckhand.service \
+    || fail "the $deb_arch .deb's unit differs from packaging/deckhand.service"
+echo "$deb_arch: $(stat -c %s "$binary") B binary: $(file -b "$binary" | cut -d, -f1-2)"
+# The .rpm carries the very same files: its digests are the .deb's files' SHA-256.
+local path digest
+while read -r digest path; do
+    local from_deb="$unpacked$path"
+    [ "$path" = /usr/lib/systemd/system/deckhand.service ] && from_deb="$unpacked/lib/systemd/system/deckhand.service"
+    # Directories have no digest: `read` then puts the path first.
+    [ -n "$path" ] || continue
+    [ "$(sha256sum "$from_deb" | cut -d' ' -f1)" = "$digest" ] \
+        || fail "$path differs between the $deb_arch .deb and the $rpm_arch .rpm"
+done < <(rpm -qp --qf '[%{FILEDIGESTS} %{FILENAMES}\n]' "$rpm_file")
+rm -rf "$unpacked"
+}
+
+while read -r deb_arch rpm_arch elf_class elf_machine file_words; do
+    check_packages "$deb_arch" "$rpm_arch" "$elf_class" "$elf_machine" "$file_words"
+done <<<"$architectures"
 
 step "systemd unit"
 unit_text=$(cat packaging/deckhand.service)

@@ -547,6 +547,7 @@ struct PreparedEcs {
 /// credentials (the message says where they were looked for), and `ecs.json` reads.
 fn prepare_ecs(ecs: &crate::config::EcsConfig, data_dir: &Path) -> Result<PreparedEcs, String> {
     use crate::control::ecs::{register, CredentialChain, Endpoint};
+    register::check_ecs_architecture(std::env::consts::ARCH)?;
     let endpoint =
         Endpoint::parse(&ecs.backend_host).map_err(|error| format!("ECS_BACKEND_HOST: {error}"))?;
     let attributes: serde_json::Map<String, serde_json::Value> = ecs

@@ -40,23 +40,72 @@ mod allocator {
         tunables.join(":")
     }
 
+    /// Starts the program again with the settings. Through `execve(2)` itself rather than
+    /// `Command::exec`: that goes through glibc's `execvp`, which hands a file the kernel cannot
+    /// run (ENOEXEC) to `/bin/sh` as a script, and under a user-mode emulator without
+    /// `binfmt_misc` (`qemu-arm -L … deckhand run`) the kernel cannot run deckhand's own file,
+    /// so the shell would take the process's place and end it ("Syntax error", exit 2). A failed
+    /// `execve` returns, and the agent goes on with glibc's defaults after a warning.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     pub fn apply_settings() {
-        use std::os::unix::process::CommandExt;
+        use std::ffi::{CString, OsString};
+        use std::os::unix::ffi::OsStringExt;
         if std::env::var_os(APPLIED).is_some() {
             return;
         }
         let current = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
-        let mut args = std::env::args_os();
-        let argv0 = args.next().unwrap_or_else(|| "deckhand".into());
-        let error = std::process::Command::new("/proc/self/exe")
-            .arg0(argv0)
-            .args(args)
-            .env("GLIBC_TUNABLES", merged_tunables(&current))
-            .env(APPLIED, "applied")
-            .exec();
+        let c_string = |bytes: Vec<u8>| CString::new(bytes).ok();
+        // Arguments and the environment cannot hold a NUL byte (they came through the kernel as
+        // C strings), so `None` here does not happen; if it did, the defaults are kept.
+        let arguments: Option<Vec<CString>> = std::env::args_os()
+            .map(|argument| c_string(argument.into_vec()))
+            .collect();
+        let mut environment: Option<Vec<CString>> = std::env::vars_os()
+            .filter(|(name, _)| name != "GLIBC_TUNABLES" && name != APPLIED)
+            .map(|(name, value)| {
+                let mut entry = name;
+                entry.push("=");
+                entry.push(value);
+                c_string(entry.into_vec())
+            })
+            .collect();
+        if let Some(environment) = environment.as_mut() {
+            for (name, value) in [
+                ("GLIBC_TUNABLES", merged_tunables(&current)),
+                (APPLIED, "applied".to_string()),
+            ] {
+                let entry = OsString::from(format!("{name}={value}"));
+                environment.extend(c_string(entry.into_vec()));
+            }
+        }
+        let (Some(arguments), Some(environment)) = (arguments, environment) else {
+            eprintln!(
+                "deckhand: warning: running with glibc's default malloc settings (an argument \
+                 or environment variable holds a NUL byte)"
+            );
+            return;
+        };
+        let pointers = |strings: &[CString]| -> Vec<*const libc::c_char> {
+            strings
+                .iter()
+                .map(|string| string.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        };
+        let argv = pointers(&arguments);
+        let envp = pointers(&environment);
+        // SAFETY: the path is a C string literal, and `argv` and `envp` are NULL-terminated
+        // arrays of pointers into `arguments` and `environment`, which outlive the call. On
+        // success the call does not return; on failure nothing was changed.
+        unsafe {
+            libc::execve(c"/proc/self/exe".as_ptr(), argv.as_ptr(), envp.as_ptr());
+        }
         // Only reached when the program could not start itself again: run with the defaults.
-        eprintln!("deckhand: running with glibc's default malloc settings ({error})");
+        let error = std::io::Error::last_os_error();
+        eprintln!(
+            "deckhand: warning: running with glibc's default malloc settings: starting \
+             /proc/self/exe again with them failed ({error})"
+        );
     }
 
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

@@ -1,6 +1,6 @@
-//! The awsvpc sandbox's pause program for both architectures deckhand carries it for, run as a
-//! real process: the one of this machine natively, the other under qemu's user-mode emulator
-//! (Debian's `qemu-user`, installed on first need). Each waits, survives a signal it does not
+//! The awsvpc sandbox's pause program for every architecture deckhand carries it for (x86_64,
+//! aarch64, 32-bit ARM), run as a real process: the one of this machine natively, the others
+//! under qemu's user-mode emulator (Debian's `qemu-user`, installed on first need). Each waits, survives a signal it does not
 //! handle, and exits 0 on SIGTERM and on SIGINT.
 
 #[path = "support/packages.rs"]
@@ -33,9 +33,12 @@ fn signal(pid: u32, name: &str) {
 }
 
 /// The host's system calls the pause program (or the emulator running it) blocks in while it
-/// waits: `pause` and `ppoll` (x86_64: 34, 271; aarch64: —, 73) and `rt_sigsuspend` (130; 133).
+/// waits: `pause`, `ppoll` and `rt_sigsuspend` (x86_64: 34, 271, 130; aarch64: —, 73, 133;
+/// 32-bit ARM: 29, 336, 179).
 const WAITING_SYSCALLS: &[&str] = if cfg!(target_arch = "x86_64") {
     &["34", "271", "130"]
+} else if cfg!(target_arch = "arm") {
+    &["29", "336", "179"]
 } else {
     &["73", "133"]
 };
@@ -112,16 +115,30 @@ fn check_waits_then_exits_zero(emulator: Option<&str>, program: &Path, stop: &st
     }
 }
 
+/// The emulator that runs `architecture`'s programs on another CPU.
+fn emulator(architecture: Architecture) -> &'static str {
+    match architecture {
+        Architecture::X86_64 => "qemu-x86_64",
+        Architecture::Aarch64 => "qemu-aarch64",
+        Architecture::Arm => "qemu-arm",
+    }
+}
+
 #[test]
-fn both_pause_programs_wait_and_exit_zero_on_sigterm_and_sigint() {
+fn every_pause_program_waits_and_exits_zero_on_sigterm_and_sigint() {
     let native = Architecture::of_this_build().expect("a build deckhand carries the program for");
-    let (other, emulator) = match native {
-        Architecture::X86_64 => (Architecture::Aarch64, "qemu-aarch64"),
-        Architecture::Aarch64 => (Architecture::X86_64, "qemu-x86_64"),
-    };
-    packages::ensure_program(emulator, "qemu-user");
+    let others: Vec<Architecture> = Architecture::ALL
+        .into_iter()
+        .filter(|architecture| *architecture != native)
+        .collect();
+    assert_eq!(others.len(), 2, "three architectures");
+    for other in &others {
+        packages::ensure_program(emulator(*other), "qemu-user");
+    }
     for stop in ["TERM", "INT"] {
         check_waits_then_exits_zero(None, &write_program(native), stop);
-        check_waits_then_exits_zero(Some(emulator), &write_program(other), stop);
+        for other in &others {
+            check_waits_then_exits_zero(Some(emulator(*other)), &write_program(*other), stop);
+        }
     }
 }

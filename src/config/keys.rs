@@ -208,7 +208,7 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
     ConfigKeyDoc {
         key: "ECS_EXTERNAL",
         system_default: "false",
-        meaning: "join the Amazon ECS cluster ECS_CLUSTER as an external instance (true/false; README: Joining an ECS cluster); false runs local tasks only",
+        meaning: "join the Amazon ECS cluster ECS_CLUSTER as an external instance (true/false; README: Joining an ECS cluster; x86_64 and arm64 hosts only, as ECS supports no 32-bit ARM); false runs local tasks only",
     },
     ConfigKeyDoc {
         key: "ECS_BACKEND_HOST",

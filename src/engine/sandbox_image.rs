@@ -2,49 +2,93 @@
 //! asked for it, so an edge host with no registry access runs awsvpc tasks too.
 //!
 //! The image holds one file, `/pause`: a static Linux program of a few hundred bytes that deckhand
-//! carries for x86_64 and aarch64. It installs a handler for SIGTERM and SIGINT that exits 0, then
-//! waits for signals forever. (PID 1 of a container ignores a signal it has no handler for, so
-//! without the handler every stop would wait out its grace and end in SIGKILL.) The program is
-//! written here as machine code, each instruction commented, inside the smallest ELF file the
-//! kernel runs; the image is a one-file tar archive handed to Docker's import.
+//! carries for x86_64, aarch64 and 32-bit ARM (armhf). It installs a handler for SIGTERM and
+//! SIGINT that exits 0, then waits for signals forever. (PID 1 of a container ignores a signal it
+//! has no handler for, so without the handler every stop would wait out its grace and end in
+//! SIGKILL.) The program is written here as machine code, each instruction commented, inside the
+//! smallest ELF file the kernel runs; the image is a one-file tar archive handed to Docker's
+//! import.
 
 use crate::runtime::{ContainerRuntime, RuntimeError};
 use crate::task::sandbox::{SANDBOX_IMAGE, SANDBOX_IMAGE_REPOSITORY, SANDBOX_IMAGE_TAG};
 
 /// Where the program is loaded: the classic static-executable base.
 const LOAD_ADDRESS: u64 = 0x40_0000;
-/// ELF header (64 bytes) plus one program header (56 bytes): the code starts right after.
-const CODE_OFFSET: u64 = 64 + 56;
 /// `SA_RESTORER`: x86_64 delivers a signal only to a handler that names a restorer.
 const SA_RESTORER: u64 = 0x0400_0000;
+/// `EF_ARM_EABI_VER5`: the ARM EABI's system calls (number in r7, `svc #0`); without it an
+/// emulator takes the program for the old ABI.
+const EF_ARM_EABI_VER5: u32 = 0x0500_0000;
 
 /// A CPU the sandbox program exists for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Architecture {
     X86_64,
     Aarch64,
+    /// 32-bit ARM, EABI (Debian's armhf, ARMv7).
+    Arm,
 }
 
 impl Architecture {
+    /// Every architecture the program exists for.
+    pub const ALL: [Architecture; 3] = [
+        Architecture::X86_64,
+        Architecture::Aarch64,
+        Architecture::Arm,
+    ];
+
     /// The architecture deckhand was built for, if the program exists for it.
     pub fn of_this_build() -> Option<Architecture> {
         match std::env::consts::ARCH {
             "x86_64" => Some(Architecture::X86_64),
             "aarch64" => Some(Architecture::Aarch64),
+            "arm" => Some(Architecture::Arm),
             _ => None,
         }
     }
 
-    fn elf_machine(self) -> u16 {
+    /// The `e_machine` of its ELF files.
+    pub fn elf_machine(self) -> u16 {
         match self {
             Architecture::X86_64 => 62,
             Architecture::Aarch64 => 183,
+            Architecture::Arm => 40,
         }
+    }
+
+    /// The size in bytes of an address (and of `long`): ELF64 or ELF32.
+    fn word_size(self) -> usize {
+        match self {
+            Architecture::X86_64 | Architecture::Aarch64 => 8,
+            Architecture::Arm => 4,
+        }
+    }
+
+    /// Where the code starts: right after the ELF header and its one program header.
+    fn code_offset(self) -> u64 {
+        match self.word_size() {
+            8 => 64 + 56,
+            _ => 52 + 32,
+        }
+    }
+
+    /// The size of the kernel's `struct sigaction` the code ends with: handler, flags and
+    /// restorer (a `long` each) and a 64-bit signal mask.
+    pub fn sigaction_size(self) -> usize {
+        3 * self.word_size() + 8
     }
 }
 
+/// Instructions of a fixed-width instruction set, little-endian.
+fn words(instructions: &[u32]) -> Vec<u8> {
+    instructions
+        .iter()
+        .flat_map(|instruction| instruction.to_le_bytes())
+        .collect()
+}
+
 /// The code of the pause program for `architecture`, and where in it the handler starts; the
-/// code ends where its 32-byte `struct sigaction` (filled in by [`pause_program`]) goes.
+/// code ends where its `struct sigaction` (filled in by [`pause_program`]) goes.
 fn pause_code(architecture: Architecture) -> (Vec<u8>, u64) {
     match architecture {
         Architecture::X86_64 => {
@@ -70,7 +114,7 @@ fn pause_code(architecture: Architecture) -> (Vec<u8>, u64) {
             (code, 48)
         }
         Architecture::Aarch64 => {
-            let instructions: [u32; 18] = [
+            let code = words(&[
                 0x1000_0241, //  0: adr x1, #72        (the sigaction)
                 0xd280_01e0, //  4: mov x0, #15        (SIGTERM)
                 0xd280_0002, //  8: mov x2, #0         (no old action)
@@ -89,12 +133,29 @@ fn pause_code(architecture: Architecture) -> (Vec<u8>, u64) {
                 0xd280_0000, // 60: mov x0, #0         (handler: status 0)
                 0xd280_0bc8, // 64: mov x8, #94        (exit_group)
                 0xd400_0001, // 68: svc #0
-            ];
-            let code = instructions
-                .iter()
-                .flat_map(|instruction| instruction.to_le_bytes())
-                .collect();
+            ]);
             (code, 60)
+        }
+        // A32 instructions (ARM state). The kernel keeps every register but r0 across a system
+        // call, so r1 to r3 serve both rt_sigaction calls.
+        Architecture::Arm => {
+            let code = words(&[
+                0xe28f_1030, //  0: add r1, pc, #48    (the sigaction, at 56: pc reads as 8)
+                0xe3a0_000f, //  4: mov r0, #15        (SIGTERM)
+                0xe3a0_2000, //  8: mov r2, #0         (no old action)
+                0xe3a0_3008, // 12: mov r3, #8         (sigset size)
+                0xe3a0_70ae, // 16: mov r7, #174       (rt_sigaction)
+                0xef00_0000, // 20: svc #0
+                0xe3a0_0002, // 24: mov r0, #2         (SIGINT)
+                0xef00_0000, // 28: svc #0
+                0xe3a0_701d, // 32: mov r7, #29        (pause)
+                0xef00_0000, // 36: svc #0
+                0xeaff_fffc, // 40: b 32
+                0xe3a0_0000, // 44: mov r0, #0         (handler: status 0)
+                0xe3a0_70f8, // 48: mov r7, #248       (exit_group)
+                0xef00_0000, // 52: svc #0
+            ]);
+            (code, 44)
         }
     }
 }
@@ -102,42 +163,68 @@ fn pause_code(architecture: Architecture) -> (Vec<u8>, u64) {
 /// The pause program: a static ELF executable for `architecture`.
 pub fn pause_program(architecture: Architecture) -> Vec<u8> {
     let (mut code, handler_offset) = pause_code(architecture);
-    let handler = LOAD_ADDRESS + CODE_OFFSET + handler_offset;
+    let code_offset = architecture.code_offset();
+    let handler = LOAD_ADDRESS + code_offset + handler_offset;
+    // Addresses and offsets in the ELF class's width (all of them fit in 32 bits).
+    let wide = architecture.word_size() == 8;
+    let word = |bytes: &mut Vec<u8>, value: u64| {
+        if wide {
+            bytes.extend_from_slice(&value.to_le_bytes());
+        } else {
+            bytes.extend_from_slice(&(value as u32).to_le_bytes());
+        }
+    };
     let flags = match architecture {
         Architecture::X86_64 => SA_RESTORER,
-        Architecture::Aarch64 => 0,
+        Architecture::Aarch64 | Architecture::Arm => 0,
     };
     // struct sigaction { handler, flags, restorer, mask }; the handler never returns, so the
     // restorer is never called.
-    for word in [handler, flags, handler, 0] {
-        code.extend_from_slice(&word.to_le_bytes());
+    for value in [handler, flags, handler] {
+        word(&mut code, value);
     }
-    let size = CODE_OFFSET + code.len() as u64;
+    code.extend_from_slice(&0u64.to_le_bytes());
+    let size = code_offset + code.len() as u64;
 
     let mut elf = Vec::with_capacity(usize::try_from(size).unwrap_or_default());
-    // ELF header: 64-bit, little-endian, version 1, System V ABI.
-    elf.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
+    // ELF header: 64- or 32-bit, little-endian, version 1, System V ABI.
+    let class = if wide { 2 } else { 1 };
+    elf.extend_from_slice(&[0x7f, b'E', b'L', b'F', class, 1, 1, 0]);
     elf.extend_from_slice(&[0; 8]);
     elf.extend_from_slice(&2u16.to_le_bytes()); // e_type: executable
     elf.extend_from_slice(&architecture.elf_machine().to_le_bytes());
     elf.extend_from_slice(&1u32.to_le_bytes()); // e_version
-    elf.extend_from_slice(&(LOAD_ADDRESS + CODE_OFFSET).to_le_bytes()); // e_entry
-    elf.extend_from_slice(&64u64.to_le_bytes()); // e_phoff
-    elf.extend_from_slice(&0u64.to_le_bytes()); // e_shoff: no sections
-    elf.extend_from_slice(&0u32.to_le_bytes()); // e_flags
-    elf.extend_from_slice(&64u16.to_le_bytes()); // e_ehsize
-    elf.extend_from_slice(&56u16.to_le_bytes()); // e_phentsize
+    word(&mut elf, LOAD_ADDRESS + code_offset); // e_entry
+    word(&mut elf, if wide { 64 } else { 52 }); // e_phoff: right after this header
+    word(&mut elf, 0); // e_shoff: no sections
+    let elf_flags = match architecture {
+        Architecture::Arm => EF_ARM_EABI_VER5,
+        Architecture::X86_64 | Architecture::Aarch64 => 0,
+    };
+    elf.extend_from_slice(&elf_flags.to_le_bytes()); // e_flags
+    let (header_size, program_header_size): (u16, u16) = if wide { (64, 56) } else { (52, 32) };
+    elf.extend_from_slice(&header_size.to_le_bytes()); // e_ehsize
+    elf.extend_from_slice(&program_header_size.to_le_bytes()); // e_phentsize
     elf.extend_from_slice(&1u16.to_le_bytes()); // e_phnum
     elf.extend_from_slice(&[0; 6]); // e_shentsize, e_shnum, e_shstrndx
-                                    // One loadable segment, readable and executable: the whole file.
-    elf.extend_from_slice(&1u32.to_le_bytes()); // p_type: PT_LOAD
-    elf.extend_from_slice(&5u32.to_le_bytes()); // p_flags: R + X
-    elf.extend_from_slice(&0u64.to_le_bytes()); // p_offset
-    elf.extend_from_slice(&LOAD_ADDRESS.to_le_bytes()); // p_vaddr
-    elf.extend_from_slice(&LOAD_ADDRESS.to_le_bytes()); // p_paddr
-    elf.extend_from_slice(&size.to_le_bytes()); // p_filesz
-    elf.extend_from_slice(&size.to_le_bytes()); // p_memsz
-    elf.extend_from_slice(&0x1000u64.to_le_bytes()); // p_align
+
+    // One loadable segment, readable and executable: the whole file. ELF64 puts p_flags second,
+    // ELF32 seventh.
+    const PT_LOAD: u32 = 1;
+    const READ_EXECUTE: u32 = 5;
+    elf.extend_from_slice(&PT_LOAD.to_le_bytes()); // p_type
+    if wide {
+        elf.extend_from_slice(&READ_EXECUTE.to_le_bytes()); // p_flags
+    }
+    word(&mut elf, 0); // p_offset
+    word(&mut elf, LOAD_ADDRESS); // p_vaddr
+    word(&mut elf, LOAD_ADDRESS); // p_paddr
+    word(&mut elf, size); // p_filesz
+    word(&mut elf, size); // p_memsz
+    if !wide {
+        elf.extend_from_slice(&READ_EXECUTE.to_le_bytes()); // p_flags
+    }
+    word(&mut elf, 0x1000); // p_align
     elf.extend_from_slice(&code);
     elf
 }
@@ -183,7 +270,7 @@ pub fn ensure_sandbox_image(runtime: &dyn ContainerRuntime) -> Result<(), Runtim
         return Err(RuntimeError::CannotPull {
             message: format!(
                 "awsvpc tasks need deckhand's sandbox program, which this build for {} does \
-                 not carry (it exists for x86_64 and aarch64)",
+                 not carry (it exists for x86_64, aarch64 and 32-bit ARM)",
                 std::env::consts::ARCH
             ),
         });
@@ -202,26 +289,46 @@ mod tests {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
+    /// Reads the little-endian unsigned number of `width` bytes at `offset`.
+    fn number(program: &[u8], offset: usize, width: usize) -> u64 {
+        program[offset..offset + width]
+            .iter()
+            .rev()
+            .fold(0, |value, byte| value << 8 | u64::from(*byte))
+    }
+
     #[test]
-    fn both_programs_are_elf_executables_whose_sizes_match_their_headers() {
-        for architecture in [Architecture::X86_64, Architecture::Aarch64] {
+    fn every_program_is_an_elf_executable_whose_size_matches_its_header() {
+        for architecture in Architecture::ALL {
             let program = pause_program(architecture);
+            let width = architecture.word_size();
             assert_eq!(&program[..4], b"\x7fELF");
             assert_eq!(
-                u16::from_le_bytes([program[18], program[19]]),
-                architecture.elf_machine()
+                program[4],
+                if width == 8 { 2 } else { 1 },
+                "{architecture:?}"
             );
-            let file_size = u64::from_le_bytes(program[96..104].try_into().expect("8 bytes"));
+            assert_eq!(
+                number(&program, 18, 2),
+                u64::from(architecture.elf_machine())
+            );
+            let entry = number(&program, 24, width);
+            assert_eq!(entry, LOAD_ADDRESS + architecture.code_offset());
+            let file_size_at = if width == 8 { 96 } else { 52 + 16 };
+            let file_size = number(&program, file_size_at, width);
             assert_eq!(file_size, program.len() as u64, "{architecture:?}");
             // The sigaction's handler points at an instruction inside the file.
-            let action = program.len() - 32;
-            let handler = u64::from_le_bytes(program[action..action + 8].try_into().expect("8"));
-            assert!(handler > LOAD_ADDRESS + CODE_OFFSET);
-            assert!(handler < LOAD_ADDRESS + action as u64);
-            if architecture == Architecture::Aarch64 {
+            let action = program.len() - architecture.sigaction_size();
+            let handler = number(&program, action, width);
+            assert!(handler > entry, "{architecture:?}");
+            assert!(handler < LOAD_ADDRESS + action as u64, "{architecture:?}");
+            if architecture != Architecture::X86_64 {
                 assert_eq!((handler - LOAD_ADDRESS) % 4, 0, "aligned instruction");
             }
         }
+        // The 32-bit ARM program says it uses the EABI's system calls.
+        let arm = pause_program(Architecture::Arm);
+        assert_eq!(number(&arm, 36, 4), u64::from(EF_ARM_EABI_VER5));
     }
 
     /// Runs the program of this machine's architecture as a process: it waits, and a SIGTERM
@@ -247,10 +354,10 @@ mod tests {
                 .expect("the program runs");
             // It waits (blocked in pause or ppoll, which it reaches only after installing its
             // handlers), and a signal it ignores does not end it.
-            let waiting = if cfg!(target_arch = "x86_64") {
-                "34"
-            } else {
-                "73"
+            let waiting = match architecture {
+                Architecture::X86_64 => "34",
+                Architecture::Aarch64 => "73",
+                Architecture::Arm => "29",
             };
             let deadline = Instant::now() + Duration::from_secs(10);
             while std::fs::read_to_string(format!("/proc/{}/syscall", child.id()))

@@ -55,6 +55,8 @@ pub struct Agent {
     pub docker: DockerClient,
     /// Environment of the agent process, kept so that [`Agent::restart`] starts it the same way.
     env: Vec<(String, String)>,
+    /// The command that runs deckhand, kept for [`Agent::restart`] too.
+    command: Vec<String>,
     config: PathBuf,
     log: Arc<Mutex<Vec<String>>>,
     log_lines: Receiver<String>,
@@ -77,6 +79,16 @@ impl Default for AgentOptions {
 impl Agent {
     /// Starts an agent and waits until it logs that it is ready.
     pub fn start(docker: DockerClient, options: AgentOptions) -> Agent {
+        Agent::start_with_command(docker, options, Vec::new())
+    }
+
+    /// Like [`Agent::start`], with `command` running deckhand (an emulator and its arguments
+    /// before another architecture's binary; empty: this build's binary).
+    pub fn start_with_command(
+        docker: DockerClient,
+        options: AgentOptions,
+        command: Vec<String>,
+    ) -> Agent {
         ensure_busybox_image(&docker);
         let directory = TempDir::new("dh-agent");
         let socket = directory.path.join("run").join("api.sock");
@@ -120,7 +132,7 @@ impl Agent {
             ),
         ];
         env.extend(options.extra_env.iter().cloned());
-        let (child, log, log_lines) = spawn_agent(&config, &env);
+        let (child, log, log_lines) = spawn_agent(&command, &config, &env);
         let agent = Agent {
             child: Some(child),
             directory,
@@ -130,6 +142,7 @@ impl Agent {
             cluster,
             docker,
             env,
+            command,
             config,
             log,
             log_lines,
@@ -156,7 +169,7 @@ impl Agent {
     /// Like [`Agent::restart`] without waiting for readiness.
     pub fn restart_without_waiting(&mut self) {
         assert!(self.child.is_none(), "the agent is still running");
-        let (child, log, log_lines) = spawn_agent(&self.config, &self.env);
+        let (child, log, log_lines) = spawn_agent(&self.command, &self.config, &self.env);
         self.child = Some(child);
         self.log = log;
         self.log_lines = log_lines;
@@ -315,8 +328,15 @@ impl Agent {
 
 type SpawnedAgent = (Child, Arc<Mutex<Vec<String>>>, Receiver<String>);
 
-fn spawn_agent(config: &Path, env: &[(String, String)]) -> SpawnedAgent {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_deckhand"));
+fn spawn_agent(program: &[String], config: &Path, env: &[(String, String)]) -> SpawnedAgent {
+    let mut command = match program.split_first() {
+        Some((first, rest)) => {
+            let mut command = Command::new(first);
+            command.args(rest);
+            command
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_deckhand")),
+    };
     command
         .arg("run")
         .arg("--config")

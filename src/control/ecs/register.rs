@@ -300,6 +300,27 @@ pub fn ecs_cpu_architecture(rust_arch: &str) -> &str {
     }
 }
 
+/// Whether ECS places tasks on a host of this CPU (Rust's name for it): x86_64 and arm64 only,
+/// the two ECS Anywhere installs on. A 32-bit ARM host has no ECS agent and ECS never places a
+/// task on it, so deckhand refuses to register one rather than join a cluster for nothing; the
+/// error names what still works there.
+pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
+    match rust_arch {
+        "x86_64" | "aarch64" => Ok(()),
+        "arm" => Err(
+            "ECS_EXTERNAL=true: Amazon ECS does not support 32-bit ARM (armhf) \
+             hosts, only x86_64 and arm64; deckhand runs local tasks, Compose files and tasks.d \
+             on this host without it (set ECS_EXTERNAL=false)"
+                .to_string(),
+        ),
+        other => Err(format!(
+            "ECS_EXTERNAL=true: Amazon ECS does not support {other} hosts, only x86_64 and \
+             arm64; deckhand runs local tasks, Compose files and tasks.d on this host without it \
+             (set ECS_EXTERNAL=false)"
+        )),
+    }
+}
+
 /// The capabilities and platform attributes deckhand registers, each because deckhand does it:
 ///
 /// - `com.amazonaws.ecs.capability.docker-remote-api.1.17` … `1.32` (ECS's list, less 1.26,
@@ -873,6 +894,26 @@ mod tests {
         ];
         for (error, saved, expected) in cases {
             assert_eq!(starts_over(error, *saved), *expected, "{error:?} {saved:?}");
+        }
+    }
+
+    #[test]
+    fn ecs_places_tasks_on_x86_64_and_arm64_hosts_only() {
+        let table = [
+            ("x86_64", None),
+            ("aarch64", None),
+            ("arm", Some("does not support 32-bit ARM (armhf) hosts")),
+            ("riscv64", Some("does not support riscv64 hosts")),
+        ];
+        for (arch, refusal) in table {
+            match (check_ecs_architecture(arch), refusal) {
+                (Ok(()), None) => {}
+                (Err(message), Some(expected)) => {
+                    assert!(message.contains(expected), "{arch}: {message}");
+                    assert!(message.contains("local tasks"), "{arch}: {message}");
+                }
+                (result, _) => panic!("{arch}: {result:?}"),
+            }
         }
     }
 }
