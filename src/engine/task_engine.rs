@@ -264,8 +264,9 @@ impl TaskEngine {
             container_instance_arn: Mutex::new(None),
         });
         let filter = event_filter(&shared.config.cluster);
-        let subscribed =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.events(&filter)));
+        let subscribed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            super::docker_events::note_docker_answer(runtime.events(&filter))
+        }));
         let first_stream = match subscribed {
             Ok(Ok(stream)) => Some(stream),
             Ok(Err(error)) => {
