@@ -200,7 +200,7 @@ impl Write for Deadline<'_> {
     }
 }
 
-/// A bound socket, not served yet ([`HttpServer::bind_tcp`], [`HttpServer::serve_listeners`]).
+/// A bound socket, not served yet ([`bind_tcp`], [`HttpServer::serve_listeners`]).
 pub enum Listener {
     Unix {
         listener: UnixListener,
