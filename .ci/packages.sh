@@ -117,7 +117,8 @@ $deb_man_page
 /usr/share/doc/deckhand/CHANGELOG.md
 /usr/share/doc/deckhand/copyright
 /usr/share/doc/deckhand/examples/web.json
-/usr/share/doc/deckhand/examples/make-image.sh"
+/usr/share/doc/deckhand/examples/make-image.sh
+/usr/share/doc/deckhand/examples/deckhand-rules.yml"
 dpkg-deb -c "$deb" | contains -E '^-rwxr-xr-x (root/root|0/0) .* \./usr/bin/deckhand$' \
     || fail "/usr/bin/deckhand must be root-owned mode 0755 in the deb"
 dpkg-deb -c "$deb" | contains -E '^-rw-r----- (root/root|0/0) .* \./etc/deckhand/deckhand\.conf$' \
@@ -160,7 +161,8 @@ expect_lines "rpm file list" "$(rpm -qpl "$rpm_file")" "/usr/bin/deckhand
 /usr/share/doc/deckhand/CHANGELOG.md
 /usr/share/doc/deckhand/examples
 /usr/share/doc/deckhand/examples/web.json
-/usr/share/doc/deckhand/examples/make-image.sh"
+/usr/share/doc/deckhand/examples/make-image.sh
+/usr/share/doc/deckhand/examples/deckhand-rules.yml"
 rpm -qlvp "$rpm_file" | contains -E '^drwxr-xr-x +[0-9]+ +root +root +.* /etc/deckhand/tasks\.d$' \
     || fail "the rpm must ship /etc/deckhand/tasks.d as a root-owned 0755 directory"
 if rpm -qpl "$rpm_file" | grep '^/etc/deckhand/tasks\.d/' >/dev/null; then

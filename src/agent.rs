@@ -179,6 +179,7 @@ pub fn image_cleanup_settings(config: &Config) -> ImageCleanupSettings {
         disk_high_percent: keys.disk_high_percent,
         disk_low_percent: keys.disk_low_percent,
         disk_sample_interval: DISK_SAMPLE_INTERVAL,
+        remove_images: true,
     }
 }
 
@@ -186,13 +187,28 @@ pub fn image_cleanup_settings(config: &Config) -> ImageCleanupSettings {
 /// directory is read afresh before each cycle and each removal. As in ECS, pull behaviour
 /// `prefer-cached` turns it off (that behaviour counts on the images staying).
 fn start_image_cleanup(engine: &TaskEngine, config: &Config) -> Option<Arc<ImageCleanupCounters>> {
-    if config.image_cleanup.disabled {
-        log::info!("image cleanup off (ECS_DISABLE_IMAGE_CLEANUP=true)");
-        return None;
-    }
-    if config.image_pull_behavior == ImagePullBehavior::PreferCached {
-        log::info!("image cleanup off: pull behavior prefer-cached keeps the images it uses");
-        return None;
+    let off = if config.image_cleanup.disabled {
+        Some("image cleanup off (ECS_DISABLE_IMAGE_CLEANUP=true)")
+    } else if config.image_pull_behavior == ImagePullBehavior::PreferCached {
+        Some("image cleanup off: pull behavior prefer-cached keeps the images it uses")
+    } else {
+        None
+    };
+    if let Some(why) = off {
+        log::info!("{why}; the disk is still sampled for the metrics");
+        let settings = ImageCleanupSettings {
+            remove_images: false,
+            ..image_cleanup_settings(config)
+        };
+        let nothing_declared: crate::engine::image_cleanup::ProtectedImages =
+            Arc::new(|| Ok(Vec::new()));
+        return match engine.start_image_cleanup(settings, nothing_declared) {
+            Ok(counters) => Some(counters),
+            Err(error) => {
+                log::error!("cannot start sampling the image disk: {error}");
+                None
+            }
+        };
     }
     for image in &config.image_cleanup.excluded_images {
         log::info!("image cleanup: image {image} is excluded (ECS_EXCLUDE_UNTRACKED_IMAGE)");

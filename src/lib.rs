@@ -25,6 +25,7 @@ pub mod secrets;
 pub mod state;
 pub mod task;
 pub mod text;
+pub mod worker_threads;
 
 /// The agent's version, as `deckhand --version` prints it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -160,6 +160,53 @@ fn a_scrape_shows_a_running_task_and_passes_promtool() {
     assert!(required(&later, &cpu_series) >= cpu);
 }
 
+#[test]
+fn with_image_cleanup_off_the_disk_is_still_sampled_and_docker_shows_up() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent metrics, cleanup off") else {
+        return;
+    };
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            extra_env: vec![
+                ("ECS_DISABLE_IMAGE_CLEANUP".into(), "true".into()),
+                ("DECKHAND_IMAGE_CLEANUP_DISK_HIGH".into(), "90".into()),
+                ("DECKHAND_IMAGE_CLEANUP_DISK_LOW".into(), "70".into()),
+            ],
+            ..AgentOptions::default()
+        },
+    );
+    // The sampling thread reads the disk once at start, beside the agent's readiness: scrape
+    // until its first sample shows (another process: nothing to wait on but the page).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let page = loop {
+        let page = scrape(&agent);
+        if series_value(&page, "deckhand_image_disk_used_ratio").is_some() {
+            break page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no disk sample within 30 s:\n{page}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let disk = required(&page, "deckhand_image_disk_used_ratio");
+    assert!((0.0..=1.0).contains(&disk), "{disk}");
+    assert_eq!(required(&page, "deckhand_image_disk_high_ratio"), 0.9);
+    assert_eq!(required(&page, "deckhand_images_removed_total"), 0.0);
+    // The events subscription answered: Docker is up. No ECS connection in local mode.
+    assert_eq!(required(&page, "deckhand_docker_up"), 1.0);
+    assert_eq!(
+        series_value(&page, "deckhand_ecs_connected"),
+        None,
+        "{page}"
+    );
+    assert!(
+        page.contains("# TYPE deckhand_ecs_connected gauge"),
+        "the family is declared all the same:\n{page}"
+    );
+}
+
 /// A Prometheus server of this test, killed (and its data removed) when dropped.
 struct Prometheus {
     child: Child,

@@ -1,6 +1,7 @@
 //! The Docker worker pool under the engine, against the scripted fake runtime: a Docker call that
 //! panics comes back to its task as a failed call (so the task can still be stopped), the events
-//! thread survives a panic, a stop is never stuck behind pulls, and shutdown ends the workers.
+//! thread survives a panic, a stop is never stuck behind pulls, workers start with the calls and
+//! end when idle, and shutdown ends the workers.
 //! No sleeps: every wait is for the call, event or snapshot that proves the behaviour.
 
 #[path = "support/definitions.rs"]
@@ -250,7 +251,33 @@ fn shutdown_ends_every_docker_worker() {
     let harness = Harness::new(fast_config(5));
     let id = harness.submit(one_container_task("pool-shutdown", "app", APP_IMAGE));
     harness.wait_event(&id, None, "RUNNING");
-    assert_eq!(harness.engine.docker_pool_stats().workers, 5);
+    // Workers start with the calls: as many as ran at once, at most the pool's size.
+    let workers = harness.engine.docker_pool_stats().workers;
+    assert!((1..=5).contains(&workers), "{workers} workers");
     harness.engine.shutdown();
     assert_eq!(harness.engine.docker_pool_stats().workers, 0);
+}
+
+#[test]
+fn docker_workers_start_with_the_calls_and_end_when_idle() {
+    let harness = Harness::new(EngineConfig {
+        docker_worker_idle_timeout: Duration::from_millis(50),
+        ..fast_config(5)
+    });
+    let before = harness.engine.wait_for_docker_workers(0, DEADLINE);
+    assert_eq!(before.workers, 0, "{before:?}");
+    let id = harness.submit(one_container_task("pool-idle", "app", APP_IMAGE));
+    harness.wait_event(&id, None, "RUNNING");
+    let running = harness.engine.docker_pool_stats();
+    assert!(
+        running.started > before.started && running.peak_busy <= 5,
+        "{running:?}"
+    );
+    // Nothing to call while the task runs: every worker ends after its idle timeout.
+    let idle = harness.engine.wait_for_docker_workers(0, DEADLINE);
+    assert_eq!(idle.workers, 0, "{idle:?}");
+    // The stop's calls start a worker again.
+    harness.stop_and_wait(&id);
+    let stopped = harness.engine.docker_pool_stats();
+    assert!(stopped.started > idle.started, "{stopped:?}");
 }

@@ -17,8 +17,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "api",
         &[
-            "engine", "task", "event", "report", "config", "encoding", "text", "clock", "metrics",
+            "engine",
+            "task",
+            "event",
+            "report",
+            "config",
+            "encoding",
+            "text",
+            "clock",
+            "metrics",
             "ports",
+            "worker_threads",
         ],
     ),
     (
@@ -29,17 +38,39 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "control",
-        &["engine", "task", "event", "text", "clock", "net", "state"],
+        &[
+            "engine", "task", "event", "text", "clock", "net", "state", "metrics",
+        ],
     ),
     (
         "engine",
         &[
-            "task", "runtime", "state", "report", "event", "text", "clock", "ports", "registry",
-            "metrics", "secrets",
+            "task",
+            "runtime",
+            "state",
+            "report",
+            "event",
+            "text",
+            "clock",
+            "ports",
+            "registry",
+            "metrics",
+            "secrets",
+            "worker_threads",
         ],
     ),
     ("report", &["task", "state", "event", "clock", "metrics"]),
-    ("state", &["task", "event", "text", "clock", "metrics"]),
+    (
+        "state",
+        &[
+            "task",
+            "event",
+            "text",
+            "clock",
+            "metrics",
+            "worker_threads",
+        ],
+    ),
     ("docker", &["runtime", "encoding", "text", "ports", "net"]),
     ("net", &["encoding"]),
     ("config", &["text", "registry"]),
@@ -54,6 +85,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ports", &[]),
     ("host", &[]),
     ("metrics", &["task"]),
+    ("worker_threads", &["text"]),
 ];
 
 /// The modules that reach the engine only through its handle (its trait and error type), whose

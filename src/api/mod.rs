@@ -97,12 +97,13 @@ impl ApiServers {
 }
 
 /// The task metadata endpoint's listeners (§14): one on 127.0.0.1, one on the Docker bridge's
-/// gateway when there is one, both on the same port and with the same handler.
+/// gateway when there is one, both on the same port, served by one server (one accept thread
+/// for both, and workers shared between them).
 pub struct TaskMetadataServers {
     pub api: Arc<task_metadata::TaskMetadataApi>,
     /// Where containers are pointed: what the engine puts in their environment.
     pub endpoint: MetadataEndpoint,
-    servers: Vec<HttpServer>,
+    server: HttpServer,
 }
 
 impl TaskMetadataServers {
@@ -113,31 +114,25 @@ impl TaskMetadataServers {
     /// bridge-mode containers without the endpoint (warned), host-mode ones keep it.
     pub fn start(bridge_gateway: Option<Ipv4Addr>, port: u16) -> Option<TaskMetadataServers> {
         let api = Arc::new(task_metadata::TaskMetadataApi::new());
-        let serve = |address: Ipv4Addr| {
-            let handler_api = api.clone();
-            HttpServer::serve_tcp(
-                "task-metadata",
-                SocketAddr::from((address, port)),
-                task_metadata::TASK_METADATA_WORKER_THREADS,
-                Arc::new(move |request: &http::HttpRequest| handler_api.handle(request)),
-            )
+        let off = |error: &ListenError| {
+            log::warn!(
+                "{error}: the task metadata endpoint is off, and containers get no \
+                 ECS_CONTAINER_METADATA_URI_V4 (choose another port with \
+                 DECKHAND_TASK_METADATA_PORT, or turn it off with DECKHAND_TASK_METADATA=false)"
+            );
         };
-        let loopback = match serve(Ipv4Addr::LOCALHOST) {
-            Ok(server) => server,
+        let loopback = match server::bind_tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, port))) {
+            Ok(listener) => listener,
             Err(error) => {
-                log::warn!(
-                    "{error}: the task metadata endpoint is off, and containers get no \
-                     ECS_CONTAINER_METADATA_URI_V4 (choose another port with \
-                     DECKHAND_TASK_METADATA_PORT, or turn it off with DECKHAND_TASK_METADATA=false)"
-                );
+                off(&error);
                 return None;
             }
         };
-        let mut servers = vec![loopback];
+        let mut listeners = vec![loopback];
         let bridge_address = match bridge_gateway {
-            Some(gateway) => match serve(gateway) {
-                Ok(server) => {
-                    servers.push(server);
+            Some(gateway) => match server::bind_tcp(SocketAddr::from((gateway, port))) {
+                Ok(listener) => {
+                    listeners.push(listener);
                     Some(gateway)
                 }
                 Err(error) => {
@@ -156,6 +151,22 @@ impl TaskMetadataServers {
                 None
             }
         };
+        // The workers each listener had before they shared them.
+        let workers = task_metadata::TASK_METADATA_WORKER_THREADS * listeners.len();
+        let handler_api = api.clone();
+        let served = HttpServer::serve_listeners(
+            "task-metadata",
+            listeners,
+            workers,
+            Arc::new(move |request: &http::HttpRequest| handler_api.handle(request)),
+        );
+        let server = match served {
+            Ok(server) => server,
+            Err(error) => {
+                off(&error);
+                return None;
+            }
+        };
         Some(TaskMetadataServers {
             api,
             endpoint: MetadataEndpoint {
@@ -163,15 +174,13 @@ impl TaskMetadataServers {
                 loopback: true,
                 port,
             },
-            servers,
+            server,
         })
     }
 
     /// Stops every listener and joins its threads.
     pub fn shutdown(&mut self) {
-        for server in &mut self.servers {
-            server.shutdown();
-        }
+        self.server.shutdown();
     }
 }
 

@@ -1,12 +1,15 @@
-//! The HTTP server under the local API and the ECS introspection endpoint: one accept thread per
-//! listener and a small, fixed pool of worker threads (8 for the local API, 2 for introspection),
-//! each serving one connection (one request) at a time with the framing of [`super::http`].
+//! The HTTP server under the local API, the ECS introspection endpoint and the task metadata
+//! endpoint: one accept thread per server, waiting on all of its listeners at once (the task
+//! metadata endpoint listens on two addresses), and a small pool of worker threads (at most 8
+//! for the local API, 2 for introspection), each serving one connection (one request) at a time
+//! with the framing of [`super::http`]. Workers start as connections come and end after a while
+//! without one ([`crate::worker_threads`]): an idle agent holds only the accept threads.
 //!
 //! Why not a general-purpose server crate: the API must refuse a 2 MiB body without reading it,
-//! must not allocate what a client announces, and must not grow a thread per connection. A fixed
-//! pool with a bounded hand-off queue gives all three; a full queue closes the new connection at
-//! once instead of piling up. Long polls are capped by the router (see `local.rs`) so that they
-//! never hold every worker.
+//! must not allocate what a client announces, and must not grow a thread per connection. A
+//! bounded pool with a bounded hand-off queue gives all three; a full queue closes the new
+//! connection at once instead of piling up. Long polls are capped by the router (see `local.rs`)
+//! so that they never hold every worker.
 //!
 //! Local socket rules: the socket file's directory is created if missing; a stale socket file is
 //! removed, but if another agent answers on it deckhand refuses to start; the socket gets mode 0660
@@ -17,10 +20,11 @@ use super::http::{
     read_request, write_chunk, write_last_chunk, write_response, write_streaming_head, HttpRequest,
     HttpResponse, ResponseStream, StreamEvent, MAX_REQUEST_BODY_BYTES,
 };
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use crate::worker_threads::{BoundedFifo, Refused, WorkerSettings, WorkerThreads};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -35,6 +39,8 @@ pub const WORKER_THREADS: usize = 8;
 pub const INTROSPECTION_WORKER_THREADS: usize = 2;
 /// Connections accepted but not yet picked up by a worker; beyond this, new ones are closed.
 const QUEUE_CAPACITY: usize = 64;
+/// How long a stopping server waits for its workers to serve what was accepted and end.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// A client must send its whole request within this time.
 const REQUEST_READ_DEADLINE: Duration = Duration::from_secs(10);
 /// Writing a response may take at most this long.
@@ -194,7 +200,8 @@ impl Write for Deadline<'_> {
     }
 }
 
-enum Listener {
+/// A bound socket, not served yet ([`bind_tcp`], [`HttpServer::serve_listeners`]).
+pub enum Listener {
     Unix {
         listener: UnixListener,
         path: PathBuf,
@@ -223,13 +230,49 @@ impl fmt::Display for ListenAddress {
     }
 }
 
+impl Listener {
+    fn address(&self) -> ListenAddress {
+        match self {
+            Listener::Unix { path, .. } => ListenAddress::Unix(path.clone()),
+            Listener::Tcp { address, .. } => ListenAddress::Tcp(*address),
+        }
+    }
+
+    fn raw_fd(&self) -> RawFd {
+        match self {
+            Listener::Unix { listener, .. } => listener.as_raw_fd(),
+            Listener::Tcp { listener, .. } => listener.as_raw_fd(),
+        }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Listener::Unix { listener, .. } => listener.set_nonblocking(true),
+            Listener::Tcp { listener, .. } => listener.set_nonblocking(true),
+        }
+    }
+
+    fn accept(&self) -> io::Result<Connection> {
+        let connection = match self {
+            Listener::Unix { listener, .. } => listener.accept().map(|(s, _)| Connection::Unix(s)),
+            Listener::Tcp { listener, .. } => listener.accept().map(|(s, _)| Connection::Tcp(s)),
+        }?;
+        // The listener is non-blocking for the accept thread; the connection must not be.
+        connection.set_nonblocking(false)?;
+        Ok(connection)
+    }
+}
+
+type ConnectionWorkers = WorkerThreads<BoundedFifo<Connection>>;
+
 /// A running server; [`HttpServer::shutdown`] (or drop) stops it and joins its threads.
 pub struct HttpServer {
     name: String,
-    address: ListenAddress,
+    /// Where it listens: the first address, and every one.
+    addresses: Vec<ListenAddress>,
     stopping: Arc<AtomicBool>,
     accept_thread: Option<JoinHandle<()>>,
-    workers: Vec<JoinHandle<()>>,
+    workers: Arc<ConnectionWorkers>,
     socket_identity: Option<(u64, u64)>,
 }
 
@@ -313,7 +356,8 @@ fn bind_unix(path: &Path) -> Result<Listener, ListenError> {
     })
 }
 
-fn bind_tcp(address: SocketAddr) -> Result<Listener, ListenError> {
+/// Binds a TCP address for [`HttpServer::serve_listeners`].
+pub fn bind_tcp(address: SocketAddr) -> Result<Listener, ListenError> {
     let listener = TcpListener::bind(address).map_err(|source| ListenError::Io {
         what: format!("cannot listen on {address}"),
         source,
@@ -333,7 +377,7 @@ impl HttpServer {
         workers: usize,
         handler: Handler,
     ) -> Result<HttpServer, ListenError> {
-        HttpServer::serve(name, bind_unix(path)?, workers, handler)
+        HttpServer::serve_listeners(name, vec![bind_unix(path)?], workers, handler)
     }
 
     /// Serves `handler` on a TCP address (port 0 picks a free port; see [`HttpServer::address`])
@@ -344,50 +388,61 @@ impl HttpServer {
         workers: usize,
         handler: Handler,
     ) -> Result<HttpServer, ListenError> {
-        HttpServer::serve(name, bind_tcp(address)?, workers, handler)
+        HttpServer::serve_listeners(name, vec![bind_tcp(address)?], workers, handler)
     }
 
-    fn serve(
+    /// Serves `handler` on every one of `listeners` (at least one) with one accept thread and
+    /// at most `worker_count` workers.
+    pub fn serve_listeners(
         name: &str,
-        listener: Listener,
+        listeners: Vec<Listener>,
         worker_count: usize,
         handler: Handler,
     ) -> Result<HttpServer, ListenError> {
-        let (address, socket_identity) = match &listener {
-            Listener::Unix { path, identity, .. } => {
-                (ListenAddress::Unix(path.clone()), Some(*identity))
-            }
-            Listener::Tcp { address, .. } => (ListenAddress::Tcp(*address), None),
-        };
-        let stopping = Arc::new(AtomicBool::new(false));
-        let (sender, receiver) = bounded::<Connection>(QUEUE_CAPACITY);
-        let mut workers = Vec::with_capacity(worker_count);
-        for index in 0..worker_count.max(1) {
-            let receiver = receiver.clone();
-            let handler = handler.clone();
-            let worker_stopping = stopping.clone();
-            let worker = thread::Builder::new()
-                .name(format!("{name}-{index}"))
-                .spawn(move || worker_loop(receiver, handler, worker_stopping))
+        let addresses: Vec<ListenAddress> = listeners.iter().map(Listener::address).collect();
+        if addresses.is_empty() {
+            return Err(ListenError::Io {
+                what: format!("{name}: nothing to listen on"),
+                source: io::Error::from(io::ErrorKind::InvalidInput),
+            });
+        }
+        let socket_identity = listeners.iter().find_map(|listener| match listener {
+            Listener::Unix { identity, .. } => Some(*identity),
+            Listener::Tcp { .. } => None,
+        });
+        for listener in &listeners {
+            listener
+                .set_nonblocking()
                 .map_err(|source| ListenError::Io {
-                    what: format!("cannot start {name} worker threads"),
+                    what: format!("cannot make {} non-blocking", listener.address()),
                     source,
                 })?;
-            workers.push(worker);
         }
+        let stopping = Arc::new(AtomicBool::new(false));
+        let worker_stopping = stopping.clone();
+        let workers = Arc::new(WorkerThreads::new(
+            WorkerSettings::new(name, worker_count),
+            BoundedFifo::new(QUEUE_CAPACITY),
+            move |connection| serve_connection(connection, &handler, &worker_stopping),
+            // serve_connection catches the handler's panics; anything else is logged.
+            |_, _| {},
+        ));
         let accept_stopping = stopping.clone();
         let accept_name = name.to_string();
+        let accept_workers = Arc::clone(&workers);
         let accept_thread = thread::Builder::new()
             .name(format!("{name}-accept"))
-            .spawn(move || accept_loop(&accept_name, listener, sender, accept_stopping))
+            .spawn(move || accept_loop(&accept_name, &listeners, &accept_workers, &accept_stopping))
             .map_err(|source| ListenError::Io {
                 what: format!("cannot start the {name} accept thread"),
                 source,
             })?;
-        log::info!("{name} listening on {address}");
+        for address in &addresses {
+            log::info!("{name} listening on {address}");
+        }
         Ok(HttpServer {
             name: name.to_string(),
-            address,
+            addresses,
             stopping,
             accept_thread: Some(accept_thread),
             workers,
@@ -395,8 +450,15 @@ impl HttpServer {
         })
     }
 
+    /// Where it listens (the first address when there are several).
     pub fn address(&self) -> &ListenAddress {
-        &self.address
+        // `serve_listeners` refuses to serve nothing.
+        &self.addresses[0]
+    }
+
+    /// Its workers' counters (they start with connections and end when idle).
+    pub fn worker_stats(&self) -> crate::worker_threads::WorkerStats {
+        self.workers.stats()
     }
 
     /// Stops accepting, lets every worker finish the request it is serving, joins all threads,
@@ -405,8 +467,8 @@ impl HttpServer {
         if self.stopping.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Wake the accept thread, blocked in accept(), with a connection of our own.
-        let woken = match &self.address {
+        // Wake the accept thread, waiting in poll(), with a connection of our own.
+        let woken = match self.address() {
             ListenAddress::Unix(path) => UnixStream::connect(path).map(|_| ()),
             ListenAddress::Tcp(address) => {
                 TcpStream::connect_timeout(address, Duration::from_secs(1)).map(|_| ())
@@ -417,9 +479,11 @@ impl HttpServer {
                 if let Some(accept_thread) = self.accept_thread.take() {
                     let _ = accept_thread.join();
                 }
-                for worker in self.workers.drain(..) {
-                    let _ = worker.join();
-                }
+                // What was accepted is served (streams end as they see `stopping`), then the
+                // workers end.
+                self.workers
+                    .wait_for(|stats| stats.queued == 0, SHUTDOWN_GRACE);
+                self.workers.shutdown(SHUTDOWN_GRACE);
             }
             Err(error) => {
                 // Someone removed the socket file (or the port is unreachable): the accept
@@ -428,13 +492,14 @@ impl HttpServer {
                 log::warn!(
                     "{}: cannot wake the accept thread on {} ({error}); not waiting for it",
                     self.name,
-                    self.address
+                    self.address()
                 );
                 self.accept_thread.take();
-                self.workers.clear();
+                self.workers.shutdown(Duration::ZERO);
             }
         }
-        if let (ListenAddress::Unix(path), Some(identity)) = (&self.address, self.socket_identity) {
+        if let (ListenAddress::Unix(path), Some(identity)) = (self.address(), self.socket_identity)
+        {
             let ours = std::fs::symlink_metadata(path)
                 .map(|metadata| (metadata.dev(), metadata.ino()) == identity)
                 .unwrap_or(false);
@@ -442,7 +507,7 @@ impl HttpServer {
                 let _ = std::fs::remove_file(path);
             }
         }
-        log::info!("{} on {} stopped", self.name, self.address);
+        log::info!("{} on {} stopped", self.name, self.address());
     }
 }
 
@@ -452,51 +517,80 @@ impl Drop for HttpServer {
     }
 }
 
+/// Waits in poll(2) until one of `listeners` has a connection, accepts every one waiting, and
+/// hands each to a worker; until `stopping`.
 fn accept_loop(
     name: &str,
-    listener: Listener,
-    sender: Sender<Connection>,
-    stopping: Arc<AtomicBool>,
+    listeners: &[Listener],
+    workers: &ConnectionWorkers,
+    stopping: &AtomicBool,
 ) {
     let mut last_refusal_log: Option<Instant> = None;
+    let mut poll_fds: Vec<libc::pollfd> = listeners
+        .iter()
+        .map(|listener| libc::pollfd {
+            fd: listener.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     loop {
-        let accepted = match &listener {
-            Listener::Unix { listener, .. } => listener.accept().map(|(s, _)| Connection::Unix(s)),
-            Listener::Tcp { listener, .. } => listener.accept().map(|(s, _)| Connection::Tcp(s)),
-        };
+        // SAFETY: `poll_fds` is a live, exclusively borrowed array of `poll_fds.len()` pollfd
+        // structs for the whole call, and the descriptors stay open (the listeners outlive it).
+        let ready =
+            unsafe { libc::poll(poll_fds.as_mut_ptr(), poll_fds.len() as libc::nfds_t, -1) };
         if stopping.load(Ordering::SeqCst) {
             break;
         }
-        match accepted {
-            Ok(connection) => match sender.try_send(connection) {
-                Ok(()) => {}
-                Err(TrySendError::Full(connection)) => {
-                    // Every worker is busy and the queue is full: close at once (rate-limited log).
-                    drop(connection);
-                    let log_now = match last_refusal_log {
-                        None => true,
-                        Some(at) => at.elapsed() > Duration::from_secs(10),
-                    };
-                    if log_now {
-                        log::warn!("{name}: too many connections, closing new ones");
-                        last_refusal_log = Some(Instant::now());
-                    }
-                }
-                Err(TrySendError::Disconnected(_)) => break,
-            },
-            Err(error) => {
-                // EMFILE and friends: back off briefly rather than spin.
-                log::warn!("{name}: accept failed: {error}");
+        if ready < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                log::warn!("{name}: waiting for connections failed: {error}");
                 thread::sleep(Duration::from_millis(100));
             }
+            continue;
         }
-    }
-    // Dropping `sender` ends the workers once the queue is drained.
-}
-
-fn worker_loop(receiver: Receiver<Connection>, handler: Handler, stopping: Arc<AtomicBool>) {
-    for connection in receiver {
-        serve_connection(connection, &handler, &stopping);
+        for (listener, polled) in listeners.iter().zip(&poll_fds) {
+            if polled.revents == 0 {
+                continue;
+            }
+            loop {
+                let connection = match listener.accept() {
+                    Ok(connection) => connection,
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(error) => {
+                        // EMFILE and friends: back off briefly rather than spin.
+                        log::warn!("{name}: accept failed: {error}");
+                        thread::sleep(Duration::from_millis(100));
+                        break;
+                    }
+                };
+                if stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                match workers.submit(connection) {
+                    Ok(()) => {}
+                    Err(Refused::Stopping(_)) => return,
+                    Err(Refused::Full(connection) | Refused::NoWorker(connection)) => {
+                        // Every worker is busy and the queue is full: close at once
+                        // (rate-limited log).
+                        drop(connection);
+                        let log_now = match last_refusal_log {
+                            None => true,
+                            Some(at) => at.elapsed() > Duration::from_secs(10),
+                        };
+                        if log_now {
+                            log::warn!("{name}: too many connections, closing new ones");
+                            last_refusal_log = Some(Instant::now());
+                        }
+                    }
+                }
+            }
+        }
+        for polled in &mut poll_fds {
+            polled.revents = 0;
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use crate::task::{Container, Task};
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, OnceLock};
 
-/// Worker threads per listener: a stats answer takes Docker about a second, so a few requests
+/// Worker threads per listener, at most: a stats answer takes Docker about a second, so a few requests
 /// may be in flight at once.
 pub const TASK_METADATA_WORKER_THREADS: usize = 4;
 /// ECS shows a container's CPU limit as at least the two shares Docker gets for less.

@@ -228,6 +228,15 @@ pub fn run_events_thread(
     }
 }
 
+/// Tells the metrics whether Docker answered a subscription (`deckhand_docker_up`): with no task
+/// calling Docker, the events thread's reconnects are what notice it going away and coming back.
+pub fn note_docker_answer<T>(
+    subscribed: Result<T, crate::runtime::RuntimeError>,
+) -> Result<T, crate::runtime::RuntimeError> {
+    crate::metrics::global().docker_answered(super::workers::docker_outcome(&subscribed));
+    subscribed
+}
+
 /// Subscribes, routes events and reconnects with back-off until the thread is told to stop.
 /// `connected_before`: a subscription succeeded earlier (so the next one is a reconnect).
 #[allow(clippy::too_many_arguments)]
@@ -251,7 +260,7 @@ fn follow_events(
         }
         let stream = match pending_stream.take() {
             Some(stream) => Some(stream),
-            None => match runtime.events(&filter) {
+            None => match note_docker_answer(runtime.events(&filter)) {
                 Ok(stream) => {
                     if *connected_before {
                         log::info!("Docker event stream reconnected; re-inspecting containers");

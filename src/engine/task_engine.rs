@@ -87,6 +87,8 @@ pub struct EngineConfig {
     pub durable_ack_timeout: Duration,
     /// `DECKHAND_DOCKER_CONCURRENCY`: Docker calls made at once (the worker pool's size).
     pub docker_concurrency: usize,
+    /// How long a Docker worker waits for a call before its thread ends (tests shorten it).
+    pub docker_worker_idle_timeout: Duration,
     /// What the host offers tasks (§9a): `MemTotal` less `ECS_RESERVED_MEMORY`, 1024 CPU units
     /// per core, and the reserved ports. Unlimited memory and CPU by default (tests); the agent
     /// reads the host's.
@@ -134,6 +136,7 @@ impl Default for EngineConfig {
             remove_orphans: false,
             durable_ack_timeout: Duration::from_secs(30),
             docker_concurrency: DEFAULT_DOCKER_CONCURRENCY,
+            docker_worker_idle_timeout: crate::worker_threads::DEFAULT_IDLE_TIMEOUT,
             host_capacity: HostCapacity::unlimited(),
             task_metadata: None,
             registry_credentials: Arc::new(RegistryCredentials::default()),
@@ -251,7 +254,10 @@ impl TaskEngine {
         store: Option<Arc<StateStore>>,
         reporter: EventLog,
     ) -> std::io::Result<TaskEngine> {
-        let docker_pool = DockerPool::start(config.docker_concurrency)?;
+        let docker_pool = DockerPool::with_idle_timeout(
+            config.docker_concurrency,
+            config.docker_worker_idle_timeout,
+        );
         let shared = Arc::new(EngineShared {
             tasks: Arc::new(TaskShared {
                 docker_pool,
@@ -284,8 +290,9 @@ impl TaskEngine {
             container_instance_arn: Mutex::new(None),
         });
         let filter = event_filter(&shared.config.cluster);
-        let subscribed =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.events(&filter)));
+        let subscribed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            super::docker_events::note_docker_answer(runtime.events(&filter))
+        }));
         let first_stream = match subscribed {
             Ok(Ok(stream)) => Some(stream),
             Ok(Err(error)) => {
@@ -480,6 +487,12 @@ impl TaskEngine {
     /// The Docker worker pool's counters, for diagnostics, tests and the benchmark.
     pub fn docker_pool_stats(&self) -> PoolStats {
         self.shared.docker_pool.stats()
+    }
+
+    /// Waits until exactly `count` Docker workers are alive (they end after
+    /// `docker_worker_idle_timeout` without a call), or `deadline` passes; the counters then.
+    pub fn wait_for_docker_workers(&self, count: usize, deadline: Duration) -> PoolStats {
+        self.shared.docker_pool.wait_for_workers(count, deadline)
     }
 
     /// The wait group, for diagnostics and tests.

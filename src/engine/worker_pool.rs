@@ -1,5 +1,6 @@
-//! The Docker worker pool: a fixed number of named threads, started once with the engine, that
-//! make the Docker calls of every task, one call each at a time.
+//! The Docker worker pool: up to `DECKHAND_DOCKER_CONCURRENCY` named threads that make the
+//! Docker calls of every task, one call each at a time. Workers start as calls come and end
+//! after a while without one ([`crate::worker_threads`]), so an idle agent holds none.
 //!
 //! Why a pool: a thread per call let a re-list after a reconnect (every task re-inspecting every
 //! container) or a burst of submits put hundreds of concurrent calls on a daemon that serialises
@@ -18,11 +19,11 @@
 //! The queue itself ([`PoolQueue`]) is a plain data structure with no threads, tested on its own.
 
 use crate::text::panic_message;
+use crate::worker_threads::{Refused, WorkQueue, WorkerSettings, WorkerThreads};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// `DECKHAND_DOCKER_CONCURRENCY` when not set (the config key table says the same; a test
 /// checks it).
@@ -179,7 +180,7 @@ impl PoolQueue {
 /// Counters for diagnostics, tests and the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PoolStats {
-    /// Worker threads running (0 once a shutdown saw them all end).
+    /// Worker threads alive now (started on demand, ended when idle or at shutdown).
     pub workers: usize,
     /// Jobs running now.
     pub busy: usize,
@@ -191,134 +192,133 @@ pub struct PoolStats {
     pub completed: u64,
     /// Jobs that panicked.
     pub panicked: u64,
-}
-
-struct PoolState {
-    queue: PoolQueue,
-    stopping: bool,
-    busy: usize,
-    peak_busy: usize,
-    completed: u64,
-    panicked: u64,
-}
-
-struct PoolShared {
-    state: Mutex<PoolState>,
-    /// Signalled when a job is queued, a pull slot frees, or the pool stops.
-    work_available: Condvar,
-    /// Signalled when a worker thread ends.
-    worker_exited: Condvar,
-    exited: Mutex<usize>,
-}
-
-impl PoolShared {
-    fn state(&self) -> MutexGuard<'_, PoolState> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-    }
+    /// Worker threads started since the pool started.
+    pub started: u64,
 }
 
 /// What [`DockerPool::shutdown`] saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolShutdown {
-    /// Worker threads that ended and were joined.
-    pub joined: usize,
-    /// Worker threads still inside a Docker call at the deadline, left to finish on their own.
-    pub still_busy: usize,
-    /// Queued jobs dropped unrun.
-    pub dropped: usize,
+pub type PoolShutdown = crate::worker_threads::Shutdown;
+
+impl WorkQueue for PoolQueue {
+    type Job = Job;
+    /// Whether the job holds a pull slot until it finishes.
+    type Receipt = bool;
+
+    fn push(&mut self, job: Job) -> Result<(), Job> {
+        PoolQueue::push(self, job);
+        Ok(())
+    }
+
+    fn take(&mut self) -> Option<(Job, bool)> {
+        PoolQueue::take(self).map(|taken| (taken.job, taken.holds_pull_slot))
+    }
+
+    fn finished(&mut self, held_pull_slot: bool) -> bool {
+        PoolQueue::finished(self, held_pull_slot);
+        // A pull slot freed: a worker waiting while only pulls are queued may take one now.
+        held_pull_slot
+    }
+
+    fn len(&self) -> usize {
+        PoolQueue::len(self)
+    }
+
+    fn clear(&mut self) -> usize {
+        PoolQueue::clear(self)
+    }
 }
 
-/// The pool. Dropping it without [`DockerPool::shutdown`] leaves its threads waiting.
+/// The pool: at most `DECKHAND_DOCKER_CONCURRENCY` workers, named `docker-worker-N`, started
+/// as calls come and ended after [`crate::worker_threads::DEFAULT_IDLE_TIMEOUT`] without one.
 pub struct DockerPool {
-    shared: Arc<PoolShared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Worker threads started (all of them, or `start` failed).
-    started: usize,
+    workers: WorkerThreads<PoolQueue>,
+    panicked: Arc<AtomicU64>,
 }
 
 impl DockerPool {
-    /// Starts `workers` threads (at least one), named `docker-worker-N`.
+    /// A pool of at most `workers` threads (at least one), none started yet.
     pub fn start(workers: usize) -> std::io::Result<DockerPool> {
+        Ok(DockerPool::with_idle_timeout(
+            workers,
+            crate::worker_threads::DEFAULT_IDLE_TIMEOUT,
+        ))
+    }
+
+    /// The same, with workers that end after `idle_timeout` without a call (tests inject a
+    /// short one).
+    pub fn with_idle_timeout(workers: usize, idle_timeout: Duration) -> DockerPool {
         let workers = workers.max(1);
-        let shared = Arc::new(PoolShared {
-            state: Mutex::new(PoolState {
-                queue: PoolQueue::new(pull_slots(workers)),
-                stopping: false,
-                busy: 0,
-                peak_busy: 0,
-                completed: 0,
-                panicked: 0,
-            }),
-            work_available: Condvar::new(),
-            worker_exited: Condvar::new(),
-            exited: Mutex::new(0),
-        });
-        let pool = DockerPool {
-            shared,
-            threads: Mutex::new(Vec::with_capacity(workers)),
-            started: workers,
+        let panicked = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&panicked);
+        let settings = WorkerSettings {
+            idle_timeout,
+            ..WorkerSettings::new("docker-worker", workers)
         };
-        for number in 1..=workers {
-            let shared = Arc::clone(&pool.shared);
-            let spawned = std::thread::Builder::new()
-                .name(format!("docker-worker-{number}"))
-                .spawn(move || run_worker(&shared));
-            match spawned {
-                Ok(thread) => pool.threads().push(thread),
-                Err(error) => {
-                    pool.shutdown(Duration::ZERO);
-                    return Err(error);
+        let run = move |job: Job| {
+            let Job {
+                label,
+                work,
+                on_panic,
+                ..
+            } = job;
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+            if let Err(panic) = outcome {
+                // Counted before the task hears of it, so whoever sees the answer sees the count.
+                counted.fetch_add(1, Ordering::Relaxed);
+                let message = panic_message(panic.as_ref());
+                log::error!("{label}: the Docker call panicked: {message}");
+                if let Err(panic) =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                        on_panic(message)
+                    }))
+                {
+                    log::error!(
+                        "{label}: reporting the panic failed too: {}",
+                        panic_message(panic.as_ref())
+                    );
                 }
             }
+        };
+        DockerPool {
+            workers: WorkerThreads::new(
+                settings,
+                PoolQueue::new(pull_slots(workers)),
+                run,
+                // The job's own guard above catches its panics; nothing reaches the pool's.
+                |_, _| {},
+            ),
+            panicked,
         }
-        Ok(pool)
     }
 
-    fn threads(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.threads
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-    }
-
-    /// Queues a job. `Err` gives it back when the pool is shutting down (nobody will run it).
+    /// Queues a job. `Err` gives it back when the pool is shutting down (nobody will run it),
+    /// or when no worker runs and none can be started.
     pub fn submit(&self, job: Job) -> Result<(), Job> {
-        let mut state = self.shared.state();
-        if state.stopping {
-            return Err(job);
-        }
-        state.queue.push(job);
-        drop(state);
-        self.shared.work_available.notify_one();
-        Ok(())
+        self.workers.submit(job).map_err(Refused::into_job)
     }
 
     /// Wakes the idle workers: a queued job was marked unwanted and can be answered now.
     pub fn wake(&self) {
-        // Under the queue's lock: a worker is then either before its look at the queue (and sees
-        // the mark) or already waiting (and is woken). Without it, a worker that had just looked
-        // and was about to wait missed this wake-up, and the stopping task waited for a worker
-        // that slept on.
-        let _queue = self.shared.state();
-        self.shared.work_available.notify_all();
+        self.workers.with_queue(|_| ());
     }
 
     pub fn stats(&self) -> PoolStats {
-        let state = self.shared.state();
-        let exited = *self
-            .shared
-            .exited
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let stats = self.workers.stats();
         PoolStats {
-            workers: self.started.saturating_sub(exited),
-            busy: state.busy,
-            peak_busy: state.peak_busy,
-            queued: state.queue.len(),
-            completed: state.completed,
-            panicked: state.panicked,
+            workers: stats.workers,
+            busy: stats.busy,
+            peak_busy: stats.peak_busy,
+            queued: stats.queued,
+            completed: stats.completed,
+            panicked: self.panicked.load(Ordering::Relaxed),
+            started: stats.started,
         }
+    }
+
+    /// Waits until exactly `count` workers are alive, or `deadline` passes.
+    pub fn wait_for_workers(&self, count: usize, deadline: Duration) -> PoolStats {
+        self.workers.wait_for_workers(count, deadline);
+        self.stats()
     }
 
     /// Stops taking jobs, drops the queued ones, and joins every worker that ends within
@@ -326,123 +326,15 @@ impl DockerPool {
     /// finish it on its own: nothing waits for its answer any more, and the process is about
     /// to exit. Idempotent.
     pub fn shutdown(&self, deadline: Duration) -> PoolShutdown {
-        let dropped = {
-            let mut state = self.shared.state();
-            state.stopping = true;
-            state.queue.clear()
-        };
-        self.shared.work_available.notify_all();
-        let mut threads = std::mem::take(&mut *self.threads());
-        let total = threads.len();
-        let until = Instant::now() + deadline;
-        let mut exited = self
-            .shared
-            .exited
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        while *exited < total {
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            exited = self
-                .shared
-                .worker_exited
-                .wait_timeout(exited, until - now)
-                .map(|(guard, _)| guard)
-                .unwrap_or_else(|poison| poison.into_inner().0);
-        }
-        // Every worker said it is leaving: each is past its last call, so joining it returns at
-        // once (it may not count as finished yet, only a few instructions from its end).
-        let all_exited = *exited >= total;
-        drop(exited);
-        let mut joined = 0;
-        let mut still_busy = 0;
-        for thread in threads.drain(..) {
-            if all_exited || thread.is_finished() {
-                if thread.join().is_err() {
-                    log::error!("a Docker worker thread panicked");
-                }
-                joined += 1;
-            } else {
-                still_busy += 1;
-            }
-        }
-        if still_busy > 0 {
+        let shutdown = self.workers.shutdown(deadline);
+        if shutdown.still_busy > 0 {
             log::info!(
-                "{still_busy} Docker call(s) still running at shutdown; not waiting for them"
+                "{} Docker call(s) still running at shutdown; not waiting for them",
+                shutdown.still_busy
             );
         }
-        PoolShutdown {
-            joined,
-            still_busy,
-            dropped,
-        }
+        shutdown
     }
-}
-
-fn run_worker(shared: &PoolShared) {
-    loop {
-        let job = {
-            let mut state = shared.state();
-            loop {
-                if state.stopping {
-                    break None;
-                }
-                if let Some(taken) = state.queue.take() {
-                    state.busy += 1;
-                    state.peak_busy = state.peak_busy.max(state.busy);
-                    break Some(taken);
-                }
-                state = shared
-                    .work_available
-                    .wait(state)
-                    .unwrap_or_else(|poison| poison.into_inner());
-            }
-        };
-        let Some(Taken {
-            job,
-            holds_pull_slot,
-        }) = job
-        else {
-            break;
-        };
-        let Job {
-            label,
-            work,
-            on_panic,
-            ..
-        } = job;
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-        if let Err(panic) = outcome {
-            // Counted before the task hears of it, so whoever sees the answer sees the count.
-            shared.state().panicked += 1;
-            let message = panic_message(panic.as_ref());
-            log::error!("{label}: the Docker call panicked: {message}");
-            if let Err(panic) =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || on_panic(message)))
-            {
-                log::error!(
-                    "{label}: reporting the panic failed too: {}",
-                    panic_message(panic.as_ref())
-                );
-            }
-        }
-        let mut state = shared.state();
-        state.busy -= 1;
-        state.completed += 1;
-        state.queue.finished(holds_pull_slot);
-        drop(state);
-        if holds_pull_slot {
-            // A pull slot freed: a worker waiting while only pulls are queued may take one now.
-            shared.work_available.notify_one();
-        }
-    }
-    *shared
-        .exited
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner()) += 1;
-    shared.worker_exited.notify_all();
 }
 
 #[cfg(test)]

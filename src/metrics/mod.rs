@@ -11,7 +11,10 @@
 //!
 //! Bumping is one relaxed atomic add (two or three for a histogram), from any thread, with no
 //! lock. The counters start at 0 with the process, as Prometheus expects of a counter (it
-//! handles the reset a restart makes).
+//! handles the reset a restart makes). A gauge that deckhand measures ([`Gauge`]: the image
+//! disk's usage, whether Docker answers, whether the ECS connection is up) is absent from the
+//! page until its first measurement: a 0 there would be a reading nobody took, and an alert
+//! would take it for one.
 
 pub mod cgroup;
 pub mod exposition;
@@ -210,6 +213,46 @@ impl Histogram {
 const OPERATIONS: usize = DockerOperation::ALL.len();
 const OUTCOMES: usize = DockerOutcome::ALL.len();
 
+/// A gauge deckhand measures: `f64` bits, or nothing until the first measurement.
+#[derive(Debug)]
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    /// The bits of no measurement yet: a NaN no `set` stores (a NaN is not stored at all).
+    const UNSET: u64 = u64::MAX;
+
+    pub const fn new() -> Gauge {
+        Gauge(AtomicU64::new(Gauge::UNSET))
+    }
+
+    /// Records a measurement; a NaN is none (the gauge keeps what it had).
+    pub fn set(&self, value: f64) {
+        if !value.is_nan() {
+            self.0.store(value.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// The last measurement, `None` before the first.
+    pub fn get(&self) -> Option<f64> {
+        let bits = self.0.load(Ordering::Relaxed);
+        (bits != Gauge::UNSET).then(|| f64::from_bits(bits))
+    }
+
+    /// The family's HELP and TYPE, and its sample once measured.
+    fn write(&self, page: &mut Exposition, name: &str, help: &str) {
+        page.family(name, help, MetricType::Gauge);
+        if let Some(value) = self.get() {
+            page.sample(name, &[], value);
+        }
+    }
+}
+
+impl Default for Gauge {
+    fn default() -> Gauge {
+        Gauge::new()
+    }
+}
+
 /// Everything deckhand counts. One per process ([`global`]); tests make their own to check
 /// the page.
 #[derive(Debug)]
@@ -217,8 +260,10 @@ pub struct Metrics {
     events: AtomicU64,
     container_restarts: AtomicU64,
     images_removed: AtomicU64,
-    /// `f64` bits of the ratio, 0 until set.
-    image_disk_used_ratio: AtomicU64,
+    image_disk_used_ratio: Gauge,
+    image_disk_high_ratio: Gauge,
+    docker_up: Gauge,
+    ecs_connected: Gauge,
     docker_requests: [[AtomicU64; OUTCOMES]; OPERATIONS],
     docker_request_durations: [Histogram; OPERATIONS],
     checkpoint_durations: Histogram,
@@ -236,7 +281,10 @@ impl Metrics {
             events: AtomicU64::new(0),
             container_restarts: AtomicU64::new(0),
             images_removed: AtomicU64::new(0),
-            image_disk_used_ratio: AtomicU64::new(0),
+            image_disk_used_ratio: Gauge::new(),
+            image_disk_high_ratio: Gauge::new(),
+            docker_up: Gauge::new(),
+            ecs_connected: Gauge::new(),
             docker_requests: [const { [const { AtomicU64::new(0) }; OUTCOMES] }; OPERATIONS],
             docker_request_durations: [const { Histogram::new(&DOCKER_REQUEST_BUCKETS) };
                 OPERATIONS],
@@ -259,16 +307,31 @@ impl Metrics {
         self.images_removed.fetch_add(count, Ordering::Relaxed);
     }
 
-    /// The share (0–1) of the file system holding Docker's images that is used, as image
-    /// cleanup last sampled it. Clamped into 0–1; a NaN is taken as 0.
+    /// The share (0–1) of the file system holding Docker's images that is used, as last
+    /// sampled. Clamped into 0–1; a NaN is no sample.
     pub fn set_image_disk_used_ratio(&self, ratio: f64) {
-        let ratio = if ratio.is_nan() {
-            0.0
-        } else {
-            ratio.clamp(0.0, 1.0)
-        };
-        self.image_disk_used_ratio
-            .store(ratio.to_bits(), Ordering::Relaxed);
+        self.image_disk_used_ratio.set(ratio.clamp(0.0, 1.0));
+    }
+
+    /// The image disk's high mark (`DECKHAND_IMAGE_CLEANUP_DISK_HIGH`) as a share, set when
+    /// the disk is sampled, so an alert compares the two series.
+    pub fn set_image_disk_high_ratio(&self, ratio: f64) {
+        self.image_disk_high_ratio.set(ratio.clamp(0.0, 1.0));
+    }
+
+    /// How a call to Docker ended: an answer (of any kind) says Docker is up, an unreachable
+    /// socket says it is down, and a deadline that passed says nothing about it.
+    pub fn docker_answered(&self, outcome: DockerOutcome) {
+        match outcome {
+            DockerOutcome::Ok | DockerOutcome::Error => self.docker_up.set(1.0),
+            DockerOutcome::Unreachable => self.docker_up.set(0.0),
+            DockerOutcome::Timeout => {}
+        }
+    }
+
+    /// The ACS websocket to ECS opened (`true`) or ended or could not be opened (`false`).
+    pub fn set_ecs_connected(&self, connected: bool) {
+        self.ecs_connected.set(if connected { 1.0 } else { 0.0 });
     }
 
     /// One Docker call made, how it ended and how long it took.
@@ -280,6 +343,7 @@ impl Metrics {
     ) {
         self.docker_requests[operation.index()][outcome.index()].fetch_add(1, Ordering::Relaxed);
         self.docker_request_durations[operation.index()].observe(took);
+        self.docker_answered(outcome);
     }
 
     /// One task checkpoint written (or tried), and how long it took.
@@ -299,8 +363,19 @@ impl Metrics {
         self.images_removed.load(Ordering::Relaxed)
     }
 
-    pub fn image_disk_used_ratio(&self) -> f64 {
-        f64::from_bits(self.image_disk_used_ratio.load(Ordering::Relaxed))
+    /// `None` until the disk was first sampled.
+    pub fn image_disk_used_ratio(&self) -> Option<f64> {
+        self.image_disk_used_ratio.get()
+    }
+
+    /// 1 when Docker last answered, 0 when it last could not be reached; `None` before any call.
+    pub fn docker_up(&self) -> Option<f64> {
+        self.docker_up.get()
+    }
+
+    /// `None` until the agent first tried to connect to ECS (never, in local mode).
+    pub fn ecs_connected(&self) -> Option<f64> {
+        self.ecs_connected.get()
     }
 
     pub fn docker_requests_total(&self, operation: DockerOperation, outcome: DockerOutcome) -> u64 {
@@ -385,16 +460,30 @@ impl Metrics {
             self.images_removed_total(),
         );
 
-        page.family(
+        self.image_disk_used_ratio.write(
+            page,
             "deckhand_image_disk_used_ratio",
-            "Used share (0-1) of the file system holding Docker's root directory, as image \
-             cleanup last sampled it (0 until it has).",
-            MetricType::Gauge,
+            "Used share (0-1) of the file system holding Docker's root directory, as last \
+             sampled (every 10 s; absent until the first sample).",
         );
-        page.sample(
-            "deckhand_image_disk_used_ratio",
-            &[],
-            self.image_disk_used_ratio(),
+        self.image_disk_high_ratio.write(
+            page,
+            "deckhand_image_disk_high_ratio",
+            "The image disk's high mark (DECKHAND_IMAGE_CLEANUP_DISK_HIGH) as a share (0-1): \
+             at or above it image cleanup removes images at once (absent until the disk is \
+             sampled).",
+        );
+        self.docker_up.write(
+            page,
+            "deckhand_docker_up",
+            "1 when the Docker Engine last answered the agent, 0 when its socket last could \
+             not be reached (absent until the first call).",
+        );
+        self.ecs_connected.write(
+            page,
+            "deckhand_ecs_connected",
+            "1 while the agent's connection to ECS (the ACS websocket) is open, 0 while it is \
+             not (absent when the agent does not join ECS).",
         );
     }
 }
@@ -437,6 +526,7 @@ pub fn scrape(metrics: &Metrics, tasks: &[Task], sources: &Sources) -> String {
     page.sample("deckhand_build_info", &[("version", crate::VERSION)], 1.0);
 
     write_status_counts(&mut page, tasks);
+    write_stops_and_restarts(&mut page, tasks);
     metrics.write_counters(&mut page);
     write_container_usage(&mut page, tasks, &sources.cgroups);
     process::write_process_metrics(&mut page, &sources.process.sample());
@@ -475,6 +565,51 @@ fn write_status_counts(page: &mut Exposition, tasks: &[Task]) {
     );
     for (status, count) in ContainerStatus::ALL.iter().zip(container_counts) {
         page.sample_integer("deckhand_containers", &[("status", status.as_str())], count);
+    }
+}
+
+/// Whether a task stopped without being asked: it is STOPPED and no stop command was
+/// registered for it (an essential container exited, or it could not start). A stop that
+/// comes afterwards (a `deckhand stop`, the file leaving `tasks.d`, ECS) makes it asked for.
+pub fn stopped_unrequested(task: &Task) -> bool {
+    task.known_status == TaskStatus::Stopped && task.stop_sequence == 0
+}
+
+/// `deckhand_tasks_stopped_unrequested{family}`: held tasks that stopped without being asked,
+/// per family (only families that have one); `deckhand_container_policy_restarts`: each held
+/// container's restarts by its restart policy (ECS's `RestartCount`).
+fn write_stops_and_restarts(page: &mut Exposition, tasks: &[Task]) {
+    let mut stopped: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for task in tasks.iter().filter(|task| stopped_unrequested(task)) {
+        *stopped.entry(task.family.as_str()).or_default() += 1;
+    }
+    page.family(
+        "deckhand_tasks_stopped_unrequested",
+        "Tasks the agent holds that stopped without a stop being asked (an essential container \
+         exited, or the task could not start), by family.",
+        MetricType::Gauge,
+    );
+    for (family, count) in stopped {
+        page.sample_integer(
+            "deckhand_tasks_stopped_unrequested",
+            &[("family", family)],
+            count,
+        );
+    }
+    page.family(
+        "deckhand_container_policy_restarts",
+        "Times the restart policy restarted a container of a task the agent holds (ECS's \
+         RestartCount).",
+        MetricType::Gauge,
+    );
+    for task in tasks {
+        for container in &task.containers {
+            page.sample_integer(
+                "deckhand_container_policy_restarts",
+                &container_labels(task, container.name()),
+                u64::from(container.restart_count),
+            );
+        }
     }
 }
 

@@ -139,6 +139,8 @@ fn the_first_scrape_has_every_family_with_counters_at_zero() {
             "deckhand_build_info gauge",
             "deckhand_tasks gauge",
             "deckhand_containers gauge",
+            "deckhand_tasks_stopped_unrequested gauge",
+            "deckhand_container_policy_restarts gauge",
             "deckhand_events_total counter",
             "deckhand_container_restarts_total counter",
             "deckhand_docker_requests_total counter",
@@ -146,6 +148,9 @@ fn the_first_scrape_has_every_family_with_counters_at_zero() {
             "deckhand_checkpoint_duration_seconds histogram",
             "deckhand_images_removed_total counter",
             "deckhand_image_disk_used_ratio gauge",
+            "deckhand_image_disk_high_ratio gauge",
+            "deckhand_docker_up gauge",
+            "deckhand_ecs_connected gauge",
             "deckhand_container_memory_usage_bytes gauge",
             "deckhand_container_cpu_usage_seconds_total counter",
             "process_resident_memory_bytes gauge",
@@ -182,10 +187,18 @@ fn the_first_scrape_has_every_family_with_counters_at_zero() {
         "deckhand_events_total",
         "deckhand_container_restarts_total",
         "deckhand_images_removed_total",
-        "deckhand_image_disk_used_ratio",
         "deckhand_checkpoint_duration_seconds_count",
     ] {
         assert_eq!(value(&samples, name, &[]).as_deref(), Some("0"), "{name}");
+    }
+    // A gauge nobody measured yet has no sample (a 0 would read as a measurement).
+    for name in [
+        "deckhand_image_disk_used_ratio",
+        "deckhand_image_disk_high_ratio",
+        "deckhand_docker_up",
+        "deckhand_ecs_connected",
+    ] {
+        assert_eq!(value(&samples, name, &[]), None, "{name}");
     }
     for operation in DockerOperation::ALL {
         for outcome in DockerOutcome::ALL {
@@ -327,11 +340,122 @@ fn bumped_counters_and_histograms_show_on_the_page() {
     check("deckhand_checkpoint_duration_seconds_count", &[], "2");
     check("deckhand_checkpoint_duration_seconds_sum", &[], "0.0027");
 
-    // A ratio stays within 0–1, and a NaN is not shown.
-    for (set, shown) in [(1.5, 1.0), (-0.1, 0.0), (f64::NAN, 0.0), (0.25, 0.25)] {
+    // A ratio stays within 0–1, and a NaN is no sample: the last one stays.
+    for (set, shown) in [(1.5, 1.0), (-0.1, 0.0), (0.25, 0.25), (f64::NAN, 0.25)] {
         metrics.set_image_disk_used_ratio(set);
-        assert_eq!(metrics.image_disk_used_ratio(), shown, "{set}");
+        assert_eq!(metrics.image_disk_used_ratio(), Some(shown), "{set}");
     }
+}
+
+#[test]
+fn measured_gauges_appear_with_their_first_measurement() {
+    let scratch = Scratch::new("gauges");
+    let metrics = Metrics::new();
+    let page = |metrics: &Metrics| samples(&scrape(metrics, &[], &empty_sources(&scratch)));
+    let shown = |samples: &Samples, name: &str| value(samples, name, &[]);
+
+    // (what happens, then the series shown: docker_up, ecs_connected, disk used, disk high)
+    type Step = (&'static str, fn(&Metrics), [Option<&'static str>; 4]);
+    let steps: [Step; 7] = [
+        ("nothing measured", |_| {}, [None, None, None, None]),
+        (
+            "a Docker call timed out: says nothing about Docker",
+            |m| {
+                m.observe_docker_request(
+                    DockerOperation::Inspect,
+                    DockerOutcome::Timeout,
+                    Duration::ZERO,
+                )
+            },
+            [None, None, None, None],
+        ),
+        (
+            "Docker refused a call: it answered",
+            |m| {
+                m.observe_docker_request(
+                    DockerOperation::Create,
+                    DockerOutcome::Error,
+                    Duration::ZERO,
+                )
+            },
+            [Some("1"), None, None, None],
+        ),
+        (
+            "Docker's socket unreachable",
+            |m| m.docker_answered(DockerOutcome::Unreachable),
+            [Some("0"), None, None, None],
+        ),
+        (
+            "the ECS connection failed",
+            |m| m.set_ecs_connected(false),
+            [Some("0"), Some("0"), None, None],
+        ),
+        (
+            "the disk sampled, and the ECS connection opened",
+            |m| {
+                m.set_ecs_connected(true);
+                m.set_image_disk_used_ratio(0.5);
+                m.set_image_disk_high_ratio(0.85);
+            },
+            [Some("0"), Some("1"), Some("0.5"), Some("0.85")],
+        ),
+        (
+            "Docker answered again",
+            |m| m.docker_answered(DockerOutcome::Ok),
+            [Some("1"), Some("1"), Some("0.5"), Some("0.85")],
+        ),
+    ];
+    for (step, act, expected) in steps {
+        act(&metrics);
+        let samples = page(&metrics);
+        let names = [
+            "deckhand_docker_up",
+            "deckhand_ecs_connected",
+            "deckhand_image_disk_used_ratio",
+            "deckhand_image_disk_high_ratio",
+        ];
+        for (name, expected) in names.iter().zip(expected) {
+            assert_eq!(shown(&samples, name).as_deref(), expected, "{step}: {name}");
+        }
+    }
+}
+
+#[test]
+fn unrequested_stops_by_family_and_restart_counts_by_container() {
+    let scratch = Scratch::new("stops");
+    use ContainerStatus::{Running, Stopped};
+    let mut crashed = task("t-crashed", "web", &[("app", Stopped, Some(ID_A))]);
+    crashed.containers[0].restart_count = 4;
+    let mut asked = task("t-asked", "web", &[("app", Stopped, None)]);
+    asked.stop_sequence = 7;
+    let crashed_too = task("t-crashed-2", "web", &[("app", Stopped, None)]);
+    let mut running = task("t-running", "db", &[("db", Running, Some(ID_B))]);
+    running.containers[0].restart_count = 1;
+    let tasks = [crashed, asked, crashed_too, running];
+    let samples = samples(&scrape(&Metrics::new(), &tasks, &empty_sources(&scratch)));
+    let stopped = |family| {
+        value(
+            &samples,
+            "deckhand_tasks_stopped_unrequested",
+            &[("family", family)],
+        )
+    };
+    assert_eq!(
+        stopped("web").as_deref(),
+        Some("2"),
+        "the asked-for stop is not counted"
+    );
+    assert_eq!(stopped("db"), None, "no series for a family with none");
+    let restarts = |task, family, container| {
+        value(
+            &samples,
+            "deckhand_container_policy_restarts",
+            &[("task", task), ("family", family), ("container", container)],
+        )
+    };
+    assert_eq!(restarts("t-crashed", "web", "app").as_deref(), Some("4"));
+    assert_eq!(restarts("t-asked", "web", "app").as_deref(), Some("0"));
+    assert_eq!(restarts("t-running", "db", "db").as_deref(), Some("1"));
 }
 
 #[test]
@@ -394,7 +518,10 @@ fn running_containers_get_memory_and_cpu_series_with_escaped_labels() {
         .filter(|(name, _)| {
             name.starts_with("deckhand_container_") && name != "deckhand_containers"
         })
-        .filter(|(name, _)| name != "deckhand_container_restarts_total")
+        .filter(|(name, _)| {
+            name != "deckhand_container_restarts_total"
+                && name != "deckhand_container_policy_restarts"
+        })
         .count();
     assert_eq!(container_series, 2, "{page}");
 }

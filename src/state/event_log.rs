@@ -37,10 +37,14 @@ use crate::state::fsio::{self, FaultInjector, FsError, FsStep};
 pub(crate) use crate::state::log_format::{is_record_line, parse_log, record_line};
 pub use crate::state::log_format::{LogRecord, RecordKind};
 use crate::state::{QuarantinedFile, StateError};
+use crate::worker_threads::{BoundedFifo, Refused, WorkerSettings, WorkerThreads};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// The pool of (at most) one thread that compacts the log off the writing thread.
+type Compactor = WorkerThreads<BoundedFifo<()>>;
 
 /// How many events compaction keeps by default.
 pub const DEFAULT_RETAIN_EVENTS: usize = 10_000;
@@ -107,8 +111,8 @@ pub struct EventLogFile {
     inner: Mutex<Inner>,
     /// Where compaction puts the records it drops; `None`: records are kept in the file.
     folder: Option<RecordFolder>,
-    /// Wakes the compaction thread; `None`: compaction runs on the writing thread.
-    compactor: Mutex<Option<crossbeam_channel::Sender<()>>>,
+    /// Runs compaction off the writing thread; `None`: it runs on the writing thread.
+    compactor: Mutex<Option<Arc<Compactor>>>,
     /// Held across a compaction: one at a time.
     compacting: Mutex<()>,
 }
@@ -210,25 +214,29 @@ impl EventLogFile {
     }
 
     /// Runs compaction on a thread of its own from now on (the store does this for its log),
-    /// so that the thread whose write crossed the bound does not wait for it. The thread ends
-    /// when the log is dropped.
+    /// so that the thread whose write crossed the bound does not wait for it. The thread starts
+    /// when a compaction is asked for and ends a while after the last one (compactions are
+    /// rare: an idle agent holds no thread for them).
     pub(crate) fn start_compaction_thread(log: &Arc<EventLogFile>) -> std::io::Result<()> {
-        let (wake, woken) = crossbeam_channel::bounded::<()>(1);
         let weak: Weak<EventLogFile> = Arc::downgrade(log);
-        std::thread::Builder::new()
-            .name("state-compaction".to_string())
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                for () in woken.iter() {
-                    let Some(log) = weak.upgrade() else {
-                        return;
-                    };
+        let settings = WorkerSettings {
+            stack_size: Some(256 * 1024),
+            ..WorkerSettings::new("state-compaction", 1)
+        };
+        // One waiting request is enough: the compaction it asks for covers every later one.
+        let compactor = WorkerThreads::new(
+            settings,
+            BoundedFifo::new(1),
+            move |()| {
+                if let Some(log) = weak.upgrade() {
                     log.compact_or_postpone();
                 }
-            })?;
+            },
+            |_, _| {},
+        );
         *log.compactor
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(wake);
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Arc::new(compactor));
         Ok(())
     }
 
@@ -435,10 +443,15 @@ impl EventLogFile {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
         match compactor {
-            Some(wake) => {
+            Some(compactor) => {
                 inner.compaction_requested = true;
                 drop(inner);
-                let _ = wake.try_send(());
+                match compactor.submit(()) {
+                    // Full: one is already waiting, and covers this request.
+                    Ok(()) | Err(Refused::Full(())) | Err(Refused::Stopping(())) => {}
+                    // No thread to be had: compact here rather than never.
+                    Err(Refused::NoWorker(())) => self.compact_or_postpone(),
+                }
             }
             None => {
                 drop(inner);

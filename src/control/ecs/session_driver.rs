@@ -50,6 +50,8 @@ pub fn run_sessions<C: AcsConnection>(
             Ok(connection) => (Some(connection), SessionInput::Connected),
             Err(error) => (None, SessionInput::ConnectFailed(error)),
         };
+        // `deckhand_ecs_connected`: up from the open until the session decides to reconnect.
+        crate::metrics::global().set_ecs_connected(connection.is_some());
         let mut queue: VecDeque<SessionEffect> = session.handle(first, Instant::now()).into();
         let mut reconnect = None;
         loop {
@@ -104,6 +106,7 @@ pub fn run_sessions<C: AcsConnection>(
                 }
             }
             if let Some(after) = reconnect {
+                crate::metrics::global().set_ecs_connected(false);
                 if let Some(connection) = connection.as_mut() {
                     connection.close();
                 }

@@ -17,6 +17,10 @@
 //! most `ECS_NUM_IMAGES_DELETE_PER_CYCLE` images; a disk cycle (usage at or above the high mark,
 //! sampled every 10 s) goes on until usage is below the low mark or nothing more may go, and
 //! says so when it cannot get there.
+//!
+//! With cleanup off (`ECS_DISABLE_IMAGE_CLEANUP`, pull behaviour `prefer-cached`) the same
+//! thread still samples the disk every 10 s for `deckhand_image_disk_used_ratio`, and removes
+//! nothing ([`ImageCleanupSettings::remove_images`]).
 
 mod disk;
 pub mod select;
@@ -180,6 +184,8 @@ pub struct ImageCleanupSettings {
     pub disk_low_percent: u8,
     /// How often the disk is sampled ([`DISK_SAMPLE_INTERVAL`]).
     pub disk_sample_interval: Duration,
+    /// `false`: cleanup is off, and the thread only samples the disk for the metrics.
+    pub remove_images: bool,
 }
 
 impl Default for ImageCleanupSettings {
@@ -195,6 +201,7 @@ impl Default for ImageCleanupSettings {
             disk_high_percent: 85,
             disk_low_percent: 80,
             disk_sample_interval: DISK_SAMPLE_INTERVAL,
+            remove_images: true,
         }
     }
 }
@@ -227,10 +234,12 @@ impl ImageCleanupCounters {
         f64::from_bits(self.disk_used_ratio_bits.load(Ordering::Relaxed))
     }
 
-    fn set_disk_used_ratio(&self, ratio: f64) {
+    fn set_disk_used_ratio(&self, ratio: f64, high_percent: u8) {
         self.disk_used_ratio_bits
             .store(ratio.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
-        crate::metrics::global().set_image_disk_used_ratio(ratio);
+        let metrics = crate::metrics::global();
+        metrics.set_image_disk_used_ratio(ratio);
+        metrics.set_image_disk_high_ratio(f64::from(high_percent) / 100.0);
     }
 
     fn count_removal(&self) {
@@ -338,7 +347,8 @@ impl ImageCleaner {
         drop(root);
         match used_ratio_of(&path) {
             Ok(ratio) => {
-                self.counters.set_disk_used_ratio(ratio);
+                self.counters
+                    .set_disk_used_ratio(ratio, self.settings.disk_high_percent);
                 Some(ratio)
             }
             Err(error) => {
@@ -531,6 +541,10 @@ impl ImageCleaner {
     }
 
     fn run(&self, shutdown: Receiver<()>) {
+        if !self.settings.remove_images {
+            self.sample_only(&shutdown);
+            return;
+        }
         let interval = tick(self.settings.interval);
         let disk = tick(self.settings.disk_sample_interval);
         // A shutdown seen between two removals ends the cycle and then the thread.
@@ -575,6 +589,21 @@ impl ImageCleaner {
                         cycle(CycleKind::Disk);
                     }
                 }
+            }
+        }
+    }
+}
+
+impl ImageCleaner {
+    /// Cleanup is off: samples the disk at start and every sample interval, for the metrics,
+    /// until `shutdown`.
+    fn sample_only(&self, shutdown: &Receiver<()>) {
+        let disk = tick(self.settings.disk_sample_interval);
+        loop {
+            self.sample_disk();
+            select! {
+                recv(shutdown) -> _ => return,
+                recv(disk) -> _ => {}
             }
         }
     }
