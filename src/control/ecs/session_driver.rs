@@ -9,6 +9,9 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// The longest a read waits, so a stop request is seen within it.
+/// The shortest read wait a socket accepts (zero means "no timeout" to the kernel and is
+/// refused by the standard library).
+const MIN_READ_WAIT: Duration = Duration::from_millis(1);
 const READ_SLICE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,9 +128,7 @@ pub fn run_sessions<C: AcsConnection>(
                 break;
             };
             let now = Instant::now();
-            let timeout = session.next_deadline().map_or(READ_SLICE, |deadline| {
-                deadline.saturating_duration_since(now).min(READ_SLICE)
-            });
+            let timeout = read_wait(session.next_deadline(), now);
             let input = match open.read_text(timeout) {
                 Ok(Some(text)) => SessionInput::Text(text),
                 Ok(None) => SessionInput::Tick,
@@ -137,6 +138,18 @@ pub fn run_sessions<C: AcsConnection>(
             queue.extend(session.handle(input, Instant::now()));
         }
     }
+}
+
+/// How long the next read waits: until the session's next deadline, at most [`READ_SLICE`]
+/// (so a stop is seen), and at least [`MIN_READ_WAIT`]: a socket refuses a zero read timeout,
+/// and a deadline that passed while the last input was handled must not end the connection.
+/// Pure.
+fn read_wait(next_deadline: Option<Instant>, now: Instant) -> Duration {
+    next_deadline
+        .map_or(READ_SLICE, |deadline| {
+            deadline.saturating_duration_since(now).min(READ_SLICE)
+        })
+        .max(MIN_READ_WAIT)
 }
 
 #[cfg(test)]
@@ -190,6 +203,24 @@ mod tests {
         }
         fn local_running(&self) -> Vec<String> {
             vec!["arn:a".into(), "arn:old".into()]
+        }
+    }
+
+    #[test]
+    fn a_read_waits_until_the_deadline_within_its_slice_and_never_zero() {
+        let now = Instant::now();
+        let cases = [
+            (None, READ_SLICE),
+            (
+                Some(now + Duration::from_millis(250)),
+                Duration::from_millis(250),
+            ),
+            (Some(now + Duration::from_secs(30)), READ_SLICE),
+            (Some(now), MIN_READ_WAIT),
+            (now.checked_sub(Duration::from_secs(1)), MIN_READ_WAIT),
+        ];
+        for (deadline, expected) in cases {
+            assert_eq!(read_wait(deadline, now), expected, "{deadline:?}");
         }
     }
 
