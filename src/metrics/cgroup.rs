@@ -85,6 +85,26 @@ impl CgroupLayout {
         }
     }
 
+    /// The `memory.stat` of a container in this layout.
+    pub fn memory_stat_file(self, root: &Path, docker_id: &str) -> PathBuf {
+        let directory = self.container_directory(docker_id);
+        if self.is_v2() {
+            root.join(directory).join("memory.stat")
+        } else {
+            root.join("memory").join(directory).join("memory.stat")
+        }
+    }
+
+    /// The `memory.stat` line Docker's stats subtract from the usage for the memory ECS
+    /// reports (the ECS agent's `getMemUsage`): the page cache that can be dropped.
+    pub fn reclaimable_memory_key(self) -> &'static str {
+        if self.is_v2() {
+            "inactive_file"
+        } else {
+            "cache"
+        }
+    }
+
     /// The CPU files of a container in this layout, in the order to try them.
     pub fn cpu_files(self, root: &Path, docker_id: &str) -> Vec<PathBuf> {
         let directory = self.container_directory(docker_id);
@@ -115,6 +135,18 @@ pub fn parse_cpu_stat_usage_usec(text: &str) -> Option<u64> {
     text.lines().find_map(|line| {
         let mut words = line.split_whitespace();
         if words.next()? != "usage_usec" {
+            return None;
+        }
+        let value = words.next()?.parse().ok()?;
+        words.next().is_none().then_some(value)
+    })
+}
+
+/// The value of `key` in a `memory.stat` (`inactive_file 4096` among other lines).
+pub fn parse_memory_stat_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        if words.next()? != key {
             return None;
         }
         let value = words.next()?.parse().ok()?;
@@ -198,6 +230,31 @@ impl CgroupRoot {
         ContainerUsage::default()
     }
 
+    /// [`CgroupRoot::container_usage_in`] with the memory as ECS counts it: the usage less
+    /// the reclaimable page cache of `memory.stat` ([`CgroupLayout::reclaimable_memory_key`])
+    /// when that is below the usage, as the ECS agent computes it from Docker's stats.
+    pub fn container_usage_for_ecs(
+        &self,
+        layouts: &[CgroupLayout],
+        docker_id: &str,
+    ) -> ContainerUsage {
+        let mut usage = self.container_usage_in(layouts, docker_id);
+        let Some(memory) = usage.memory_bytes else {
+            return usage;
+        };
+        let layout =
+            CgroupLayout::ALL[self.last_layout.load(Ordering::Relaxed) % CgroupLayout::ALL.len()];
+        let reclaimable = read_small_file(
+            &layout.memory_stat_file(&self.root, docker_id),
+            MAX_CGROUP_FILE_BYTES,
+        )
+        .and_then(|text| parse_memory_stat_value(&text, layout.reclaimable_memory_key()));
+        if let Some(reclaimable) = reclaimable.filter(|value| *value < memory) {
+            usage.memory_bytes = Some(memory - reclaimable);
+        }
+        usage
+    }
+
     fn usage_in_layout(&self, layout: CgroupLayout, docker_id: &str) -> ContainerUsage {
         let memory_bytes = read_small_file(
             &layout.memory_file(&self.root, docker_id),
@@ -250,6 +307,14 @@ mod tests {
         assert_eq!(parse_cpu_stat_usage_usec("usage_usec\n"), None);
         assert_eq!(parse_cpu_stat_usage_usec("usage_usec 5 6\n"), None);
         assert_eq!(parse_cpu_stat_usage_usec("usage_usec_x 5\n"), None);
+        let memory_stat = "anon 8192\nfile 12288\ninactive_file 4096\nactive_file 8192\n";
+        assert_eq!(
+            parse_memory_stat_value(memory_stat, "inactive_file"),
+            Some(4096)
+        );
+        assert_eq!(parse_memory_stat_value(memory_stat, "cache"), None);
+        assert_eq!(parse_memory_stat_value("cache x\n", "cache"), None);
+        assert_eq!(parse_memory_stat_value("cache 1 2\n", "cache"), None);
     }
 
     #[test]
@@ -296,6 +361,19 @@ mod tests {
             // Another container, or a bad id: nothing.
             assert_eq!(cgroups.container_usage("abcdef"), ContainerUsage::default());
             assert_eq!(cgroups.container_usage("../x"), ContainerUsage::default());
+            // The memory ECS gets: less the reclaimable cache, when memory.stat has it.
+            assert_eq!(
+                cgroups.container_usage_for_ecs(&[layout], ID).memory_bytes,
+                Some(1048576),
+                "{layout:?}: no memory.stat, the usage as it is"
+            );
+            let stat = format!("{} 48576\nother 1\n", layout.reclaimable_memory_key());
+            std::fs::write(layout.memory_stat_file(&root, ID), stat).unwrap();
+            assert_eq!(
+                cgroups.container_usage_for_ecs(&[layout], ID).memory_bytes,
+                Some(1000000),
+                "{layout:?}"
+            );
             std::fs::remove_file(&cpu).unwrap();
             assert_eq!(
                 cgroups.container_usage(ID),

@@ -273,7 +273,7 @@ pub fn sign_request(
 }
 
 /// Why a request's signature is refused: (`__type`, message).
-fn verify(
+pub fn verify(
     accepted: &[Credentials],
     region: &str,
     method: &str,
@@ -429,6 +429,8 @@ struct State {
     acs: Option<AcsSession>,
     acs_queries: Vec<BTreeMap<String, String>>,
     counters: Counters,
+    /// DiscoverPollEndpoint's `telemetryEndpoint` (a fake TCS); this fake's own URL if unset.
+    telemetry_endpoint: Option<String>,
 }
 
 struct Shared {
@@ -573,6 +575,7 @@ impl FakeEcs {
                 acs: None,
                 acs_queries: Vec::new(),
                 counters: Counters::default(),
+                telemetry_endpoint: None,
             }),
             changed: Condvar::new(),
             region: region.to_string(),
@@ -643,6 +646,12 @@ impl FakeEcs {
                 }
             }
         });
+    }
+
+    /// DiscoverPollEndpoint answers this `telemetryEndpoint` (a fake TCS's URL).
+    pub fn set_telemetry_endpoint(&self, url: &str) {
+        self.shared
+            .update(|state| state.telemetry_endpoint = Some(url.to_string()));
     }
 
     /// RegisterContainerInstance and the ACS upgrade answer InactiveInstanceException.
@@ -1105,9 +1114,14 @@ fn api_call(shared: &Arc<Shared>, request: &HttpRequest) -> (u16, Value) {
         }
         "DiscoverPollEndpoint" => {
             let url = format!("http://127.0.0.1:{}/", shared.port);
+            let telemetry = shared
+                .lock()
+                .telemetry_endpoint
+                .clone()
+                .unwrap_or_else(|| url.clone());
             (
                 200,
-                json!({"endpoint": url, "telemetryEndpoint": url, "serviceConnectEndpoint": url}),
+                json!({"endpoint": url, "telemetryEndpoint": telemetry, "serviceConnectEndpoint": url}),
             )
         }
         "SubmitTaskStateChange" | "SubmitContainerStateChange" => {

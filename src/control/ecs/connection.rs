@@ -2,13 +2,15 @@
 //! (RegisterContainerInstance, with the container instance ARN saved in `ecs.json` sent again),
 //! discovers the ACS endpoint (DiscoverPollEndpoint) and holds the ACS session, applying each
 //! payload to the engine before it is acknowledged; `ecs-reporter` reports state changes
-//! ([`super::reporter`]). Neither blocks the engine: with ECS out of reach both wait and retry,
-//! and every task keeps running.
+//! ([`super::reporter`]); `ecs-telemetry` holds the telemetry session once this host is
+//! registered ([`super::telemetry`]). None blocks the engine or another: with ECS out of reach
+//! each waits and retries, and every task keeps running.
 
 use super::register::{parse_register_response, register_request, RegistrationInput};
 use super::reporter::{ecs_arn, RecordFile, RejectedTask, Reporter};
 use super::session::AcsSession;
 use super::session_driver::{run_sessions, AcsConnection, AcsTarget, ConnError};
+use super::telemetry::{telemetry_thread, TelemetrySettings};
 use super::websocket::{self, AcsQuery, AcsSocket};
 use super::{CredentialChain, EcsClient, EcsError, Endpoint};
 use crate::engine::{EngineError, EngineHandle};
@@ -38,6 +40,10 @@ pub struct EcsSettings {
     pub record: Arc<RecordFile>,
     pub exclude_ipv6: bool,
     pub docker_version: Option<String>,
+    /// `ECS_DISABLE_METRICS`, for the telemetry session.
+    pub disable_metrics: bool,
+    /// Pings Docker: the telemetry session's runtime check.
+    pub docker_ping: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
 /// The running connection; [`EcsConnection::shutdown`] stops and joins its threads.
@@ -74,12 +80,35 @@ impl EcsConnection {
         let reporter_thread = std::thread::Builder::new()
             .name("ecs-reporter".into())
             .spawn(move || reporter.run())?;
+        // The telemetry session starts once the session thread has registered this host.
+        let (registered_sender, registered) = bounded::<()>(1);
+        let telemetry = TelemetrySettings {
+            cluster: settings.cluster.clone(),
+            region: settings.region.clone(),
+            credentials: Arc::clone(&settings.credentials),
+            docker_version: settings.docker_version.clone(),
+            disable_metrics: settings.disable_metrics,
+            docker_ping: Arc::clone(&settings.docker_ping),
+        };
+        let (telemetry_client, telemetry_engine, telemetry_stop) =
+            (client.clone(), Arc::clone(&engine), stop.clone());
+        let telemetry_thread = std::thread::Builder::new()
+            .name("ecs-telemetry".into())
+            .spawn(move || {
+                telemetry_thread(
+                    telemetry,
+                    telemetry_client,
+                    telemetry_engine,
+                    registered,
+                    telemetry_stop,
+                )
+            })?;
         let session_thread = std::thread::Builder::new()
             .name("ecs-session".into())
-            .spawn(move || session_thread(settings, client, engine, stop))?;
+            .spawn(move || session_thread(settings, client, engine, stop, registered_sender))?;
         Ok(EcsConnection {
             stop: Some(stop_sender),
-            threads: vec![reporter_thread, session_thread],
+            threads: vec![reporter_thread, session_thread, telemetry_thread],
         })
     }
 
@@ -108,6 +137,7 @@ fn session_thread(
     client: Arc<EcsClient>,
     engine: Arc<dyn EngineHandle>,
     stop: Receiver<()>,
+    registered: Sender<()>,
 ) {
     let mut retry = REGISTER_RETRY_FIRST;
     let mut warned = false;
@@ -126,6 +156,7 @@ fn session_thread(
                     log::error!("ECS: cannot save the container instance ARN: {error}");
                 }
                 engine.set_container_instance_arn(arn.clone());
+                let _ = registered.try_send(());
                 break arn;
             }
             Err(error) if error.is_inactive_instance() => {
@@ -224,7 +255,7 @@ fn connect_acs(
 }
 
 /// The websocket as the session driver reads it (`None` once closed).
-struct Socket(Option<AcsSocket>);
+pub(super) struct Socket(pub(super) Option<AcsSocket>);
 
 impl AcsConnection for Socket {
     fn read_text(&mut self, timeout: Duration) -> Result<Option<String>, ConnError> {

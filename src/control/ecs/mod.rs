@@ -16,6 +16,7 @@ pub mod reporter;
 pub mod session;
 pub mod session_driver;
 pub mod sigv4;
+pub mod telemetry;
 pub mod websocket;
 
 #[cfg(test)]

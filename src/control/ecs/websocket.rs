@@ -102,9 +102,28 @@ pub fn connect(
     amz_date: &str,
     timeout: Duration,
 ) -> Result<AcsSocket, EcsError> {
-    let endpoint = Endpoint::parse(poll_endpoint).map_err(EcsError::Config)?;
+    connect_signed(
+        poll_endpoint,
+        &query.parameters(),
+        region,
+        credentials,
+        amz_date,
+        timeout,
+    )
+}
+
+/// Connects a signed websocket at `endpoint`'s `ws` path ([`acs_path`]) with this query: the
+/// one way both ACS and the telemetry session (TCS) open theirs.
+pub fn connect_signed(
+    endpoint: &str,
+    parameters: &[(&'static str, String)],
+    region: &str,
+    credentials: &Credentials,
+    amz_date: &str,
+    timeout: Duration,
+) -> Result<AcsSocket, EcsError> {
+    let endpoint = Endpoint::parse(endpoint).map_err(EcsError::Config)?;
     let path = acs_path(&endpoint.path);
-    let parameters = query.parameters();
     let pairs: Vec<(&str, &str)> = parameters
         .iter()
         .map(|(name, value)| (*name, value.as_str()))
