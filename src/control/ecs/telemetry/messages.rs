@@ -514,7 +514,9 @@ mod tests {
 
     #[test]
     fn metrics_requests_follow_the_model_and_page_by_ten_tasks() {
-        let table: &[(usize, &[(bool, bool, usize)])] = &[
+        /// (idle, fin, tasks in the request) of each request.
+        type Pages = &'static [(bool, bool, usize)];
+        let table: &[(usize, Pages)] = &[
             // (tasks, [(idle, fin, tasks in the request)])
             (0, &[(true, true, 0)]),
             (1, &[(false, true, 1)]),
