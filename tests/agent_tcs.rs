@@ -177,6 +177,24 @@ fn a_tcs_session_publishes_health_and_usage_that_match_docker_and_the_cgroup() {
         "{query:?}"
     );
 
+    // A figure, not a check (docs/PERFORMANCE.md): the agent's resident memory with both
+    // sessions open and no task, once the first publication went out.
+    tcs.wait_for(deadline(30), |messages| {
+        messages
+            .iter()
+            .any(|message| message.type_name == "PublishInstanceStatusRequest")
+            .then_some(())
+    })
+    .expect("a first publication");
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap_or_default();
+    for line in status
+        .lines()
+        .filter(|line| line.starts_with("VmRSS:") || line.starts_with("Threads:"))
+    {
+        println!("idle agent with the ACS and TCS sessions open: {line}");
+    }
+
     // An ECS task: 20 MiB held in a shell variable (anonymous memory, which both cgroup versions
     // count; a tmpfs file would be page cache on v1), a little CPU every second, a health check every 5 s.
     let arn = task_arn(&cluster);

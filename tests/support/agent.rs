@@ -315,8 +315,16 @@ impl Agent {
 
 type SpawnedAgent = (Child, Arc<Mutex<Vec<String>>>, Receiver<String>);
 
+/// The agent binary: `DECKHAND_TEST_AGENT_BINARY` (a release build, to measure it), else this
+/// build's.
+fn agent_binary() -> PathBuf {
+    std::env::var_os("DECKHAND_TEST_AGENT_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_deckhand")))
+}
+
 fn spawn_agent(config: &Path, env: &[(String, String)]) -> SpawnedAgent {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_deckhand"));
+    let mut command = Command::new(agent_binary());
     command
         .arg("run")
         .arg("--config")
