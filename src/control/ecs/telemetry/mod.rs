@@ -330,6 +330,7 @@ pub fn telemetry_thread(
         };
         match open(&settings, &url, &instance) {
             Ok(socket) => {
+                log::info!("ECS telemetry: connected to {url}");
                 endpoint = Some(url);
                 Ok(socket)
             }

@@ -147,10 +147,6 @@ impl TelemetrySession {
                     disconnect_at,
                 };
                 self.failures = 0;
-                effects.push(TelemetryEffect::Log(
-                    log::Level::Info,
-                    "ECS telemetry: connected".into(),
-                ));
                 effects.push(TelemetryEffect::Publish);
                 self.next_publish = now + PUBLISH_INTERVAL;
             }
