@@ -39,6 +39,8 @@ fn ecs_env(fake: &FakeEcs, cluster: &str) -> Vec<(String, String)> {
             credentials.session_token.unwrap_or_default(),
         ),
         ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
+        // As agent_ecs's RSS measurement runs it, so the two figures compare.
+        ("DECKHAND_TASK_METADATA".into(), "false".into()),
     ]
 }
 
