@@ -9,7 +9,9 @@
 //! ([`signed_frame`]): `Authorization`, `Host`, `X-Amz-Date`, `X-Amz-Security-Token`, a blank
 //! line, then the JSON. Times are seconds since the epoch with milliseconds, as a JSON number
 //! (the AWS SDK's form). Requests carry at most 10 tasks each (the ECS agent's page size); the
-//! last page of a message says `fin`.
+//! last page of a message says `fin`. `StartTelemetrySessionRequest` is in the model, but the ECS
+//! agent never sends it (the signed upgrade starts the session), and neither does deckhand.
+//! `statusMessage` (the check's output) is in `ContainerHealth`'s model; deckhand fills it.
 //!
 //! TCS sends `HeartbeatMessage`, `AckPublishMetric`, `AckPublishHealth`,
 //! `AckPublishInstanceStatus`, `StopTelemetrySessionMessage` and its error shapes

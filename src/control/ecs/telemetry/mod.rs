@@ -5,7 +5,9 @@
 //! container CPU and memory (`PublishMetricsRequest`; `ECS_DISABLE_METRICS=true` sends the
 //! instance as idle), the health of the containers with a health check
 //! (`PublishHealthRequest`: what the console shows and what a service's deployment waits for)
-//! and the Docker runtime check (`PublishInstanceStatusRequest`).
+//! and the Docker runtime check (`PublishInstanceStatusRequest`, a ping of Docker run at each
+//! publication; the ECS agent runs it on each ACS heartbeat and sends a new result at its next
+//! 20 s tick).
 //!
 //! The timing is [`session::TelemetrySession`] (sans-I/O), the messages are built by the pure
 //! functions of [`messages`] and [`publish`], the readings kept in [`window::UsageWindows`]
