@@ -215,10 +215,12 @@ pub fn run_telemetry<C: AcsConnection>(
             };
             queue.extend(session.handle(follow, Instant::now()));
         }
+        // At least a millisecond: a socket refuses a zero read timeout, and a deadline that
+        // passed while publishing is handled by the next tick anyway.
         let timeout = session
             .next_deadline()
             .saturating_duration_since(Instant::now())
-            .min(WAIT_SLICE);
+            .clamp(Duration::from_millis(1), WAIT_SLICE);
         let Some(open) = connection.as_mut() else {
             if !wait(timeout) {
                 return;
