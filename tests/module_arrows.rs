@@ -29,7 +29,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "control",
-        &["engine", "task", "event", "text", "clock", "net", "state"],
+        &[
+            "engine", "task", "event", "text", "clock", "net", "state", "metrics", "host",
+        ],
     ),
     (
         "engine",
