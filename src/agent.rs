@@ -339,6 +339,7 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     };
     let docker_api_version = client.api_version();
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
+    let runtime_for_ecs = Arc::clone(&runtime);
 
     // Listening before the engine starts: restored tasks create containers pointed at it.
     let mut task_metadata = start_task_metadata(&config, runtime.as_ref());
@@ -386,11 +387,13 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
 
     let ecs = match ecs_prepared {
         Some(prepared) => {
-            let settings = prepared.settings(
+            let mut settings = prepared.settings(
                 &config,
                 (docker_api_version.major, docker_api_version.minor),
                 docker_version,
             );
+            // The telemetry session's runtime check: Docker answers its ping.
+            settings.docker_ping = Arc::new(move || runtime_for_ecs.ping().is_ok());
             match EcsConnection::start(settings, handle_for_ecs.clone()) {
                 Ok(connection) => Some(connection),
                 Err(error) => {
@@ -652,6 +655,8 @@ impl PreparedEcs {
             exclude_ipv6: config.exclude_ipv6_port_bindings,
             docker_version,
             proxies: self.proxies,
+            disable_metrics: config.disable_metrics,
+            docker_ping: Arc::new(|| true),
         }
     }
 }

@@ -13,8 +13,10 @@ use std::time::Duration;
 
 mod config;
 mod ecs;
+mod tcs;
 pub use config::config_file;
 pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http, proxy_answers};
+pub use tcs::tcs_messages;
 
 use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_BODY_BYTES};
 use crate::api::introspection::IntrospectionApi;
@@ -550,6 +552,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("acs_task", acs_task),
     ("acs_frames", acs_frames),
     ("proxy_answers", proxy_answers),
+    ("tcs_messages", tcs_messages),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

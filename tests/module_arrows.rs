@@ -39,7 +39,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "control",
         &[
-            "engine", "task", "event", "text", "clock", "net", "state", "metrics",
+            "engine", "task", "event", "text", "clock", "net", "state", "metrics", "host",
         ],
     ),
     (

@@ -211,6 +211,11 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "join the Amazon ECS cluster ECS_CLUSTER as an external instance (true/false; README: Joining an ECS cluster; x86_64 and arm64 hosts only, as ECS supports no 32-bit ARM); false runs local tasks only",
     },
     ConfigKeyDoc {
+        key: "ECS_DISABLE_METRICS",
+        system_default: "false",
+        meaning: "with ECS_EXTERNAL=true: send no CPU and memory metrics to ECS (the telemetry session still sends container health and the Docker check) (true/false)",
+    },
+    ConfigKeyDoc {
         key: "ECS_BACKEND_HOST",
         system_default: "",
         meaning: "the ECS API endpoint URL when ECS_EXTERNAL=true (empty: https://ecs.<region>.amazonaws.com)",

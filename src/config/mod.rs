@@ -194,6 +194,9 @@ pub struct Config {
     pub image_pull_behavior: ImagePullBehavior,
     pub pull_dependent_containers_upfront: bool,
     pub privileged_disabled: bool,
+    /// `ECS_DISABLE_METRICS`: send no CPU and memory metrics to ECS's telemetry session
+    /// (container health is still sent).
+    pub disable_metrics: bool,
     /// `ECS_EXCLUDE_IPV6_PORTBINDING`: report a published port's IPv6 twin binding or not.
     pub exclude_ipv6_port_bindings: bool,
     pub reserved_ports: Vec<u16>,
@@ -529,6 +532,7 @@ impl Config {
         let pull_dependent_containers_upfront =
             sources.boolean("ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT")?;
         let privileged_disabled = sources.boolean("ECS_DISABLE_PRIVILEGED")?;
+        let disable_metrics = sources.boolean("ECS_DISABLE_METRICS")?;
         let exclude_ipv6_port_bindings = sources.boolean("ECS_EXCLUDE_IPV6_PORTBINDING")?;
         let remove_orphans = sources.boolean("DECKHAND_REMOVE_ORPHANS")?;
         let docker_concurrency = match sources.value("DECKHAND_DOCKER_CONCURRENCY") {
@@ -587,6 +591,7 @@ impl Config {
             image_pull_behavior,
             pull_dependent_containers_upfront,
             privileged_disabled,
+            disable_metrics,
             exclude_ipv6_port_bindings,
             reserved_ports,
             reserved_ports_udp,

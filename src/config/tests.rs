@@ -58,6 +58,7 @@ fn system_defaults_match_the_documented_table() {
             image_pull_behavior: ImagePullBehavior::Default,
             pull_dependent_containers_upfront: false,
             privileged_disabled: false,
+            disable_metrics: false,
             exclude_ipv6_port_bindings: true,
             reserved_ports: vec![22, 2375, 2376, 51678, 51679],
             reserved_ports_udp: vec![],
@@ -358,6 +359,9 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("ECS_DISABLE_PRIVILEGED", "true", "true", |c| {
         c.privileged_disabled.to_string()
     }),
+    ("ECS_DISABLE_METRICS", "true", "true", |c| {
+        c.disable_metrics.to_string()
+    }),
     ("ECS_EXCLUDE_IPV6_PORTBINDING", "false", "false", |c| {
         c.exclude_ipv6_port_bindings.to_string()
     }),
@@ -546,6 +550,7 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
             "true or false",
         ),
         ("ECS_DISABLE_PRIVILEGED", "1", "true or false"),
+        ("ECS_DISABLE_METRICS", "yes", "true or false"),
         ("DECKHAND_REMOVE_ORPHANS", "TRUE", "true or false"),
         ("DECKHAND_TASK_METADATA", "no", "true or false"),
         ("DECKHAND_TASK_METADATA_PORT", "0", "from 1 to 65535"),

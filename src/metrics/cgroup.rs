@@ -19,6 +19,7 @@
 //! path. The parsers are pure, never panic, and have a fuzz target.
 
 use super::process::read_small_file;
+use super::usage::parse_memory_stat_value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -100,6 +101,21 @@ impl CgroupLayout {
             root.join(directory).join(v2_name)
         } else {
             root.join(controller).join(directory).join(v1_name)
+        }
+    }
+
+    /// The `memory.stat` of a container in this layout.
+    pub fn memory_stat_file(self, root: &Path, docker_id: &str) -> PathBuf {
+        self.container_file(root, docker_id, "memory", "memory.stat", "memory.stat")
+    }
+
+    /// The `memory.stat` line Docker's stats subtract from the usage for the memory ECS
+    /// reports (the ECS agent's `getMemUsage`): the page cache that can be dropped.
+    pub fn reclaimable_memory_key(self) -> &'static str {
+        if self.is_v2() {
+            "inactive_file"
+        } else {
+            "cache"
         }
     }
 
@@ -225,6 +241,29 @@ impl CgroupRoot {
         (ContainerUsage::default(), None)
     }
 
+    /// [`CgroupRoot::container_usage_in`] with the memory as ECS counts it: the usage less
+    /// the reclaimable page cache of `memory.stat` ([`CgroupLayout::reclaimable_memory_key`])
+    /// when that is below the usage, as the ECS agent computes it from Docker's stats.
+    pub fn container_usage_for_ecs(
+        &self,
+        layouts: &[CgroupLayout],
+        docker_id: &str,
+    ) -> ContainerUsage {
+        let (mut usage, layout) = self.container_usage_and_layout(layouts, docker_id);
+        let (Some(memory), Some(layout)) = (usage.memory_bytes, layout) else {
+            return usage;
+        };
+        let reclaimable = read_small_file(
+            &layout.memory_stat_file(&self.root, docker_id),
+            MAX_CGROUP_FILE_BYTES,
+        )
+        .and_then(|text| parse_memory_stat_value(&text, layout.reclaimable_memory_key()));
+        if let Some(reclaimable) = reclaimable.filter(|value| *value < memory) {
+            usage.memory_bytes = Some(memory - reclaimable);
+        }
+        usage
+    }
+
     fn usage_in_layout(&self, layout: CgroupLayout, docker_id: &str) -> ContainerUsage {
         let memory_bytes = read_small_file(
             &layout.memory_file(&self.root, docker_id),
@@ -277,6 +316,14 @@ mod tests {
         assert_eq!(parse_cpu_stat_usage_usec("usage_usec\n"), None);
         assert_eq!(parse_cpu_stat_usage_usec("usage_usec 5 6\n"), None);
         assert_eq!(parse_cpu_stat_usage_usec("usage_usec_x 5\n"), None);
+        let memory_stat = "anon 8192\nfile 12288\ninactive_file 4096\nactive_file 8192\n";
+        assert_eq!(
+            parse_memory_stat_value(memory_stat, "inactive_file"),
+            Some(4096)
+        );
+        assert_eq!(parse_memory_stat_value(memory_stat, "cache"), None);
+        assert_eq!(parse_memory_stat_value("cache x\n", "cache"), None);
+        assert_eq!(parse_memory_stat_value("cache 1 2\n", "cache"), None);
     }
 
     #[test]
@@ -323,6 +370,19 @@ mod tests {
             // Another container, or a bad id: nothing.
             assert_eq!(cgroups.container_usage("abcdef"), ContainerUsage::default());
             assert_eq!(cgroups.container_usage("../x"), ContainerUsage::default());
+            // The memory ECS gets: less the reclaimable cache, when memory.stat has it.
+            assert_eq!(
+                cgroups.container_usage_for_ecs(&[layout], ID).memory_bytes,
+                Some(1048576),
+                "{layout:?}: no memory.stat, the usage as it is"
+            );
+            let stat = format!("{} 48576\nother 1\n", layout.reclaimable_memory_key());
+            std::fs::write(layout.memory_stat_file(&root, ID), stat).unwrap();
+            assert_eq!(
+                cgroups.container_usage_for_ecs(&[layout], ID).memory_bytes,
+                Some(1000000),
+                "{layout:?}"
+            );
             std::fs::remove_file(&cpu).unwrap();
             assert_eq!(
                 cgroups.container_usage(ID),

@@ -328,6 +328,16 @@ impl Agent {
 
 type SpawnedAgent = (Child, Arc<Mutex<Vec<String>>>, Receiver<String>);
 
+/// The agent binary: `DECKHAND_TEST_AGENT_BINARY` (a release build, to measure it), else this
+/// build's.
+fn agent_binary() -> PathBuf {
+    std::env::var_os("DECKHAND_TEST_AGENT_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_deckhand")))
+}
+
+/// Spawns `program` (a command line that runs deckhand, e.g. under a wrapper), or the agent
+/// binary when it is empty.
 fn spawn_agent(program: &[String], config: &Path, env: &[(String, String)]) -> SpawnedAgent {
     let mut command = match program.split_first() {
         Some((first, rest)) => {
@@ -335,7 +345,7 @@ fn spawn_agent(program: &[String], config: &Path, env: &[(String, String)]) -> S
             command.args(rest);
             command
         }
-        None => Command::new(env!("CARGO_BIN_EXE_deckhand")),
+        None => Command::new(agent_binary()),
     };
     command
         .arg("run")

@@ -300,9 +300,10 @@ pub fn sign_request(
     all
 }
 
-/// Why a request's signature is refused: (`__type`, message). `now` is the fake's clock.
+/// Why a request's signature is refused: (`__type`, message). `now` is the fake's clock
+/// (seconds since the epoch).
 #[allow(clippy::too_many_arguments)]
-fn verify(
+pub fn verify(
     now: i64,
     accepted: &[Credentials],
     region: &str,
@@ -473,6 +474,8 @@ struct State {
     acs: Option<AcsSession>,
     acs_queries: Vec<BTreeMap<String, String>>,
     counters: Counters,
+    /// DiscoverPollEndpoint's `telemetryEndpoint` (a fake TCS); this fake's own URL if unset.
+    telemetry_endpoint: Option<String>,
 }
 
 struct Shared {
@@ -630,6 +633,7 @@ impl FakeEcs {
                 acs: None,
                 acs_queries: Vec::new(),
                 counters: Counters::default(),
+                telemetry_endpoint: None,
             }),
             changed: Condvar::new(),
             region: region.to_string(),
@@ -758,6 +762,12 @@ impl FakeEcs {
             (seen.len() >= count).then_some(seen)
         })
         .unwrap_or_else(|| panic!("fewer than {count} {operation}: {:?}", self.calls()))
+    }
+
+    /// DiscoverPollEndpoint answers this `telemetryEndpoint` (a fake TCS's URL).
+    pub fn set_telemetry_endpoint(&self, url: &str) {
+        self.shared
+            .update(|state| state.telemetry_endpoint = Some(url.to_string()));
     }
 
     /// RegisterContainerInstance and the ACS upgrade answer InactiveInstanceException.
@@ -1251,9 +1261,14 @@ fn answer_call(shared: &Arc<Shared>, request: &HttpRequest, operation: &str) -> 
         }
         "DiscoverPollEndpoint" => {
             let url = format!("http://127.0.0.1:{}/", shared.port);
+            let telemetry = shared
+                .lock()
+                .telemetry_endpoint
+                .clone()
+                .unwrap_or_else(|| url.clone());
             (
                 200,
-                json!({"endpoint": url, "telemetryEndpoint": url, "serviceConnectEndpoint": url}),
+                json!({"endpoint": url, "telemetryEndpoint": telemetry, "serviceConnectEndpoint": url}),
             )
         }
         "SubmitTaskStateChange" | "SubmitContainerStateChange" => {

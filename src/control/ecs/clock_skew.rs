@@ -9,8 +9,9 @@
 //! `RequestTimeTooSkewed`), with a `Date` at least a minute from the signing time, or any
 //! 401/403 with a `Date` more than 4 minutes off (the SDKs' threshold), gives the offset
 //! `Date − local clock`. [`SigningClock`] holds that offset for the whole process: every later
-//! API call and the ACS websocket's upgrade are signed with it. The offset is logged each time
-//! it changes, and the refused call is signed again once ([`signed_again_if_skewed`]).
+//! API call, the ACS and telemetry websockets' upgrades and each telemetry message are signed
+//! with it. The offset is logged each time it changes, and the refused call is signed again
+//! once ([`signed_again_if_skewed`]).
 
 use super::{sigv4, EcsError};
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -3,9 +3,11 @@
 //! or forgotten and a new instance registered when ECS says the saved one is inactive),
 //! discovers the ACS endpoint (DiscoverPollEndpoint, cached until connecting to it fails:
 //! [`super::poll_endpoint`]) and holds the ACS session, applying each payload to the engine
-//! before it is acknowledged; `ecs-reporter` reports state changes ([`super::reporter`]).
-//! Neither blocks the engine: with ECS out of reach both wait and retry, and every task keeps
-//! running. Both reach ECS through the proxy settings of [`EcsSettings::proxies`].
+//! before it is acknowledged; `ecs-reporter` reports state changes ([`super::reporter`]);
+//! `ecs-telemetry` holds the telemetry session once this host is registered
+//! ([`super::telemetry`]), its endpoint taken from the same cached DiscoverPollEndpoint answer.
+//! None blocks the engine or another: with ECS out of reach each waits and retries, and every
+//! task keeps running. All reach ECS through the proxy settings of [`EcsSettings::proxies`].
 //!
 //! How a websocket's end maps onto the session ([`close_outcome`], as the Go agent's
 //! `wsclient` reads close codes): a close with 1000, 1001 or 1011, or a connection lost
@@ -18,6 +20,7 @@ use super::register::{parse_register_response, register_request, starts_over, Re
 use super::reporter::{ecs_arn, RecordFile, RejectedTask, Reporter};
 use super::session::AcsSession;
 use super::session_driver::{run_sessions, AcsConnection, AcsTarget, ConnError};
+use super::telemetry::{telemetry_thread, TelemetrySettings};
 use super::websocket::{self, AcsQuery, AcsSocket, Received, SignedUpgrade, CLOSE_ABNORMAL};
 use super::{CredentialChain, EcsClient, EcsError, Endpoint};
 use crate::engine::{EngineError, EngineHandle};
@@ -25,7 +28,7 @@ use crate::net::proxy::ProxySettings;
 use crate::task::acs::{AcsTask, AcsTaskError};
 use crate::task::{TaskStatus, ECS_SOURCE_PREFIX};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -52,6 +55,10 @@ pub struct EcsSettings {
     pub docker_version: Option<String>,
     /// `HTTPS_PROXY`, `NO_PROXY` and the others, for the API calls and the websockets.
     pub proxies: ProxySettings,
+    /// `ECS_DISABLE_METRICS`, for the telemetry session.
+    pub disable_metrics: bool,
+    /// Pings Docker: the telemetry session's runtime check.
+    pub docker_ping: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
 /// The running connection; [`EcsConnection::shutdown`] stops and joins its threads.
@@ -89,12 +96,44 @@ impl EcsConnection {
         let reporter_thread = std::thread::Builder::new()
             .name("ecs-reporter".into())
             .spawn(move || reporter.run())?;
+        // The telemetry session starts once the session thread has registered this host.
+        let (registered_sender, registered) = bounded::<()>(1);
+        let poll_endpoints = Arc::new(Mutex::new(PollEndpointCache::default()));
+        let telemetry = TelemetrySettings {
+            cluster: settings.cluster.clone(),
+            region: settings.region.clone(),
+            credentials: Arc::clone(&settings.credentials),
+            docker_version: settings.docker_version.clone(),
+            disable_metrics: settings.disable_metrics,
+            docker_ping: Arc::clone(&settings.docker_ping),
+            proxies: settings.proxies.clone(),
+            poll_endpoints: Arc::clone(&poll_endpoints),
+        };
+        let (telemetry_client, telemetry_engine, telemetry_stop) =
+            (client.clone(), Arc::clone(&engine), stop.clone());
+        let telemetry_thread = std::thread::Builder::new()
+            .name("ecs-telemetry".into())
+            .spawn(move || {
+                telemetry_thread(
+                    telemetry,
+                    telemetry_client,
+                    telemetry_engine,
+                    registered,
+                    telemetry_stop,
+                )
+            })?;
         let session_thread = std::thread::Builder::new()
             .name("ecs-session".into())
-            .spawn(move || session_thread(settings, client, engine, stop))?;
+            .spawn(move || {
+                let registration = Registration {
+                    registered: registered_sender,
+                    poll_endpoints,
+                };
+                session_thread(settings, client, engine, stop, registration)
+            })?;
         Ok(EcsConnection {
             stop: Some(stop_sender),
-            threads: vec![reporter_thread, session_thread],
+            threads: vec![reporter_thread, session_thread, telemetry_thread],
         })
     }
 
@@ -118,11 +157,20 @@ fn stopped(stop: &Receiver<()>) -> bool {
     !matches!(stop.try_recv(), Err(crossbeam_channel::TryRecvError::Empty))
 }
 
+/// What the session thread shares with the telemetry thread.
+struct Registration {
+    /// Told once this host is registered.
+    registered: Sender<()>,
+    /// DiscoverPollEndpoint's answer, for both websockets.
+    poll_endpoints: Arc<Mutex<PollEndpointCache>>,
+}
+
 fn session_thread(
     settings: EcsSettings,
     client: Arc<EcsClient>,
     engine: Arc<dyn EngineHandle>,
     stop: Receiver<()>,
+    registration: Registration,
 ) {
     let mut retry = REGISTER_RETRY_FIRST;
     let mut warned = false;
@@ -141,6 +189,7 @@ fn session_thread(
                     log::error!("ECS: cannot save the container instance ARN: {error}");
                 }
                 engine.set_container_instance_arn(arn.clone());
+                let _ = registration.registered.try_send(());
                 break arn;
             }
             Err(error)
@@ -194,7 +243,6 @@ fn session_thread(
         engine: Arc::clone(&engine),
         record: Arc::clone(&settings.record),
     };
-    let mut poll_endpoints = PollEndpointCache::default();
     // ACS sends every task's credentials on the agent's first connection only, as the ECS
     // agent asks (`sendCredentials`).
     let mut first_connection = true;
@@ -202,16 +250,13 @@ fn session_thread(
         let socket = connect_acs(
             &settings,
             &client,
-            &mut poll_endpoints,
+            &registration.poll_endpoints,
             &container_instance_arn,
             first_connection,
         );
         first_connection &= socket.is_err();
         socket
-            .map(|socket| Socket {
-                socket: Some(socket),
-                opened: Instant::now(),
-            })
+            .map(Socket::opened)
             .map_err(|error| error.to_string())
     };
     let mut pause = |after: Duration| wait(&stop, after);
@@ -228,28 +273,45 @@ fn register(settings: &EcsSettings, client: &EcsClient) -> Result<String, EcsErr
     parse_register_response(&bytes).map_err(|error| EcsError::Protocol(error.to_string()))
 }
 
+/// `DiscoverPollEndpoint`'s answer for this instance: the one kept in `cache` while it is
+/// fresh, else asked of ECS and kept. ACS and the telemetry session share the cache, so one
+/// answer serves both; the cache stays locked during the call, so when both connect at once
+/// the second waits for the first's answer instead of asking again.
+pub(super) fn poll_endpoints(
+    client: &EcsClient,
+    cache: &Mutex<PollEndpointCache>,
+    cluster: &str,
+    container_instance_arn: &str,
+) -> Result<PollEndpoints, EcsError> {
+    let mut kept = lock(cache);
+    if let Some(endpoints) = kept.get(Instant::now()) {
+        return Ok(endpoints.clone());
+    }
+    let answer = client.call(
+        "DiscoverPollEndpoint",
+        &serde_json::json!({
+            "cluster": cluster,
+            "containerInstance": container_instance_arn,
+        }),
+    )?;
+    let endpoints = PollEndpoints::from_answer(&answer)?;
+    kept.store(endpoints.clone(), Instant::now());
+    Ok(endpoints)
+}
+
+/// The cache, even if a thread panicked while holding it (it holds plain data).
+pub(super) fn lock(cache: &Mutex<PollEndpointCache>) -> MutexGuard<'_, PollEndpointCache> {
+    cache.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn connect_acs(
     settings: &EcsSettings,
     client: &EcsClient,
-    poll_endpoints: &mut PollEndpointCache,
+    cache: &Mutex<PollEndpointCache>,
     container_instance_arn: &str,
     send_credentials: bool,
 ) -> Result<AcsSocket, EcsError> {
-    let endpoints = match poll_endpoints.get(Instant::now()) {
-        Some(endpoints) => endpoints.clone(),
-        None => {
-            let answer = client.call(
-                "DiscoverPollEndpoint",
-                &serde_json::json!({
-                    "cluster": settings.cluster,
-                    "containerInstance": container_instance_arn,
-                }),
-            )?;
-            let endpoints = PollEndpoints::from_answer(&answer)?;
-            poll_endpoints.store(endpoints.clone(), Instant::now());
-            endpoints
-        }
-    };
+    let endpoints = poll_endpoints(client, cache, &settings.cluster, container_instance_arn)?;
     let credentials = settings
         .credentials
         .current()
@@ -275,7 +337,7 @@ fn connect_acs(
         &settings.proxies,
         CALL_TIMEOUT,
     )
-    .inspect_err(|_| poll_endpoints.forget())
+    .inspect_err(|_| lock(cache).forget())
 }
 
 /// What the end of a websocket means for the session: [`ConnError::Closed`] reconnects at
@@ -302,9 +364,19 @@ pub fn close_outcome(code: Option<u16>, reason: &str, lasted: Duration) -> ConnE
 }
 
 /// The websocket as the session driver reads it (`None` once closed).
-struct Socket {
+pub(super) struct Socket {
     socket: Option<AcsSocket>,
     opened: Instant,
+}
+
+impl Socket {
+    /// A websocket that just opened.
+    pub(super) fn opened(socket: AcsSocket) -> Socket {
+        Socket {
+            socket: Some(socket),
+            opened: Instant::now(),
+        }
+    }
 }
 
 impl AcsConnection for Socket {

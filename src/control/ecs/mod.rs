@@ -20,6 +20,7 @@ pub mod reporter;
 pub mod session;
 pub mod session_driver;
 pub mod sigv4;
+pub mod telemetry;
 pub mod websocket;
 
 #[cfg(test)]

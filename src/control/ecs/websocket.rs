@@ -221,9 +221,27 @@ pub fn connect(
     proxies: &ProxySettings,
     timeout: Duration,
 ) -> Result<AcsSocket, EcsError> {
-    let mut endpoint = Endpoint::parse(poll_endpoint).map_err(EcsError::Config)?;
+    connect_signed(
+        poll_endpoint,
+        &query.parameters(),
+        upgrade,
+        proxies,
+        timeout,
+    )
+}
+
+/// Connects a signed websocket at `endpoint`'s `ws` path ([`acs_path`]) with these query
+/// parameters, through [`open_signed_websocket`]: how both ACS and the telemetry session
+/// (TCS) open theirs.
+pub fn connect_signed(
+    endpoint: &str,
+    parameters: &[(&'static str, String)],
+    upgrade: SignedUpgrade<'_>,
+    proxies: &ProxySettings,
+    timeout: Duration,
+) -> Result<AcsSocket, EcsError> {
+    let mut endpoint = Endpoint::parse(endpoint).map_err(EcsError::Config)?;
     endpoint.path = acs_path(&endpoint.path);
-    let parameters = query.parameters();
     let pairs: Vec<(&str, &str)> = parameters
         .iter()
         .map(|(name, value)| (*name, value.as_str()))

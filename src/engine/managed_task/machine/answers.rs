@@ -190,6 +190,18 @@ impl ManagedTask {
             }
             DockerObservation::Health { health } => {
                 self.set_health(index, health, None, now);
+                // The event has no output: inspect for the check's last output, as the ECS
+                // agent does on a health event (ECS shows it; Docker emits the event only when
+                // the status changes, so this is one call per change).
+                let container = &self.task.containers[index];
+                if container.definition.health_check.is_some()
+                    && container.known_status == ContainerStatus::Running
+                {
+                    effects.push(Effect::Docker(DockerCall::Inspect {
+                        container: container.name().to_string(),
+                        docker_id,
+                    }));
+                }
             }
             DockerObservation::OutOfMemory => self.record_out_of_memory(index),
             // Handled above: it names a container by its name, not its id.
