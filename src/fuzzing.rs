@@ -13,8 +13,10 @@ use std::time::Duration;
 
 mod config;
 mod ecs;
+mod gpus;
 pub use config::config_file;
 pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http, proxy_answers};
+pub use gpus::gpu_list;
 
 use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_BODY_BYTES};
 use crate::api::introspection::IntrospectionApi;
@@ -541,6 +543,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tasks_d", tasks_d),
     ("rfc3339", rfc3339),
     ("meminfo", meminfo),
+    ("gpu_list", gpu_list),
     ("compose", compose),
     ("log_frames", log_frames),
     ("metrics_files", metrics_files),
