@@ -13,9 +13,11 @@ use std::time::Duration;
 
 mod config;
 mod ecs;
+mod gpus;
 mod tcs;
 pub use config::config_file;
 pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http, proxy_answers};
+pub use gpus::gpu_list;
 pub use tcs::tcs_messages;
 
 use crate::api::http::{read_request, read_response, write_response, MAX_REQUEST_BODY_BYTES};
@@ -543,6 +545,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tasks_d", tasks_d),
     ("rfc3339", rfc3339),
     ("meminfo", meminfo),
+    ("gpu_list", gpu_list),
     ("compose", compose),
     ("log_frames", log_frames),
     ("metrics_files", metrics_files),

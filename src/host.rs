@@ -4,6 +4,8 @@
 //! §9a). The parser is pure; `/proc/meminfo` is outside bytes, so it never panics on them (a
 //! fuzz target checks it).
 
+pub mod gpus;
+
 /// `/proc/meminfo`'s `MemTotal` in MiB, rounded down; `None` when the text has no readable line.
 /// The kernel writes `MemTotal:       16318480 kB` (kB meaning KiB).
 pub fn mem_total_mib(meminfo: &str) -> Option<u64> {

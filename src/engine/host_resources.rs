@@ -13,6 +13,8 @@
 //! (`memoryReservation` when a container sets one, else `memory`, as the ECS agent accounts), and
 //! its static host ports per protocol. Memory is in MiB, CPU in units (1024 per core).
 
+pub mod gpus;
+
 use crate::task::{ContainerStatus, NetworkMode, Protocol, Task, TaskStatus};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
