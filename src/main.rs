@@ -50,8 +50,13 @@ mod allocator {
     pub fn apply_settings() {
         use std::ffi::{CString, OsString};
         use std::os::unix::ffi::OsStringExt;
-        if std::env::var_os(APPLIED).is_some() {
-            return;
+        match std::env::var_os(APPLIED) {
+            Some(value) if value == "applied" => {
+                keep_the_program_name();
+                return;
+            }
+            Some(_) => return,
+            None => {}
         }
         let current = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
         let c_string = |bytes: Vec<u8>| CString::new(bytes).ok();
@@ -106,6 +111,28 @@ mod allocator {
             "deckhand: warning: running with glibc's default malloc settings: starting \
              /proc/self/exe again with them failed ({error})"
         );
+    }
+
+    /// Started again through `/proc/self/exe`, the kernel names the process `exe` (the file's
+    /// name), which is what `ps`, `top` and `pgrep deckhand` would show; the name is set back to
+    /// the program's own (the file name of `argv[0]`).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn keep_the_program_name() {
+        use std::os::unix::ffi::OsStrExt;
+        let Some(program) = std::env::args_os().next() else {
+            return;
+        };
+        let Some(name) = std::path::Path::new(&program).file_name() else {
+            return;
+        };
+        let Ok(name) = std::ffi::CString::new(name.as_bytes()) else {
+            return;
+        };
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string from the pointer (the kernel keeps
+        // its first 15 bytes); `name` outlives the call. A failure leaves the name as it was.
+        unsafe {
+            libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
+        }
     }
 
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

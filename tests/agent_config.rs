@@ -278,7 +278,8 @@ fn a_state_file_from_a_newer_deckhand_stops_start_up_with_78() {
 }
 
 /// The running agent's environment (`/proc/<pid>/environ`) as `KEY=VALUE` strings, once it got
-/// as far as waiting for Docker.
+/// as far as waiting for Docker, and its process name (`/proc/<pid>/comm`, what `ps`, `top` and
+/// `pgrep` show) as the last entry, `comm=NAME`.
 fn environment_of_running_agent(env: &[(&str, &str)]) -> Vec<String> {
     use std::io::{BufRead, BufReader};
     let scratch = TempDir::new("dh-agent-malloc");
@@ -302,10 +303,12 @@ fn environment_of_running_agent(env: &[(&str, &str)]) -> Vec<String> {
     });
     wait_for_line(&lines, "waiting for it");
     let environ = std::fs::read(format!("/proc/{}/environ", child.id())).expect("environ");
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.id())).expect("comm");
     assert_eq!(terminate(child).code(), Some(0));
     environ
         .split(|byte| *byte == 0)
         .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .chain(std::iter::once(format!("comm={}", comm.trim_end())))
         .collect()
 }
 
@@ -323,6 +326,11 @@ fn deckhand_run_restarts_itself_with_its_malloc_tunables_unless_told_not_to() {
         environment
             .iter()
             .any(|entry| entry.starts_with("GLIBC_TUNABLES=glibc.malloc.tcache_count=0")),
+        "{environment:?}"
+    );
+    // Started again through /proc/self/exe, it still goes by its own name, not `exe`.
+    assert!(
+        environment.contains(&"comm=deckhand".to_string()),
         "{environment:?}"
     );
     let environment =
