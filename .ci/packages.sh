@@ -218,9 +218,18 @@ local path digest
 while read -r digest path; do
     local from_deb="$unpacked$path"
     [ "$path" = /usr/lib/systemd/system/deckhand.service ] && from_deb="$unpacked/lib/systemd/system/deckhand.service"
+    # Where each distribution looks: zsh's vendor-completions on Debian, site-functions on RPM
+    # systems; the .deb's man page is gzipped (Debian policy), the .rpm's is not.
+    [ "$path" = /usr/share/zsh/site-functions/_deckhand ] && from_deb="$unpacked/usr/share/zsh/vendor-completions/_deckhand"
     # Directories have no digest: `read` then puts the path first.
     [ -n "$path" ] || continue
-    [ "$(sha256sum "$from_deb" | cut -d' ' -f1)" = "$digest" ] \
+    local deb_digest
+    if [ "$path" = /usr/share/man/man1/deckhand.1 ]; then
+        deb_digest=$(gzip -dc "$unpacked$path.gz" | sha256sum | cut -d' ' -f1)
+    else
+        deb_digest=$(sha256sum "$from_deb" | cut -d' ' -f1)
+    fi
+    [ "$deb_digest" = "$digest" ] \
         || fail "$path differs between the $deb_arch .deb and the $rpm_arch .rpm"
 done < <(rpm -qp --qf '[%{FILEDIGESTS} %{FILENAMES}\n]' "$rpm_file")
 rm -rf "$unpacked"
