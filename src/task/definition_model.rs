@@ -1,0 +1,600 @@
+//! The task model's definition half: what a task *is* — its containers, volumes, ports, health
+//! checks, Linux parameters, and how its containers run — independent of the input format it came
+//! from (ECS task-definition JSON, Compose, the ACS task shape). Re-exported by `model`, whose
+//! other half is what deckhand knows about a task at run time.
+
+use super::model::Task;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    #[default]
+    Bridge,
+    Host,
+    None,
+    /// One network namespace for the whole task, held by its sandbox container on Docker's
+    /// bridge, as a task gets on Fargate (docs/ENGINE.md §16).
+    Awsvpc,
+}
+
+impl NetworkMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Bridge => "bridge",
+            NetworkMode::Host => "host",
+            NetworkMode::None => "none",
+            NetworkMode::Awsvpc => "awsvpc",
+        }
+    }
+}
+
+/// What a container of a task is: one of the task definition's, or one deckhand adds itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerKind {
+    /// A container of the task definition.
+    #[default]
+    Normal,
+    /// The sandbox of an `awsvpc` task: it holds the task's network namespace, which every
+    /// other container of the task joins (ECS's pause container).
+    Sandbox,
+}
+
+impl ContainerKind {
+    pub fn is_normal(&self) -> bool {
+        *self == ContainerKind::Normal
+    }
+
+    /// ECS's name for the kind (the `Type` of task metadata).
+    pub fn ecs_type(self) -> &'static str {
+        match self {
+            ContainerKind::Normal => "NORMAL",
+            ContainerKind::Sandbox => "CNI_PAUSE",
+        }
+    }
+}
+
+/// A dependsOn condition (§4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum DependencyCondition {
+    /// Implicit, from `volumesFrom`.
+    Create,
+    Start,
+    Complete,
+    Success,
+    Healthy,
+}
+
+/// One dependency edge of a container: "this container needs `container_name` to reach `condition`".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dependency {
+    pub container_name: String,
+    pub condition: DependencyCondition,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortMapping {
+    /// The container port; for a `containerPortRange` mapping, the first port of the range.
+    pub container_port: u16,
+    /// `None` or 0: Docker picks an ephemeral host port (bridge mode). Always `None` for a range.
+    pub host_port: Option<u16>,
+    pub protocol: Protocol,
+    /// `containerPortRange`: every port of the range is published, each on a host port Docker
+    /// picks (bridge mode only). Absent from checkpoints written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_port_range: Option<PortRange>,
+}
+
+/// An inclusive range of container ports, `first < last` (`"first-last"` in the definition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortRange {
+    pub first: u16,
+    pub last: u16,
+}
+
+impl PortMapping {
+    /// The container ports this mapping publishes: its range, or its one port.
+    pub fn container_ports(&self) -> std::ops::RangeInclusive<u16> {
+        match self.container_port_range {
+            Some(range) => range.first..=range.last,
+            None => self.container_port..=self.container_port,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountPoint {
+    pub source_volume: String,
+    pub container_path: String,
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeFrom {
+    pub source_container: String,
+    pub read_only: bool,
+}
+
+/// A task volume: a host path (`host_source_path`), or a Docker volume — scoped to the task
+/// when neither a host path nor a `docker_volume_configuration` says otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    pub name: String,
+    pub host_source_path: Option<String>,
+    /// The definition's `dockerVolumeConfiguration`, when it has one. Absent from checkpoints
+    /// written before it existed (such a volume is a task-scoped `local` one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_volume_configuration: Option<DockerVolumeConfiguration>,
+}
+
+impl Volume {
+    /// A volume with neither a host path nor a Docker configuration: a task-scoped `local`
+    /// Docker volume.
+    pub fn new(name: impl Into<String>) -> Volume {
+        Volume {
+            name: name.into(),
+            host_source_path: None,
+            docker_volume_configuration: None,
+        }
+    }
+
+    /// Whether the volume is a Docker volume kept after the task (`scope: shared`).
+    pub fn is_shared(&self) -> bool {
+        self.docker_volume_configuration
+            .as_ref()
+            .is_some_and(|configuration| configuration.scope == VolumeScope::Shared)
+    }
+}
+
+/// The Docker volume that backs a task volume without a host path: one per task, so the
+/// task's containers share it and no other task sees it.
+pub fn task_volume_name(task_id: &str, volume_name: &str) -> String {
+    let kept: String = volume_name
+        .chars()
+        .filter(|character| character.is_ascii_alphanumeric() || "-_.".contains(*character))
+        .collect();
+    format!("deckhand-{task_id}-{kept}")
+}
+
+/// The Docker volume behind a task volume that has no host path: the volume's own name when it
+/// is `shared` (ECS's rule: the next task finds it by that name), else the task's own
+/// [`task_volume_name`]. `None` for a host path.
+pub fn docker_volume_name(task: &Task, volume: &Volume) -> Option<String> {
+    if volume.host_source_path.is_some() {
+        return None;
+    }
+    Some(if volume.is_shared() {
+        volume.name.clone()
+    } else {
+        task_volume_name(&task.id, &volume.name)
+    })
+}
+
+/// The lifetime of a Docker volume (ECS's `scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeScope {
+    /// Created with the task, removed at its cleanup.
+    #[default]
+    Task,
+    /// Named after the volume itself and kept after the task, for the next task to use.
+    Shared,
+}
+
+impl VolumeScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeScope::Task => "task",
+            VolumeScope::Shared => "shared",
+        }
+    }
+}
+
+/// ECS's `dockerVolumeConfiguration`, validated (`autoprovision` only with `shared`), with the
+/// driver defaulted to Docker's `local`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DockerVolumeConfiguration {
+    #[serde(default)]
+    pub scope: VolumeScope,
+    /// A shared volume that does not exist is created (otherwise it must exist).
+    #[serde(default)]
+    pub autoprovision: bool,
+    #[serde(default = "default_volume_driver")]
+    pub driver: String,
+    #[serde(default)]
+    pub driver_opts: BTreeMap<String, String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Docker's own volume driver, ECS's default.
+pub const DEFAULT_VOLUME_DRIVER: &str = "local";
+
+fn default_volume_driver() -> String {
+    DEFAULT_VOLUME_DRIVER.to_string()
+}
+
+/// Container health check, in seconds as in the task definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthCheck {
+    /// `["CMD", ...]`, `["CMD-SHELL", "..."]` or `["NONE"]`, as Docker takes it.
+    pub command: Vec<String>,
+    pub interval_secs: u32,
+    pub timeout_secs: u32,
+    pub retries: u32,
+    pub start_period_secs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogConfiguration {
+    pub log_driver: String,
+    pub options: BTreeMap<String, String>,
+    /// `secretOptions[]`: log options whose values come from the secret store at create. Absent
+    /// from checkpoints written before deckhand supported them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_options: Vec<SecretReference>,
+}
+
+/// A value a container gets from deckhand's local secret store when it is created: a
+/// `secrets[]` entry (an environment variable) or a log configuration's `secretOptions[]` entry
+/// (a log option). Only the reference is held — in the model, the checkpoint and every view —;
+/// the value is read from the store at create and sent to Docker, nowhere else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretReference {
+    /// The variable or option name.
+    pub name: String,
+    /// `valueFrom` as written: a Secrets Manager ARN (with or without a JSON key suffix), an SSM
+    /// parameter ARN or name; the key of the value in the secret store.
+    pub value_from: String,
+}
+
+/// Per-container restart policy (§12).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartPolicy {
+    pub enabled: bool,
+    pub ignored_exit_codes: Vec<i64>,
+    /// Seconds; 60–1800, default 300.
+    pub restart_attempt_period_secs: u64,
+}
+
+/// `ulimits[]`: one resource limit of the container; `-1` means unlimited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ulimit {
+    /// ECS's name, which is also Docker's (`nofile`, `memlock`, …).
+    pub name: String,
+    pub soft_limit: i64,
+    pub hard_limit: i64,
+}
+
+/// `linuxParameters.capabilities`: names as ECS writes them (`NET_ADMIN`, `ALL`), without the
+/// `CAP_` prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelCapabilities {
+    pub add: Vec<String>,
+    pub drop: Vec<String>,
+}
+
+/// One of `linuxParameters.devices[].permissions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DevicePermission {
+    Read,
+    Write,
+    Mknod,
+}
+
+/// `linuxParameters.devices[]`: a host device exposed to the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub host_path: String,
+    /// `None`: the same path as on the host.
+    pub container_path: Option<String>,
+    /// Empty: read, write and mknod (Docker's default).
+    pub permissions: Vec<DevicePermission>,
+}
+
+/// `linuxParameters.tmpfs[]`: a tmpfs mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tmpfs {
+    pub container_path: String,
+    /// Greater than 0.
+    pub size_mib: u64,
+    /// As written (`noexec`, `mode=1777`, …).
+    pub mount_options: Vec<String>,
+}
+
+/// `linuxParameters`: the Linux-only settings of a container. The default asks for nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LinuxParameters {
+    /// Docker's `--init`: an init process as PID 1 that forwards signals and reaps children.
+    pub init_process_enabled: bool,
+    pub capabilities: KernelCapabilities,
+    pub devices: Vec<Device>,
+    pub tmpfs: Vec<Tmpfs>,
+    /// Size of `/dev/shm`, MiB.
+    pub shared_memory_size_mib: Option<u64>,
+    /// Swap the container may use on top of its `memory`, MiB (0: none).
+    pub max_swap_mib: Option<u64>,
+    /// 0–100; applied only together with `max_swap_mib`, as ECS does.
+    pub swappiness: Option<u64>,
+}
+
+impl LinuxParameters {
+    pub fn is_empty(&self) -> bool {
+        *self == LinuxParameters::default()
+    }
+}
+
+/// `extraHosts[]`: a line added to the container's `/etc/hosts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtraHost {
+    pub hostname: String,
+    pub ip_address: String,
+}
+
+/// `systemControls[]`: one namespaced kernel parameter (Docker's `--sysctl`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemControl {
+    pub namespace: String,
+    pub value: String,
+}
+
+/// Task-level `pidMode`. `task` (one namespace for the task's containers) is held by the
+/// sandbox, so it needs networkMode awsvpc (docs/ENGINE.md §4, §16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PidMode {
+    /// The host's process namespace.
+    Host,
+    /// The sandbox's process namespace, joined by every container of the task.
+    Task,
+}
+
+impl PidMode {
+    /// The mode's name in a task definition.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PidMode::Host => "host",
+            PidMode::Task => "task",
+        }
+    }
+}
+
+/// Task-level `ipcMode`; `task` as for [`PidMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpcMode {
+    /// The host's IPC namespace.
+    Host,
+    /// A private IPC namespace with no `/dev/shm` mounted.
+    None,
+    /// The sandbox's IPC namespace, joined by every container of the task.
+    Task,
+}
+
+impl IpcMode {
+    /// Docker's `HostConfig.IpcMode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IpcMode::Host => "host",
+            IpcMode::None => "none",
+            IpcMode::Task => "task",
+        }
+    }
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
+}
+
+/// One container of a task definition, validated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerDefinition {
+    pub name: String,
+    pub image: String,
+    pub essential: bool,
+    pub command: Option<Vec<String>>,
+    pub entry_point: Option<Vec<String>>,
+    /// `(name, value)` in definition order.
+    pub environment: Vec<(String, String)>,
+    /// Explicit `dependsOn` edges only; see [`ContainerDefinition::dependencies`] for all edges.
+    pub depends_on: Vec<Dependency>,
+    /// `name[:alias]` as written.
+    pub links: Vec<String>,
+    pub volumes_from: Vec<VolumeFrom>,
+    pub mount_points: Vec<MountPoint>,
+    pub port_mappings: Vec<PortMapping>,
+    pub health_check: Option<HealthCheck>,
+    pub stop_timeout_secs: Option<u64>,
+    pub start_timeout_secs: Option<u64>,
+    /// Hard limit, MiB.
+    pub memory_mib: Option<u64>,
+    /// Soft limit, MiB.
+    pub memory_reservation_mib: Option<u64>,
+    /// CPU units (1024 = one core), passed as CPU shares.
+    pub cpu: Option<u64>,
+    pub privileged: bool,
+    pub user: Option<String>,
+    pub working_directory: Option<String>,
+    pub docker_labels: BTreeMap<String, String>,
+    pub log_configuration: Option<LogConfiguration>,
+    pub restart_policy: Option<RestartPolicy>,
+    // The fields below are absent from checkpoints written before deckhand supported them; each
+    // defaults to "not asked for" and is left out of a checkpoint when so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ulimits: Vec<Ulimit>,
+    #[serde(default, skip_serializing_if = "LinuxParameters::is_empty")]
+    pub linux_parameters: LinuxParameters,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub readonly_root_filesystem: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_hosts: Vec<ExtraHost>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_servers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_search_domains: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub system_controls: Vec<SystemControl>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub docker_security_options: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub disable_networking: bool,
+    /// Docker's `OpenStdin`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub interactive: bool,
+    /// Docker's `Tty`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pseudo_terminal: bool,
+    /// `secrets[]`: environment variables whose values come from the secret store at create.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretReference>,
+    /// `repositoryCredentials.credentialsParameter`: the secret-store reference of the
+    /// `{"username","password"}` this container's pull sends to its registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_credentials: Option<String>,
+    /// ECS's `dockerConfig` (a task from the ECS control plane): raw Docker JSON laid over the
+    /// create request deckhand builds, as the ECS agent does. `None` for every other source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_config: Option<DockerConfigOverlay>,
+}
+
+/// ECS's `dockerConfig` of a container: Docker's own create `Config` and `HostConfig` fields,
+/// each a JSON object (checked when the task is read), merged over what deckhand builds from
+/// the definition: objects merge key by key, anything else replaces (Go's `json.Unmarshal`
+/// into a filled struct, which is what the ECS agent does). The ECS control plane puts task
+/// definition parameters here that have no field of their own in its task shape (ulimits, log
+/// configuration, memory reservation, …).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DockerConfigOverlay {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_config: Option<serde_json::Value>,
+}
+
+impl ContainerDefinition {
+    /// An essential container running `image` with nothing else set: what a definition naming
+    /// only `name` and `image` parses to. Code that builds definitions directly (tests, tools)
+    /// starts here and sets the fields it cares about.
+    pub fn new(name: impl Into<String>, image: impl Into<String>) -> ContainerDefinition {
+        ContainerDefinition {
+            name: name.into(),
+            image: image.into(),
+            essential: true,
+            command: None,
+            entry_point: None,
+            environment: Vec::new(),
+            depends_on: Vec::new(),
+            links: Vec::new(),
+            volumes_from: Vec::new(),
+            mount_points: Vec::new(),
+            port_mappings: Vec::new(),
+            health_check: None,
+            stop_timeout_secs: None,
+            start_timeout_secs: None,
+            memory_mib: None,
+            memory_reservation_mib: None,
+            cpu: None,
+            privileged: false,
+            user: None,
+            working_directory: None,
+            docker_labels: BTreeMap::new(),
+            log_configuration: None,
+            restart_policy: None,
+            ulimits: Vec::new(),
+            linux_parameters: LinuxParameters::default(),
+            readonly_root_filesystem: false,
+            hostname: None,
+            extra_hosts: Vec::new(),
+            dns_servers: Vec::new(),
+            dns_search_domains: Vec::new(),
+            system_controls: Vec::new(),
+            docker_security_options: Vec::new(),
+            disable_networking: false,
+            interactive: false,
+            pseudo_terminal: false,
+            secrets: Vec::new(),
+            repository_credentials: None,
+            docker_config: None,
+        }
+    }
+
+    /// Every secret-store reference this container needs at pull and create, in definition
+    /// order (repeats kept).
+    pub fn secret_references(&self) -> Vec<&str> {
+        let log_options = self
+            .log_configuration
+            .iter()
+            .flat_map(|log| log.secret_options.iter());
+        self.secrets
+            .iter()
+            .chain(log_options)
+            .map(|secret| secret.value_from.as_str())
+            .chain(self.repository_credentials.as_deref())
+            .collect()
+    }
+
+    /// Every dependency edge of this container: explicit `dependsOn`, implicit START for each
+    /// link, implicit CREATE for each `volumesFrom` source (§4).
+    pub fn dependencies(&self) -> Vec<Dependency> {
+        let mut all = self.depends_on.clone();
+        for link in &self.links {
+            let name = link.split(':').next().unwrap_or(link).to_string();
+            all.push(Dependency {
+                container_name: name,
+                condition: DependencyCondition::Start,
+            });
+        }
+        for source in &self.volumes_from {
+            all.push(Dependency {
+                container_name: source.source_container.clone(),
+                condition: DependencyCondition::Create,
+            });
+        }
+        all
+    }
+}
+
+/// A validated task definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDefinition {
+    pub family: String,
+    /// 0 when the definition carried no revision.
+    pub revision: u32,
+    pub network_mode: NetworkMode,
+    /// Task-level CPU units and memory MiB, if given.
+    pub cpu: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub volumes: Vec<Volume>,
+    pub containers: Vec<ContainerDefinition>,
+    /// `pidMode`; `None`: each container has its own process namespace.
+    pub pid_mode: Option<PidMode>,
+    /// `ipcMode`; `None`: Docker's default IPC namespace.
+    pub ipc_mode: Option<IpcMode>,
+}
