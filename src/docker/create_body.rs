@@ -149,6 +149,9 @@ pub fn create_body(spec: &CreateContainer) -> Value {
     if let Some(stop_timeout) = spec.stop_timeout {
         set(&mut body, "StopTimeout", json!(stop_timeout));
     }
+    if let Some(stop_signal) = &spec.stop_signal {
+        set(&mut body, "StopSignal", json!(stop_signal));
+    }
     if let Some(hostname) = &spec.hostname {
         set(&mut body, "Hostname", json!(hostname));
     }
@@ -298,6 +301,7 @@ mod tests {
             }),
             network_mode: Some("bridge".into()),
             stop_timeout: Some(10),
+            stop_signal: Some("SIGQUIT".into()),
             ..CreateContainer::default()
         };
         let body = create_body(&spec);
@@ -309,6 +313,7 @@ mod tests {
         assert_eq!(body["WorkingDir"], "/srv");
         assert_eq!(body["User"], "1000:1000");
         assert_eq!(body["StopTimeout"], 10);
+        assert_eq!(body["StopSignal"], "SIGQUIT");
         assert_eq!(body["Healthcheck"]["Interval"], 5_000_000_000i64);
         assert_eq!(body["Healthcheck"]["Timeout"], 1_500_000_000i64);
         assert_eq!(body["Healthcheck"]["Retries"], 3);
@@ -521,6 +526,7 @@ mod tests {
             "User",
             "Healthcheck",
             "StopTimeout",
+            "StopSignal",
             "Hostname",
             "NetworkDisabled",
             "OpenStdin",

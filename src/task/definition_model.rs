@@ -482,6 +482,11 @@ pub struct ContainerDefinition {
     /// create request deckhand builds, as the ECS agent does. `None` for every other source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker_config: Option<DockerConfigOverlay>,
+    /// Docker's `StopSignal` (normalised by [`parse_stop_signal`]): the signal Docker's stop
+    /// sends first. ECS task definitions have no field for it; a Compose `stop_signal` sets it
+    /// (tasks.d, `deckhand submit`). `None`: the image's `STOPSIGNAL`, else SIGTERM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<String>,
 }
 
 /// ECS's `dockerConfig` of a container: Docker's own create `Config` and `HostConfig` fields,
@@ -542,6 +547,7 @@ impl ContainerDefinition {
             secrets: Vec::new(),
             repository_credentials: None,
             docker_config: None,
+            stop_signal: None,
         }
     }
 
@@ -597,4 +603,79 @@ pub struct TaskDefinition {
     pub pid_mode: Option<PidMode>,
     /// `ipcMode`; `None`: Docker's default IPC namespace.
     pub ipc_mode: Option<IpcMode>,
+}
+
+/// Linux signal names Docker takes as a stop signal (without `SIG`).
+const SIGNAL_NAMES: &[&str] = &[
+    "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "IOT", "BUS", "FPE", "KILL", "USR1", "SEGV",
+    "USR2", "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CLD", "CONT", "STOP", "TSTP", "TTIN",
+    "TTOU", "URG", "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "POLL", "PWR", "SYS", "RTMIN",
+    "RTMAX",
+];
+
+/// A container's stop signal as Docker's `StopSignal` takes it: `SIGQUIT` for `SIGQUIT`,
+/// `quit` or `QUIT`; a number 1–64 as written; `SIGRTMIN+3`-style real-time signals. Anything
+/// else is refused with the reason, so a typo is not discovered at the first stop.
+pub fn parse_stop_signal(text: &str) -> Result<String, String> {
+    let trimmed = text.trim();
+    if let Ok(number) = trimmed.parse::<u32>() {
+        return if (1..=64).contains(&number) {
+            Ok(number.to_string())
+        } else {
+            Err(format!("{trimmed:?} is not a signal number (1-64)"))
+        };
+    }
+    let upper = trimmed.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let (base, offset) = match name.split_once(['+', '-']) {
+        Some((base, offset)) => (base, Some(offset)),
+        None => (name, None),
+    };
+    let known = SIGNAL_NAMES.contains(&base)
+        && match offset {
+            None => true,
+            Some(offset) => {
+                matches!(base, "RTMIN" | "RTMAX")
+                    && offset.parse::<u32>().is_ok_and(|n| (1..=30).contains(&n))
+            }
+        };
+    if known {
+        Ok(format!("SIG{name}"))
+    } else {
+        Err(format!(
+            "{trimmed:?} is not a Linux signal (for example SIGQUIT, SIGINT, SIGUSR1 or 3)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_signals_are_normalised_as_docker_takes_them_or_refused() {
+        let cases = [
+            ("SIGQUIT", Ok("SIGQUIT")),
+            ("quit", Ok("SIGQUIT")),
+            (" SIGint ", Ok("SIGINT")),
+            ("3", Ok("3")),
+            ("SIGRTMIN+3", Ok("SIGRTMIN+3")),
+            ("rtmax-2", Ok("SIGRTMAX-2")),
+            ("0", Err("not a signal number")),
+            ("65", Err("not a signal number")),
+            ("SIGQUITE", Err("not a Linux signal")),
+            ("SIGTERM+1", Err("not a Linux signal")),
+            ("", Err("not a Linux signal")),
+            ("SIGé", Err("not a Linux signal")),
+        ];
+        for (text, expected) in cases {
+            match (parse_stop_signal(text), expected) {
+                (Ok(signal), Ok(expected)) => assert_eq!(signal, expected, "{text:?}"),
+                (Err(message), Err(expected)) => {
+                    assert!(message.contains(expected), "{text:?}: {message}")
+                }
+                (got, expected) => panic!("{text:?}: {got:?}, expected {expected:?}"),
+            }
+        }
+    }
 }

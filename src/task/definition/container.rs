@@ -197,6 +197,7 @@ impl Parser {
             secrets,
             repository_credentials,
             docker_config: None,
+            stop_signal: None,
         }
     }
 
