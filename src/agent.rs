@@ -477,7 +477,40 @@ impl EngineConfig {
             exclude_ipv6_port_bindings: config.exclude_ipv6_port_bindings,
             secrets_file: Some(config.secrets_file.clone()),
             aws_logs: aws_logs_setup(&config.aws_logs),
+            environment_files: environment_file_source(&config.environment_files),
             ..EngineConfig::default()
+        }
+    }
+}
+
+/// The engine reads environment files through its own trait; the ECS side's mirror-then-S3
+/// source is it (wired here, so the engine imports nothing of the ECS connection).
+impl crate::engine::environment_files::EnvironmentFileSource
+    for crate::control::ecs::s3::S3EnvironmentFiles
+{
+    fn fetch(&self, _arn: &str, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
+        crate::control::ecs::s3::S3EnvironmentFiles::fetch(self, bucket, key)
+    }
+}
+
+/// The mirror and S3 for `environmentFiles`; `None` (with a warning) when the S3 endpoint
+/// cannot be parsed, so such a task fails naming its file rather than the agent not starting.
+fn environment_file_source(
+    config: &crate::config::EnvironmentFilesConfig,
+) -> Option<Arc<dyn crate::engine::environment_files::EnvironmentFileSource>> {
+    let credentials = Arc::new(
+        crate::control::ecs::credentials::CredentialChain::from_values(&config.credential_values),
+    );
+    match crate::control::ecs::s3::S3EnvironmentFiles::new(
+        config.mirror.clone(),
+        config.region.clone(),
+        config.endpoint.as_deref(),
+        credentials,
+    ) {
+        Ok(source) => Some(Arc::new(source)),
+        Err(error) => {
+            log::warn!("environment files cannot be fetched from S3: {error}");
+            None
         }
     }
 }

@@ -196,6 +196,21 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "the local secret store: a JSON object from valueFrom (secrets, secretOptions, repositoryCredentials) to its value; mode 0600, owned by the agent's user (README: Secrets)",
     },
     ConfigKeyDoc {
+        key: "DECKHAND_ENVIRONMENT_FILES_DIR",
+        system_default: "",
+        meaning: "a local mirror of environment files, <bucket>/<key> under it: an environmentFiles ARN found here is read from it, not from S3 (README: Environment files)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_ENDPOINT_URL_S3",
+        system_default: "",
+        meaning: "the S3 endpoint environment files are fetched from (empty: AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_ENDPOINT_URL",
+        system_default: "",
+        meaning: "the endpoint of every AWS service deckhand calls that has no endpoint key of its own (today: S3, for environment files)",
+    },
+    ConfigKeyDoc {
         key: "DECKHAND_LOG_DRIVER_FALLBACK",
         system_default: "json-file",
         meaning: "the log driver an awslogs container runs with when no AWS credentials and region are configured (README: awslogs)",

@@ -31,10 +31,13 @@
 //! It imports nothing of the rest of deckhand: the agent maps [`ImagePullBehavior`] onto the
 //! engine's own type.
 
+mod aws;
 mod keys;
 mod parse;
 mod scope;
 
+use aws::{read_aws_logs, read_ecs, read_environment_files};
+pub use aws::{AwsLogsConfig, EcsConfig, EnvironmentFilesConfig};
 pub use keys::{render_packaged_config_file, ConfigKeyDoc, CONFIG_KEYS};
 pub use parse::{format_duration, parse_duration, MAXIMUM_DOCKER_CONCURRENCY};
 pub use scope::{default_config_file, scope_from_proc_status, Scope, SYSTEM_CONFIG_FILE};
@@ -54,10 +57,7 @@ use parse::{
     parse_image_list, parse_images_per_cycle, parse_listen_port, parse_log_level, parse_memory_mib,
     parse_percent, parse_port_list, parse_socket_addr, MinimumRule, Sources,
 };
-use scope::{
-    default_api_socket, default_data_dir, default_secrets_file, default_shared_credentials_file,
-    default_tasks_dir,
-};
+use scope::{default_api_socket, default_data_dir, default_secrets_file, default_tasks_dir};
 
 /// The exit code for bad configuration: `EX_CONFIG` from sysexits.h. The systemd unit names it in
 /// `RestartPreventExitStatus=` so systemd does not restart an agent that cannot start.
@@ -218,54 +218,14 @@ pub struct Config {
     pub aws_logs: AwsLogsConfig,
     /// The Amazon ECS connection (`ECS_EXTERNAL=true`); `None` runs local tasks only.
     pub ecs: Option<EcsConfig>,
+    /// Where `environmentFiles` come from.
+    pub environment_files: EnvironmentFilesConfig,
     /// Whose defaults were used.
     pub scope: Scope,
     /// The config file that was read, if one existed.
     pub config_file: Option<PathBuf>,
     /// Values that were adjusted (clamped, defaulted, overridden twice); the agent logs each once.
     pub warnings: Vec<String>,
-}
-
-/// The Amazon ECS connection's settings (`ECS_EXTERNAL=true`). `Debug` leaves out the secret
-/// key and the session token.
-#[derive(Clone, PartialEq, Eq)]
-pub struct EcsConfig {
-    /// `AWS_REGION`, else `AWS_DEFAULT_REGION`.
-    pub region: String,
-    /// `ECS_BACKEND_HOST`, else `https://ecs.<region>.amazonaws.com`.
-    pub backend_host: String,
-    /// `ECS_INSTANCE_ATTRIBUTES`, in name order.
-    pub instance_attributes: Vec<(String, String)>,
-    pub access_key_id: Option<String>,
-    pub secret_access_key: Option<String>,
-    pub session_token: Option<String>,
-    /// `AWS_SHARED_CREDENTIALS_FILE`, else `$HOME/.aws/credentials`, else
-    /// `/root/.aws/credentials` (the packaged service has no HOME).
-    pub shared_credentials_file: PathBuf,
-    /// `AWS_PROFILE`, else `default`.
-    pub profile: String,
-}
-
-impl fmt::Debug for EcsConfig {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter
-            .debug_struct("EcsConfig")
-            .field("region", &self.region)
-            .field("backend_host", &self.backend_host)
-            .field("instance_attributes", &self.instance_attributes)
-            .field("access_key_id", &self.access_key_id)
-            .field(
-                "secret_access_key",
-                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
-            )
-            .field(
-                "session_token",
-                &self.session_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("shared_credentials_file", &self.shared_credentials_file)
-            .field("profile", &self.profile)
-            .finish()
-    }
 }
 
 /// `ECS_IMAGE_PULL_BEHAVIOR`: when to pull a container's image (§13). The configuration's own
@@ -296,23 +256,6 @@ impl std::str::FromStr for ImagePullBehavior {
             )),
         }
     }
-}
-
-/// The keys behind the awslogs decision (docs/ENGINE.md §13): with credentials and a region
-/// configured, awslogs goes to Docker's driver; otherwise the container runs with
-/// `log_driver_fallback`. Holds no secret: only whether the access keys are set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AwsLogsConfig {
-    /// `DECKHAND_LOG_DRIVER_FALLBACK`.
-    pub log_driver_fallback: String,
-    /// `AWS_REGION`, else `AWS_DEFAULT_REGION`.
-    pub region: Option<String>,
-    /// `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` are both set.
-    pub access_keys: bool,
-    /// `AWS_SHARED_CREDENTIALS_FILE`, else `$HOME/.aws/credentials` (`None` without a `HOME`).
-    pub shared_credentials_file: Option<PathBuf>,
-    /// `AWS_PROFILE`.
-    pub profile: String,
 }
 
 /// Image cleanup (docs/ENGINE.md §15), ECS's keys with ECS's defaults plus the disk marks.
@@ -615,6 +558,7 @@ impl Config {
         };
         let aws_logs = read_aws_logs(&sources, env)?;
         let ecs = read_ecs(&sources, env)?;
+        let environment_files = read_environment_files(&sources, env)?;
         let image_cleanup = read_image_cleanup(&sources, &mut warnings)?;
         let log_level = match sources.value("ECS_LOGLEVEL") {
             Some(raw) => raw.parse_with(parse_log_level)?,
@@ -652,6 +596,7 @@ impl Config {
             secrets_file,
             aws_logs,
             ecs,
+            environment_files,
             scope,
             config_file: file.map(|(path, _)| path.to_path_buf()),
             warnings,
@@ -690,129 +635,6 @@ impl Config {
     pub fn describe() -> &'static [ConfigKeyDoc] {
         CONFIG_KEYS
     }
-}
-
-/// The awslogs keys: the fallback driver (not empty), the region, whether the access keys are
-/// both set, the shared credentials file and profile.
-fn read_aws_logs(
-    sources: &Sources,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<AwsLogsConfig, ConfigError> {
-    let text = |key: &'static str| sources.value(key).map(|raw| raw.value.clone());
-    let log_driver_fallback = text("DECKHAND_LOG_DRIVER_FALLBACK")
-        .unwrap_or_else(|| default_of("DECKHAND_LOG_DRIVER_FALLBACK").to_string());
-    if let Some(raw) = sources.value("DECKHAND_LOG_DRIVER_FALLBACK") {
-        raw.parse_with(|value| {
-            if value == "awslogs" || value.contains(char::is_whitespace) {
-                Err(
-                    "must be a local Docker log driver such as json-file, local or none"
-                        .to_string(),
-                )
-            } else {
-                Ok(())
-            }
-        })?;
-    }
-    let shared_credentials_file = match sources.value("AWS_SHARED_CREDENTIALS_FILE") {
-        Some(raw) => Some(raw.parse_with(parse_absolute_path)?),
-        None => default_shared_credentials_file(env),
-    };
-    Ok(AwsLogsConfig {
-        log_driver_fallback,
-        region: text("AWS_REGION").or_else(|| text("AWS_DEFAULT_REGION")),
-        access_keys: text("AWS_ACCESS_KEY_ID").is_some() && text("AWS_SECRET_ACCESS_KEY").is_some(),
-        shared_credentials_file,
-        profile: text("AWS_PROFILE").unwrap_or_else(|| default_of("AWS_PROFILE").to_string()),
-    })
-}
-
-/// `ECS_EXTERNAL` and what it needs: a region and the endpoint. Credentials are looked up by the
-/// ECS connection itself (the shared file is re-read when it changes), so only their sources are
-/// kept here.
-fn read_ecs(
-    sources: &Sources,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<EcsConfig>, ConfigError> {
-    let text = |key: &'static str| sources.value(key).map(|raw| raw.value.clone());
-    // Every key is read and checked even with the connection off: a bad value is an error
-    // either way, not a surprise the day ECS_EXTERNAL is turned on.
-    let external = sources.boolean("ECS_EXTERNAL")?;
-    if let Some(raw) = sources.value("ECS_BACKEND_HOST") {
-        raw.parse_with(|value| {
-            if value.starts_with("https://") || value.starts_with("http://") {
-                Ok(())
-            } else {
-                Err("must be an https:// (or, for a test endpoint, http://) URL".to_string())
-            }
-        })?;
-    }
-    let instance_attributes = match sources.value("ECS_INSTANCE_ATTRIBUTES") {
-        Some(raw) => raw.parse_with(parse_instance_attributes)?,
-        None => Vec::new(),
-    };
-    let session_token = text("AWS_SESSION_TOKEN");
-    if !external {
-        return Ok(None);
-    }
-    let region = match text("AWS_REGION").or_else(|| text("AWS_DEFAULT_REGION")) {
-        Some(region) => {
-            let valid = region
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-            if !valid {
-                let raw = sources
-                    .value("AWS_REGION")
-                    .or_else(|| sources.value("AWS_DEFAULT_REGION"))
-                    .expect("the region came from one of the two keys");
-                return Err(raw.refused("an AWS region is lowercase letters, digits and '-', e.g. us-west-2".to_string()));
-            }
-            region
-        }
-        None => {
-            return Err(ConfigError::Required {
-                message: "ECS_EXTERNAL=true needs the AWS region of the cluster: set AWS_REGION or AWS_DEFAULT_REGION".to_string(),
-            })
-        }
-    };
-    let backend_host =
-        text("ECS_BACKEND_HOST").unwrap_or_else(|| format!("https://ecs.{region}.amazonaws.com"));
-    let shared_credentials_file = match sources.value("AWS_SHARED_CREDENTIALS_FILE") {
-        Some(raw) => raw.parse_with(parse_absolute_path)?,
-        // The packaged service runs without HOME: the file ECS Anywhere's SSM agent rotates is
-        // root's.
-        None => default_shared_credentials_file(env)
-            .unwrap_or_else(|| PathBuf::from("/root/.aws/credentials")),
-    };
-    Ok(Some(EcsConfig {
-        region,
-        backend_host,
-        instance_attributes,
-        access_key_id: text("AWS_ACCESS_KEY_ID"),
-        secret_access_key: text("AWS_SECRET_ACCESS_KEY"),
-        session_token,
-        shared_credentials_file,
-        profile: text("AWS_PROFILE").unwrap_or_else(|| default_of("AWS_PROFILE").to_string()),
-    }))
-}
-
-/// `ECS_INSTANCE_ATTRIBUTES`: a JSON object of attribute names to string values, as the ECS
-/// agent reads it. Names and values are checked against ECS's limits when registering.
-fn parse_instance_attributes(text: &str) -> Result<Vec<(String, String)>, String> {
-    let value: serde_json::Value = serde_json::from_str(text)
-        .map_err(|error| format!("must be a JSON object of names to values: {error}"))?;
-    let serde_json::Value::Object(map) = value else {
-        return Err(
-            "must be a JSON object of names to values, e.g. {\"stack\":\"prod\"}".to_string(),
-        );
-    };
-    map.into_iter()
-        .map(|(name, value)| match value {
-            serde_json::Value::String(value) => Ok((name, value)),
-            other => Err(format!(
-                "the value of attribute {name:?} must be a string, not {other}"
-            )),
-        })
-        .collect()
 }
 
 #[cfg(test)]

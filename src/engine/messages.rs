@@ -156,6 +156,8 @@ pub enum DockerCall {
         volumes: Vec<VolumeRequirement>,
         /// Read from the secret store and added to `spec` just before the create.
         secrets: Vec<SecretUse>,
+        /// `environmentFiles` ARNs, read and merged into `spec` just before the create.
+        environment_files: Vec<String>,
     },
     Start {
         container: String,

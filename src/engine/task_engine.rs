@@ -104,6 +104,9 @@ pub struct EngineConfig {
     pub secrets_file: Option<PathBuf>,
     /// What says whether awslogs containers can ship their logs (§13).
     pub aws_logs: AwsLogsSetup,
+    /// Where `environmentFiles` are read from at create; `None`: nowhere, and a container that
+    /// has one fails its create with `ResourceInitializationError`.
+    pub environment_files: Option<Arc<dyn crate::engine::environment_files::EnvironmentFileSource>>,
 }
 
 impl Default for EngineConfig {
@@ -132,6 +135,7 @@ impl Default for EngineConfig {
             registry_credentials: Arc::new(RegistryCredentials::default()),
             exclude_ipv6_port_bindings: true,
             secrets_file: None,
+            environment_files: None,
             aws_logs: AwsLogsSetup::default(),
         }
     }
@@ -247,6 +251,7 @@ impl TaskEngine {
                     store: store.clone(),
                     registry_credentials: Arc::clone(&config.registry_credentials),
                     secrets_file: config.secrets_file.clone(),
+                    environment_files: config.environment_files.clone(),
                     images: Some(Arc::new(ImageTracker::new(
                         store
                             .as_ref()

@@ -17,6 +17,7 @@
 //! (`deckhand_docker_requests_total`, `deckhand_docker_request_duration_seconds`): all of a
 //! task's Docker calls pass here, so this is the one place they are measured.
 
+use crate::engine::environment_files::{add_environment_files, EnvironmentFileSource};
 use crate::engine::image_cleanup::ImageTracker;
 use crate::engine::messages::{
     DockerCall, Input, OwnedVolume, SecretTarget, SecretUse, TransitionOutput, VolumeRequirement,
@@ -75,6 +76,8 @@ pub struct WorkerContext {
     /// The images tasks use, for image cleanup (§15); `None` where nothing tracks them (the
     /// simulator).
     pub images: Option<Arc<ImageTracker>>,
+    /// Where `environmentFiles` are read from; `None`: nowhere (such a create fails).
+    pub environment_files: Option<Arc<dyn EnvironmentFileSource>>,
 }
 
 impl WorkerContext {
@@ -549,10 +552,17 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             mut spec,
             volumes,
             secrets,
+            environment_files,
         } => {
-            let result = add_secrets(context, &mut spec, &secrets)
-                .and_then(|()| prepare_volumes(runtime, &volumes))
-                .and_then(|()| create_or_adopt(runtime, &spec));
+            // ECS's order: the files under `environment`, secrets over both.
+            let result = add_environment_files(
+                context.environment_files.as_deref(),
+                &mut spec,
+                &environment_files,
+            )
+            .and_then(|()| add_secrets(context, &mut spec, &secrets))
+            .and_then(|()| prepare_volumes(runtime, &volumes))
+            .and_then(|()| create_or_adopt(runtime, &spec));
             // The values leave with the create body; nothing else keeps them.
             drop(spec);
             transition(
@@ -901,6 +911,7 @@ mod tests {
                     spec: Box::default(),
                     volumes: Vec::new(),
                     secrets: Vec::new(),
+                    environment_files: Vec::new(),
                 },
                 transition(ContainerStatus::Created, "create"),
             ),
@@ -1209,6 +1220,7 @@ mod tests {
             store: None,
             registry_credentials: Arc::new(credentials),
             secrets_file: None,
+            environment_files: None,
             images: None,
         };
         let table = [

@@ -487,6 +487,10 @@ pub struct ContainerDefinition {
     /// (tasks.d, `deckhand submit`). `None`: the image's `STOPSIGNAL`, else SIGTERM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_signal: Option<String>,
+    /// `environmentFiles[].value`: the S3 object ARNs whose variables are read at create (from
+    /// the local mirror, else S3) and merged under `environment`, first file first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment_files: Vec<String>,
 }
 
 /// ECS's `dockerConfig` of a container: Docker's own create `Config` and `HostConfig` fields,
@@ -548,6 +552,7 @@ impl ContainerDefinition {
             repository_credentials: None,
             docker_config: None,
             stop_signal: None,
+            environment_files: Vec::new(),
         }
     }
 

@@ -5,6 +5,7 @@ pub mod acs;
 pub mod compose;
 pub mod definition;
 pub mod definition_model;
+pub mod environment_files;
 pub mod labels;
 pub mod metadata_endpoint;
 pub mod model;

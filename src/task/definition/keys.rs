@@ -112,16 +112,22 @@ pub(super) const CONTAINER_KEYS: KeySpec = KeySpec {
         "pseudoTerminal",
         "secrets",
         "repositoryCredentials",
+        "environmentFiles",
     ],
     // Image digest pinning is done by the ECS control plane at run-task time.
     ignored: &["versionConsistency"],
     unsupported: &[
-        "environmentFiles",
         "firelensConfiguration",
         "resourceRequirements",
         "credentialSpecs",
         "gpu",
     ],
+};
+
+pub(super) const ENVIRONMENT_FILE_KEYS: KeySpec = KeySpec {
+    supported: &["value", "type"],
+    ignored: &[],
+    unsupported: &[],
 };
 
 pub(super) const ENVIRONMENT_KEYS: KeySpec = KeySpec {

@@ -203,6 +203,7 @@ impl ManagedTask {
                             spec: Box::new(spec),
                             volumes,
                             secrets,
+                            environment_files: container.definition.environment_files.clone(),
                         },
                         fallback,
                     ))

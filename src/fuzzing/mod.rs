@@ -4,6 +4,12 @@
 //! panics only where a parser broke its promise (a panic, or an answer that contradicts itself).
 //! Not an API: hidden from the docs, and nothing in the agent calls it.
 
+mod aws;
+mod host_files;
+
+pub use aws::{acs_frames, acs_task, ecs_credentials, ecs_http, environment_file};
+pub use host_files::{meminfo, metrics_files, secrets_file};
+
 use std::collections::BTreeMap;
 use std::io::{self, BufReader, Read, Write};
 use std::path::Path;
@@ -374,24 +380,6 @@ pub fn rfc3339(data: &[u8]) {
     }
 }
 
-/// `/proc/meminfo` (the host's memory, §9a): the parser never panics, and a `MemTotal` it reads
-/// is the number on its line scaled down to MiB.
-pub fn meminfo(data: &[u8]) {
-    let text = String::from_utf8_lossy(data);
-    if let Some(mib) = crate::host::mem_total_mib(&text) {
-        let line = text
-            .lines()
-            .find(|line| line.starts_with("MemTotal:"))
-            .expect("a MemTotal was read from some line");
-        let number: u64 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|word| word.parse().ok())
-            .expect("a MemTotal that was read has a number");
-        assert!(mib <= number, "{mib} MiB from {line:?}");
-    }
-}
-
 /// Compose files (`task::compose`): YAML, interpolation, `.env` and `env_file` text, ports,
 /// durations, sizes and shell words. Whatever the bytes, no panic; and a file that converts is a
 /// task definition `deckhand validate` accepts as JSON (what `deckhand convert` promises). The
@@ -499,183 +487,6 @@ pub fn log_frames(data: &[u8]) {
     }
 }
 
-/// The files the `/metrics` page reads (`/proc/self/stat`, `/proc/self/status`, `/proc/stat`,
-/// a container's cgroup `memory.current`, `cpu.stat`, `cpuacct.usage`) and label values from
-/// task definitions: the parsers never panic, and any text written as a label value on a
-/// sample line reads back as that text, on one line.
-pub fn metrics_files(data: &[u8]) {
-    use crate::metrics::exposition::{read_sample_line, Exposition};
-    use crate::metrics::{cgroup, process};
-    let text = String::from_utf8_lossy(data);
-    let _ = process::parse_stat(&text);
-    let _ = process::parse_resident_bytes(&text);
-    let _ = process::parse_boot_time(&text);
-    let _ = cgroup::parse_single_number(&text);
-    let _ = cgroup::parse_cpu_stat_usage_usec(&text);
-    let _ = cgroup::is_docker_id(&text);
-
-    let mut page = Exposition::new();
-    page.sample_integer(
-        "deckhand_container_memory_usage_bytes",
-        &[("task", "t"), ("family", &text), ("container", &text)],
-        1,
-    );
-    let written = page.into_string();
-    let line = written
-        .strip_suffix('\n')
-        .expect("a sample line ends with a line feed");
-    assert!(
-        !line.contains('\n'),
-        "a label value broke the line: {line:?}"
-    );
-    let (name, labels, value) =
-        read_sample_line(line).unwrap_or_else(|| panic!("the line does not read back: {line:?}"));
-    assert_eq!(name, "deckhand_container_memory_usage_bytes");
-    assert_eq!(value, "1");
-    let expected: Vec<(String, String)> =
-        [("task", "t"), ("family", &*text), ("container", &*text)]
-            .iter()
-            .map(|(label, value)| (label.to_string(), value.to_string()))
-            .collect();
-    assert_eq!(labels, expected, "labels changed on the way: {line:?}");
-}
-
-/// The secret store (`DECKHAND_SECRETS_FILE`): the parser never panics, every value it keeps
-/// is found under its key, an error never quotes a value, and the store's `Debug` lists no
-/// value that is not also a key.
-pub fn secrets_file(data: &[u8]) {
-    match crate::secrets::parse_secrets(data) {
-        Ok(store) => {
-            let document: serde_json::Value =
-                serde_json::from_slice(data).expect("a parsed secrets file is JSON");
-            let entries = document
-                .as_object()
-                .expect("a parsed secrets file is an object");
-            for (key, value) in entries {
-                let kept = store.value(key).expect("every key is kept");
-                match value {
-                    serde_json::Value::String(text) => assert_eq!(kept, text),
-                    other => assert_eq!(kept, other.to_string()),
-                }
-                let _ = store.registry_credentials(key);
-            }
-            let debug = format!("{store:?}");
-            for (key, value) in entries {
-                if let Some(text) = value.as_str() {
-                    if text.len() > 8 && !entries.keys().any(|key| key.contains(text)) {
-                        assert!(!debug.contains(text), "{key}'s value in Debug");
-                    }
-                }
-            }
-        }
-        Err(message) => assert!(!message.is_empty()),
-    }
-}
-
-/// The ECS API's answers as the ECS client reads them (head, body within its limits, JSON, the
-/// error classes of an error status), in small reads; and any bytes as an error body, whose
-/// error type never keeps its `prefix#`.
-pub fn ecs_http(data: &[u8]) {
-    let step = 1 + data.len() % 13;
-    let _ = crate::control::ecs::client::read_answer(BufReader::new(SplitReader { data, step }));
-    for status in [400, 403, 500] {
-        if let crate::control::ecs::EcsError::Service { error_type, .. } =
-            crate::control::ecs::error_from_answer(status, "Bad Request", None, data)
-        {
-            assert!(!error_type.contains('#'), "{error_type:?}");
-            assert!(!error_type.is_empty());
-        }
-    }
-}
-
-/// A shared AWS credentials file: the INI parser never panics, a parsed profile's name and
-/// keys are trimmed (keys lowercase), and an error names a line without quoting it.
-pub fn ecs_credentials(data: &[u8]) {
-    let text = String::from_utf8_lossy(data);
-    match crate::control::ecs::credentials::parse_profiles(&text) {
-        Ok(profiles) => {
-            for (name, properties) in &profiles {
-                assert!(!name.is_empty() && name.trim() == name, "{name:?}");
-                for key in properties.keys() {
-                    assert!(
-                        !key.is_empty() && *key == key.trim().to_ascii_lowercase(),
-                        "{key:?}"
-                    );
-                }
-                let _ = crate::control::ecs::credentials::profile_credentials(&profiles, name);
-            }
-        }
-        Err(message) => assert!(message.starts_with("line "), "{message}"),
-    }
-}
-
-/// ECS control-plane input: the bytes as one ACS task (`task::acs::parse_acs_task`) and as a
-/// websocket frame through the ACS session. Never a panic; a mapped task is a valid definition
-/// (it passes the task-definition rules again from its own model), its containers named once;
-/// every error has a path; the session answers any frame without panicking.
-pub fn acs_task(data: &[u8]) {
-    use crate::control::ecs::session::{AcsSession, SessionInput};
-    use crate::task::acs::parse_acs_task;
-    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
-        match parse_acs_task(&value) {
-            Ok(task) => {
-                assert!(!task.arn.is_empty());
-                let order = crate::task::start_order(&task.definition);
-                assert_eq!(order.len(), task.definition.containers.len());
-            }
-            Err(error) => assert!(!error.path.is_empty() && !error.message.is_empty()),
-        }
-        let payload = serde_json::json!({"type": "PayloadMessage", "message": {
-            "messageId": "m", "clusterArn": "c", "containerInstanceArn": "i", "tasks": [value]}});
-        let mut session = AcsSession::new("c", "i", 1);
-        let now = std::time::Instant::now();
-        session.handle(SessionInput::Connected, now);
-        session.handle(SessionInput::Text(payload.to_string()), now);
-    }
-    let mut session = AcsSession::new("c", "i", 2);
-    let now = std::time::Instant::now();
-    session.handle(SessionInput::Connected, now);
-    session.handle(
-        SessionInput::Text(String::from_utf8_lossy(data).into_owned()),
-        now,
-    );
-}
-
-/// The ACS websocket's frames as the client reads them (part already read with the upgrade's
-/// answer, the rest in small reads): never a panic; no more text comes out than went in; the
-/// client's answers (pongs, closes) are final masked frames; once a read ends or fails, the
-/// next says the socket is closed.
-pub fn acs_frames(data: &[u8]) {
-    use crate::control::ecs::websocket::ClientSocket;
-    let ahead = data.len().min(data.len() % 7);
-    let (read_ahead, rest) = data.split_at(ahead);
-    let connection = FakeConnection {
-        input: SplitReader {
-            data: rest,
-            step: 1 + data.len() % 11,
-        },
-        output: Vec::new(),
-    };
-    let mut socket = ClientSocket::new(connection, read_ahead.to_vec());
-    let mut text_bytes = 0;
-    while let Ok(Some(text)) = socket.read_text() {
-        text_bytes += text.len();
-    }
-    assert!(text_bytes <= data.len(), "{text_bytes} bytes of text");
-    assert!(
-        matches!(socket.read_text(), Ok(None)),
-        "a read after the end"
-    );
-    let mut written = socket.stream_ref().output.as_slice();
-    while let [first, second, rest @ ..] = written {
-        assert_eq!(first & 0xF0, 0x80, "a final frame without reserved bits");
-        assert_eq!(second & 0x80, 0x80, "a masked frame");
-        let length = usize::from(second & 0x7F);
-        assert!(length <= 125, "a control frame's length");
-        written = rest.get(4 + length..).expect("the whole frame was written");
-    }
-}
-
 /// A fuzz target's entry point.
 pub type Target = fn(&[u8]);
 
@@ -697,10 +508,11 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("ecs_credentials", ecs_credentials),
     ("acs_task", acs_task),
     ("acs_frames", acs_frames),
+    ("environment_file", environment_file),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.
-struct SplitReader<'a> {
+pub(super) struct SplitReader<'a> {
     data: &'a [u8],
     step: usize,
 }
@@ -715,7 +527,7 @@ impl Read for SplitReader<'_> {
 }
 
 /// A client connection: the request's bytes in, whatever the agent writes (`100 Continue`) out.
-struct FakeConnection<'a> {
+pub(super) struct FakeConnection<'a> {
     input: SplitReader<'a>,
     output: Vec<u8>,
 }
