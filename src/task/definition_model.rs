@@ -657,6 +657,22 @@ pub fn parse_stop_signal(text: &str) -> Result<String, String> {
 mod tests {
     use super::*;
 
+    /// A checkpoint keeps a Compose stop signal and the environment files (restore and a
+    /// restart create the container as asked), and one written without them still loads.
+    #[test]
+    fn stop_signals_and_environment_files_survive_a_checkpoint() {
+        let mut definition = ContainerDefinition::new("web", "nginx");
+        let plain = serde_json::to_value(&definition).expect("serialises");
+        assert!(plain.get("stop_signal").is_none() && plain.get("environment_files").is_none());
+        let loaded: ContainerDefinition = serde_json::from_value(plain).expect("loads");
+        assert_eq!(loaded, definition);
+        definition.stop_signal = Some("SIGQUIT".into());
+        definition.environment_files = vec!["arn:aws:s3:::bucket-a/app.env".into()];
+        let saved = serde_json::to_string(&definition).expect("serialises");
+        let loaded: ContainerDefinition = serde_json::from_str(&saved).expect("loads");
+        assert_eq!(loaded, definition);
+    }
+
     #[test]
     fn stop_signals_are_normalised_as_docker_takes_them_or_refused() {
         let cases = [
