@@ -498,7 +498,46 @@ impl EngineConfig {
             aws_logs: aws_logs_setup(&config.aws_logs),
             data_dir: Some(config.data_dir.clone()),
             environment_files_dir: config.environment_files_dir.clone(),
+            environment_files: environment_file_source(
+                &config.environment_files,
+                config.environment_files_dir.clone(),
+            ),
             ..EngineConfig::default()
+        }
+    }
+}
+
+/// The engine reads environment files through its own trait; the ECS side's mirror-then-S3
+/// source is it (wired here, so the engine imports nothing of the ECS connection).
+impl crate::engine::environment_files::EnvironmentFileSource
+    for crate::control::ecs::s3::S3EnvironmentFiles
+{
+    fn fetch(&self, _arn: &str, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
+        crate::control::ecs::s3::S3EnvironmentFiles::fetch(self, bucket, key)
+    }
+}
+
+/// The mirror and S3 for `environmentFiles`; `None` (with a warning) when the S3 endpoint
+/// cannot be parsed, so such a task fails naming its file rather than the agent not starting.
+fn environment_file_source(
+    config: &crate::config::EnvironmentFilesConfig,
+    mirror: Option<std::path::PathBuf>,
+) -> Option<Arc<dyn crate::engine::environment_files::EnvironmentFileSource>> {
+    let credentials = Arc::new(
+        crate::control::ecs::credentials::CredentialChain::from_values(&config.credential_values),
+    );
+    match crate::control::ecs::s3::S3EnvironmentFiles::new(
+        mirror,
+        config.region.clone(),
+        config.endpoint.as_deref(),
+        credentials,
+        // The proxy variables come from the process environment, as for the ECS connection.
+        crate::net::proxy::ProxySettings::from_env(),
+    ) {
+        Ok(source) => Some(Arc::new(source)),
+        Err(error) => {
+            log::warn!("environment files cannot be fetched from S3: {error}");
+            None
         }
     }
 }

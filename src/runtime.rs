@@ -181,6 +181,9 @@ pub struct CreateContainer {
     pub network_mode: Option<String>,
     /// Seconds Docker itself waits on `docker stop` (informational; deckhand passes `t`).
     pub stop_timeout: Option<u64>,
+    /// `Config.StopSignal`: what Docker's stop sends first (deckhand's stop passes no signal,
+    /// so Docker uses this one).
+    pub stop_signal: Option<String>,
     /// `Config.Hostname`.
     pub hostname: Option<String>,
     /// `Config.NetworkDisabled`.
@@ -269,6 +272,7 @@ impl fmt::Debug for CreateContainer {
             .field("log_config", &log_config)
             .field("network_mode", &self.network_mode)
             .field("stop_timeout", &self.stop_timeout)
+            .field("stop_signal", &self.stop_signal)
             .field("hostname", &self.hostname)
             .field("network_disabled", &self.network_disabled)
             .field("open_stdin", &self.open_stdin)

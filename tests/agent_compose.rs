@@ -140,3 +140,119 @@ fn a_compose_directory_runs_in_dependency_order_behind_its_health_gate() {
     agent.signal("HUP");
     agent.wait_for_task_status(&running.task, "STOPPED");
 }
+
+/// A service that records the first of SIGQUIT or SIGTERM it receives in `/out/signal`, after
+/// saying it is ready in `/out/ready`.
+fn signal_recorder_compose(image: &str, out: &std::path::Path) -> String {
+    format!(
+        r#"services:
+  quitter:
+    image: {image}
+    stop_signal: SIGQUIT
+    stop_grace_period: 10s
+    volumes:
+      - {out}:/out
+    command:
+      - sh
+      - -c
+      - "trap 'echo QUIT > /out/signal; exit 0' QUIT; trap 'echo TERM > /out/signal; exit 0' TERM; touch /out/ready; sleep 3600 & wait"
+"#,
+        out = out.display()
+    )
+}
+
+/// Waits until `path` exists (the container wrote it), up to a minute.
+fn wait_for_file(path: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_compose_stop_signal_is_what_the_container_receives_on_stop() {
+    let Some(docker) = docker_support::docker_client_or_skip("compose stop signal") else {
+        return;
+    };
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            ..AgentOptions::default()
+        },
+    );
+    let image = docker_support::TEST_IMAGE;
+
+    // Through tasks.d: removing the file stops the task.
+    let tasks_d_out = agent.directory.path.join("signals-tasks-d");
+    std::fs::create_dir_all(&tasks_d_out).expect("out directory");
+    let compose = agent.tasks_dir.join("quitter.yaml");
+    let temporary = agent.tasks_dir.join(".quitter.yaml.incoming");
+    std::fs::write(&temporary, signal_recorder_compose(image, &tasks_d_out)).expect("compose");
+    std::fs::rename(&temporary, &compose).expect("rename");
+    agent.signal("HUP");
+    let running =
+        agent.wait_for_event(|event| event.container.is_none() && event.status == "RUNNING");
+    wait_for_file(&tasks_d_out.join("ready"));
+    std::fs::remove_file(&compose).expect("remove");
+    agent.signal("HUP");
+    agent.wait_for_task_status(&running.task, "STOPPED");
+    assert_eq!(
+        std::fs::read_to_string(tasks_d_out.join("signal")).expect("the signal was recorded"),
+        "QUIT\n"
+    );
+
+    // Through `deckhand submit` and `deckhand stop`.
+    let submit_out = agent.directory.path.join("signals-submit");
+    std::fs::create_dir_all(&submit_out).expect("out directory");
+    let file = agent.directory.path.join("quitter-submit.yaml");
+    std::fs::write(&file, signal_recorder_compose(image, &submit_out)).expect("compose");
+    let file = file.to_string_lossy().to_string();
+    let submitted = agent.cli(&["submit", &file]);
+    assert_eq!(
+        submitted.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let task = String::from_utf8_lossy(&submitted.stdout)
+        .trim()
+        .to_string();
+    agent.wait_for_task_status(&task, "RUNNING");
+    wait_for_file(&submit_out.join("ready"));
+    let stopped = agent.cli(&["stop", "--wait", &task]);
+    assert_eq!(
+        stopped.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(submit_out.join("signal")).expect("the signal was recorded"),
+        "QUIT\n"
+    );
+
+    // `deckhand convert` writes valid ECS JSON, without the signal, and says so.
+    let converted = agent.cli(&["convert", &file]);
+    assert_eq!(converted.status.code(), Some(0));
+    let json: serde_json::Value =
+        serde_json::from_slice(&converted.stdout).expect("convert prints JSON");
+    let container = &json["containerDefinitions"][0];
+    assert_eq!(container["name"], "quitter", "{json}");
+    assert!(
+        container
+            .as_object()
+            .is_some_and(|map| map.keys().all(|key| !key.contains("ignal"))),
+        "{json}"
+    );
+    let stderr = String::from_utf8_lossy(&converted.stderr);
+    assert!(
+        stderr.contains("stop signal SIGQUIT cannot be written in an ECS task definition"),
+        "{stderr}"
+    );
+}

@@ -148,7 +148,7 @@ fn real_shaped_task_definitions_validate_with_messages_people_can_act_on() {
             shown: &[
                 "valid: family \"worker\" revision 12, 1 container",
                 "warning: taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, \
-                 environmentFiles, gpu, resourceRequirements",
+                 gpu, resourceRequirements",
             ],
             not_shown: &["error:", "containerDefinitions[0].gpu"],
         },

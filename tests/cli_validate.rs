@@ -297,3 +297,18 @@ fn a_compose_file_that_cannot_be_mapped_exits_2_with_every_error_and_its_line() 
     let output = validate_stdin(b"services:\n  a:\n    image: busybox\n");
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
 }
+
+#[test]
+fn an_environment_file_task_definition_is_valid() {
+    let output = validate_stdin(
+        br#"{"family": "env-files", "containerDefinitions": [{"name": "app", "image": "busybox",
+            "memory": 32, "environmentFiles": [
+                {"value": "arn:aws:s3:::config-bucket/app/prod.env", "type": "s3"}]}]}"#,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("valid: family \"env-files\""),
+        "{}",
+        text(&output.stdout)
+    );
+}

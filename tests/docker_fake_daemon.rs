@@ -425,7 +425,7 @@ fn a_refused_pull_keeps_dockers_message() {
 }
 
 #[test]
-fn malformed_json_is_a_protocol_error() {
+fn a_garbled_pull_stream_is_a_failed_pull_and_a_garbled_inspect_a_protocol_error() {
     let fake = FakeDocker::start(with_ping(Some("1.41"), |request| {
         if request.target.contains("images/create") {
             Reply::Send(chunked(&[r#"{"status":"Pulling"#, "}"], true))
@@ -434,11 +434,16 @@ fn malformed_json_is_a_protocol_error() {
         }
     }));
     let client = fake.client(Timeouts::default());
+    // Docker answered the pull: a stream it garbles is a failed pull (ECS's
+    // CannotPullContainerError, the pull behaviour decides), never "Docker is away".
     match client.pull_image("team/app:v1", None) {
-        Err(RuntimeError::Protocol { message }) => {
-            assert!(message.contains("invalid progress line"), "{message}")
+        Err(RuntimeError::CannotPull { message }) => {
+            assert!(
+                message.contains("invalid progress line for team/app:v1"),
+                "{message}"
+            )
         }
-        other => panic!("pull: expected Protocol, got {other:?}"),
+        other => panic!("pull: expected CannotPull, got {other:?}"),
     }
     match client.inspect_container("abc") {
         Err(RuntimeError::Protocol { message }) => {

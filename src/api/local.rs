@@ -2,7 +2,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `POST /v1/tasks` (body: task definition) | 201 `{"TaskARN","id"[,"warnings"]}` |
+//! | `POST /v1/tasks[?stopSignal=CONTAINER:SIGNAL…]` (body: task definition) | 201 `{"TaskARN","id"[,"warnings"]}` |
 //! | `GET /v1/tasks` | 200 `{"Tasks":[<inspect object>…]}` |
 //! | `GET /v1/tasks/{task}` | 200 the inspect object (`{task}`: id, unique prefix, or URL-encoded ARN) |
 //! | `POST /v1/tasks/{task}/stop` | 202 `{"TaskARN","id","DesiredStatus":"STOPPED"}` |
@@ -35,7 +35,8 @@ pub use super::logs_query::{docker_since, LogsQuery};
 use super::stats::{stats_view, StatsSources};
 use super::views::{find_task, task_metadata, LookupError};
 use crate::engine::{EngineError, EngineHandle};
-use crate::task::check_task_definition;
+use crate::task::definition_model::parse_stop_signal;
+use crate::task::{check_task_definition, TaskDefinition};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use serde_json::json;
 use std::io::Read;
@@ -218,7 +219,7 @@ impl LocalApi {
                 "the request body is empty: send an ECS task definition (JSON)",
             );
         }
-        let parsed = match check_task_definition(&request.body) {
+        let mut parsed = match check_task_definition(&request.body) {
             Ok(parsed) => parsed,
             Err(invalid) => {
                 let messages: Vec<String> =
@@ -233,6 +234,9 @@ impl LocalApi {
                 return HttpResponse::json(400, &body);
             }
         };
+        if let Err(message) = apply_stop_signals(&mut parsed.definition, &request.query_pairs()) {
+            return HttpResponse::error(400, &message);
+        }
         for warning in &parsed.warnings {
             log::info!("task definition {}: {warning}", parsed.definition.family);
         }
@@ -335,6 +339,40 @@ impl LocalApi {
             }
         }
     }
+}
+
+/// A submit's `stopSignal=CONTAINER:SIGNAL` query parameters (one per container): the stop
+/// signal a Compose `stop_signal` asks for, which the task-definition JSON in the body cannot
+/// carry (`deckhand submit` of a Compose file sends them). Any other parameter, an unknown
+/// container or a signal Docker would not take is refused, naming it.
+pub fn apply_stop_signals(
+    definition: &mut TaskDefinition,
+    pairs: &[(String, String)],
+) -> Result<(), String> {
+    for (key, value) in pairs {
+        if key != "stopSignal" {
+            return Err(format!(
+                "unknown query parameter {key:?} (expected stopSignal=CONTAINER:SIGNAL)"
+            ));
+        }
+        let Some((name, signal)) = value.split_once(':') else {
+            return Err(format!(
+                "stopSignal={value:?} is not CONTAINER:SIGNAL (for example web:SIGQUIT)"
+            ));
+        };
+        let signal = parse_stop_signal(signal).map_err(|reason| format!("stopSignal: {reason}"))?;
+        let Some(container) = definition
+            .containers
+            .iter_mut()
+            .find(|container| container.name == name)
+        else {
+            return Err(format!(
+                "stopSignal names container {name:?}, which the task definition does not have"
+            ));
+        };
+        container.stop_signal = Some(signal);
+    }
+    Ok(())
 }
 
 /// What a container's log reader sends to the response.
@@ -632,6 +670,39 @@ impl LocalApi {
 mod tests {
     use super::*;
     use std::io::Cursor;
+
+    fn pairs(query: &str) -> Vec<(String, String)> {
+        crate::api::http::parse_query(query)
+    }
+
+    #[test]
+    fn a_submits_stop_signals_go_to_the_named_containers_or_are_refused() {
+        let definition = crate::task::parse_task_definition(
+            br#"{"family":"f","containerDefinitions":[{"name":"web","image":"a","memory":8},{"name":"db","image":"b","memory":8}]}"#,
+        )
+        .expect("valid")
+        .definition;
+        let mut ok = definition.clone();
+        apply_stop_signals(
+            &mut ok,
+            &pairs("stopSignal=web%3Aquit&stopSignal=db:SIGRTMIN%2B3"),
+        )
+        .expect("applied");
+        assert_eq!(ok.containers[0].stop_signal.as_deref(), Some("SIGQUIT"));
+        assert_eq!(ok.containers[1].stop_signal.as_deref(), Some("SIGRTMIN+3"));
+        for (query, expected) in [
+            ("stopSignal=cache:SIGQUIT", "container \"cache\""),
+            ("stopSignal=web:SIGNOPE", "not a Linux signal"),
+            ("stopSignal=web", "not CONTAINER:SIGNAL"),
+            ("signal=web:SIGQUIT", "unknown query parameter \"signal\""),
+        ] {
+            let mut refused = definition.clone();
+            match apply_stop_signals(&mut refused, &pairs(query)) {
+                Err(message) => assert!(message.contains(expected), "{query}: {message}"),
+                Ok(()) => panic!("{query} was accepted"),
+            }
+        }
+    }
 
     fn frame(stream: u8, payload: &[u8]) -> Vec<u8> {
         let mut bytes = vec![stream, 0, 0, 0];

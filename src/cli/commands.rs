@@ -13,7 +13,7 @@ use crate::api::views::task_id_from_arn;
 use crate::config::{Config, Scope};
 use crate::report::Event;
 use crate::task::time::{millis_from_rfc3339, rfc3339_from_millis};
-use crate::task::Millis;
+use crate::task::{Millis, TaskDefinition};
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -207,16 +207,36 @@ fn write_out(out: &mut dyn Write, text: &str) -> Result<(), CliFailure> {
     }
 }
 
+/// Where a submit goes: `/v1/tasks`, with a `stopSignal=CONTAINER:SIGNAL` parameter for each
+/// container a Compose `stop_signal` gave one (the task-definition JSON has no field for it).
+pub fn submit_target(definition: &TaskDefinition) -> String {
+    let parameters: Vec<String> = definition
+        .containers
+        .iter()
+        .filter_map(|container| {
+            let signal = container.stop_signal.as_deref()?;
+            let value = format!("{}:{signal}", container.name);
+            Some(format!("stopSignal={}", percent_encode(&value)))
+        })
+        .collect();
+    if parameters.is_empty() {
+        "/v1/tasks".to_string()
+    } else {
+        format!("/v1/tasks?{}", parameters.join("&"))
+    }
+}
+
 /// `deckhand submit FILE`: validate locally, submit, print the new id.
 pub fn submit(client: &ApiClient, file: &str, out: &mut dyn Write) -> Result<(), CliFailure> {
     let bytes = read_definition(file)?;
     // A Compose file is converted here; the agent receives task-definition JSON.
-    let definition = match parse_input(file, &bytes) {
+    let (definition, target) = match parse_input(file, &bytes) {
         Ok(input) => {
             for warning in &input.parsed.warnings {
                 eprintln!("warning: {warning}");
             }
-            input.json
+            let target = submit_target(&input.parsed.definition);
+            (input.json, target)
         }
         Err(errors) => {
             // The same lines as `deckhand validate`.
@@ -228,7 +248,7 @@ pub fn submit(client: &ApiClient, file: &str, out: &mut dyn Write) -> Result<(),
             ));
         }
     };
-    let response = client.request("POST", "/v1/tasks", Some(&definition), REQUEST_TIMEOUT)?;
+    let response = client.request("POST", &target, Some(&definition), REQUEST_TIMEOUT)?;
     if response.status != 201 {
         return Err(answer_failure(&response));
     }

@@ -203,6 +203,18 @@ pub fn convert(source: &str) -> ExitCode {
             for warning in &converted.parsed.warnings {
                 let _ = writeln!(stderr, "warning: {warning}");
             }
+            for container in &converted.parsed.definition.containers {
+                if let Some(signal) = &container.stop_signal {
+                    let _ = writeln!(
+                        stderr,
+                        "warning: container {:?}: its stop signal {signal} cannot be written in \
+                         an ECS task definition, so this JSON stops it with the image's \
+                         STOPSIGNAL; deckhand keeps the signal when it runs the Compose file \
+                         itself (tasks.d, deckhand submit)",
+                        container.name
+                    );
+                }
+            }
             let _ = stdout.write_all(&converted.json);
             ExitCode::SUCCESS
         }

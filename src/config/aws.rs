@@ -1,9 +1,12 @@
 //! The AWS-facing settings: the Amazon ECS connection (`ECS_EXTERNAL` and what it needs: the
-//! region, the endpoint, custom attributes and tags, where the credentials are) and the keys
-//! behind the awslogs decision. Read from the same sources as every other key; the ECS rules
-//! for attributes and tags are checked where the registration is built
+//! region, the endpoint, custom attributes and tags, where the credentials are), the keys
+//! behind the awslogs decision, and where environment files come from (S3's endpoint, the
+//! credentials that sign its requests; the local mirror is `Config::environment_files_dir`,
+//! which FireLens's S3 configuration files share). Read from the same sources as every other
+//! key; the ECS rules for attributes and tags are checked where the registration is built
 //! (`control::ecs::register`), this module only reads their JSON.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -201,4 +204,69 @@ fn parse_string_object(text: &str, what: &str) -> Result<Vec<(String, String)>, 
             )),
         })
         .collect()
+}
+
+/// Where `environmentFiles` come from when the mirror (`DECKHAND_ENVIRONMENT_FILES_DIR`,
+/// `Config::environment_files_dir`) has no copy: S3 at `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL` or
+/// `https://s3.<region>.amazonaws.com`, signed with the host's credentials (the chain the ECS
+/// connection reads). `Debug` names the credential keys it holds, never their values.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct EnvironmentFilesConfig {
+    /// `AWS_REGION`, else `AWS_DEFAULT_REGION`.
+    pub region: Option<String>,
+    /// `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`.
+    pub endpoint: Option<String>,
+    /// The credential chain's values (`AWS_ACCESS_KEY_ID`, …, `HOME`), as
+    /// `CredentialChain::from_values` takes them.
+    pub credential_values: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for EnvironmentFilesConfig {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("EnvironmentFilesConfig")
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field(
+                "credential_keys",
+                &self.credential_values.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// The environment-file keys but the mirror (read with the other paths).
+pub(super) fn read_environment_files(
+    sources: &Sources,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<EnvironmentFilesConfig, ConfigError> {
+    let text = |key: &'static str| sources.value(key).map(|raw| raw.value.clone());
+    let mut credential_values = BTreeMap::new();
+    for key in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    ] {
+        if let Some(value) = text(key) {
+            credential_values.insert(key.to_string(), value);
+        }
+    }
+    credential_values.insert(
+        "AWS_PROFILE".to_string(),
+        text("AWS_PROFILE").unwrap_or_else(|| default_of("AWS_PROFILE").to_string()),
+    );
+    let shared_file = match sources.value("AWS_SHARED_CREDENTIALS_FILE") {
+        Some(raw) => Some(raw.parse_with(parse_absolute_path)?),
+        None => default_shared_credentials_file(env),
+    };
+    let shared_file = shared_file.unwrap_or_else(|| PathBuf::from("/root/.aws/credentials"));
+    credential_values.insert(
+        "AWS_SHARED_CREDENTIALS_FILE".to_string(),
+        shared_file.display().to_string(),
+    );
+    Ok(EnvironmentFilesConfig {
+        region: text("AWS_REGION").or_else(|| text("AWS_DEFAULT_REGION")),
+        endpoint: text("AWS_ENDPOINT_URL_S3").or_else(|| text("AWS_ENDPOINT_URL")),
+        credential_values,
+    })
 }

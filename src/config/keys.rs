@@ -198,7 +198,17 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
     ConfigKeyDoc {
         key: "DECKHAND_ENVIRONMENT_FILES_DIR",
         system_default: "",
-        meaning: "a directory mirroring S3 objects as <bucket>/<key>, synced while online; serves FireLens config-file-type s3 files (absolute path; empty: none)",
+        meaning: "a directory mirroring S3 objects as <bucket>/<key>, synced while online: environmentFiles ARNs are read from it before S3, FireLens config-file-type s3 files only from it (absolute path; empty: none; README: Environment files)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_ENDPOINT_URL_S3",
+        system_default: "",
+        meaning: "the S3 endpoint environment files are fetched from (empty: AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_ENDPOINT_URL",
+        system_default: "",
+        meaning: "the endpoint of every AWS service deckhand calls that has no endpoint key of its own (today: S3, for environment files)",
     },
     ConfigKeyDoc {
         key: "DECKHAND_LOG_DRIVER_FALLBACK",

@@ -36,7 +36,7 @@ mod keys;
 mod parse;
 mod scope;
 
-pub use aws::{AwsLogsConfig, EcsConfig};
+pub use aws::{AwsLogsConfig, EcsConfig, EnvironmentFilesConfig};
 pub use keys::{render_packaged_config_file, ConfigKeyDoc, CONFIG_KEYS};
 pub use parse::{format_duration, parse_duration, MAXIMUM_DOCKER_CONCURRENCY};
 pub use scope::{default_config_file, scope_from_proc_status, Scope, SYSTEM_CONFIG_FILE};
@@ -217,12 +217,15 @@ pub struct Config {
     /// `DECKHAND_SECRETS_FILE`: the local secret store (read by the engine when a task needs it).
     pub secrets_file: PathBuf,
     /// `DECKHAND_ENVIRONMENT_FILES_DIR`: a directory mirroring S3 objects as `<bucket>/<key>`,
-    /// synced by the operator while online (FireLens `config-file-type: s3`); `None`: not set.
+    /// synced by the operator while online; read first for both `environmentFiles` and FireLens
+    /// `config-file-type: s3` files; `None`: not set.
     pub environment_files_dir: Option<PathBuf>,
     /// What says that awslogs containers can ship their logs (README: awslogs).
     pub aws_logs: AwsLogsConfig,
     /// The Amazon ECS connection (`ECS_EXTERNAL=true`); `None` runs local tasks only.
     pub ecs: Option<EcsConfig>,
+    /// Where `environmentFiles` come from when the mirror has no copy (S3).
+    pub environment_files: EnvironmentFilesConfig,
     /// Whose defaults were used.
     pub scope: Scope,
     /// The config file that was read, if one existed.
@@ -567,6 +570,7 @@ impl Config {
         };
         let aws_logs = aws::read_aws_logs(&sources, env)?;
         let ecs = aws::read_ecs(&sources, env)?;
+        let environment_files = aws::read_environment_files(&sources, env)?;
         let image_cleanup = read_image_cleanup(&sources, &mut warnings)?;
         let log_level = match sources.value("ECS_LOGLEVEL") {
             Some(raw) => raw.parse_with(parse_log_level)?,
@@ -606,6 +610,7 @@ impl Config {
             environment_files_dir,
             aws_logs,
             ecs,
+            environment_files,
             scope,
             config_file: file.map(|(path, _)| path.to_path_buf()),
             warnings,

@@ -89,6 +89,17 @@ fn system_defaults_match_the_documented_table() {
                 profile: "default".into(),
             },
             ecs: None,
+            environment_files: EnvironmentFilesConfig {
+                credential_values: [
+                    ("AWS_PROFILE".to_string(), "default".to_string()),
+                    (
+                        "AWS_SHARED_CREDENTIALS_FILE".to_string(),
+                        "/root/.aws/credentials".to_string(),
+                    ),
+                ]
+                .into(),
+                ..EnvironmentFilesConfig::default()
+            },
             scope: Scope::System,
             config_file: None,
             warnings: vec![],
@@ -449,6 +460,18 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("AWS_PROFILE", "edge", "edge", |c| {
         c.aws_logs.profile.clone()
     }),
+    (
+        "AWS_ENDPOINT_URL_S3",
+        "http://127.0.0.1:9000",
+        "http://127.0.0.1:9000",
+        |c| c.environment_files.endpoint.clone().unwrap_or_default(),
+    ),
+    (
+        "AWS_ENDPOINT_URL",
+        "http://127.0.0.1:9001",
+        "http://127.0.0.1:9001",
+        |c| c.environment_files.endpoint.clone().unwrap_or_default(),
+    ),
 ];
 
 #[test]

@@ -522,19 +522,13 @@ impl ContainerRuntime for DockerClient {
             });
         }
         let mut judge = ProgressJudge::new(ProgressKind::Pull, &format!("{name}:{tag}"));
-        let mut line_refused = false;
-        let outcome = response.for_each_line(|line| {
-            let verdict = judge.observe_line(line);
-            line_refused = verdict.is_err();
-            verdict
-        });
-        match outcome {
-            // The stream broke off (Docker died, the connection dropped): the pull failed.
-            Err(RuntimeError::Protocol { message }) if !line_refused => {
-                Err(RuntimeError::CannotPull {
-                    message: format!("the progress stream was cut off: {message}"),
-                })
-            }
+        match response.for_each_line(|line| judge.observe_line(line)) {
+            // Docker answered and the stream then broke off (the daemon died, the connection
+            // dropped, a chunk was malformed): a failed pull, which the pull behaviour decides
+            // on, not "Docker is away" (an unreachable socket fails at the connect above).
+            Err(RuntimeError::Protocol { message }) => Err(RuntimeError::CannotPull {
+                message: format!("the progress stream was cut off: {message}"),
+            }),
             Err(error) => Err(error),
             Ok(()) => judge.finish().map(|_| ()),
         }

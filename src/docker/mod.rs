@@ -5,11 +5,13 @@
 //! - HTTP/1.1 framing (request, head, bodies, JSON lines) is `net::http1`, shared with the ECS
 //!   client; this client sends `Host: docker`;
 //! - `negotiation`: which API version to speak;
-//! - `wire`: Docker's JSON and its mapping to the runtime types;
+//! - `wire`: Docker's JSON and its mapping to the runtime types; `create_body` the create
+//!   request's, overlays included;
 //! - `progress`: whether a pull or import stream succeeded;
 //! - `client`: the endpoints, their accepted statuses and their errors.
 
 pub mod client;
+pub mod create_body;
 pub mod negotiation;
 pub mod progress;
 pub mod transport;

@@ -1,7 +1,9 @@
 //! Judging a progress stream (image pull, image import): Docker answers 200 before it knows
 //! whether the pull will work, then reports failure as a JSON line with `errorDetail`. A pull
 //! succeeded only if no line carried an error and a final `Status: …` line arrived; a stream that
-//! simply stops (the daemon died, the connection dropped) is a failed pull.
+//! simply stops (the daemon died, the connection dropped) is a failed pull, and so is one that
+//! cannot be read (a line that is not JSON): Docker answered, so it is not "Docker is away", and
+//! ECS names the failure `CannotPullContainerError` whatever broke the stream.
 //!
 //! Pure: the client feeds it lines and asks for the verdict.
 
@@ -47,6 +49,16 @@ impl ProgressJudge {
         }
     }
 
+    /// A stream that cannot be read. A pull fails as any failed pull (the pull behaviour then
+    /// decides, as for a registry's refusal); an import keeps the protocol error its callers
+    /// report.
+    fn unreadable(&self, message: String) -> RuntimeError {
+        match self.kind {
+            ProgressKind::Pull => RuntimeError::CannotPull { message },
+            ProgressKind::Import => RuntimeError::Protocol { message },
+        }
+    }
+
     /// Takes one line of the stream. An error line ends the stream with that error.
     pub fn observe_line(&mut self, line: &[u8]) -> Result<(), RuntimeError> {
         let text = String::from_utf8_lossy(line);
@@ -54,12 +66,12 @@ impl ProgressJudge {
         if text.is_empty() {
             return Ok(());
         }
-        let value: Value = serde_json::from_str(text).map_err(|error| RuntimeError::Protocol {
-            message: format!(
+        let value: Value = serde_json::from_str(text).map_err(|error| {
+            self.unreadable(format!(
                 "Docker sent an invalid progress line for {} ({error}): {}",
                 self.image,
                 crate::text::truncate_chars(text, 200)
-            ),
+            ))
         })?;
         let error_text = value
             .get("errorDetail")
@@ -151,8 +163,17 @@ mod tests {
     }
 
     #[test]
-    fn malformed_line_is_a_protocol_error() {
+    fn a_malformed_line_fails_a_pull_and_is_a_protocol_error_for_an_import() {
         match judge(ProgressKind::Pull, &[r#"{"status":"Pulling"#]) {
+            Err(RuntimeError::CannotPull { message }) => {
+                assert!(
+                    message.contains("invalid progress line for app:v1"),
+                    "{message}"
+                )
+            }
+            other => panic!("expected CannotPull, got {other:?}"),
+        }
+        match judge(ProgressKind::Import, &[r#"{"status":"sha256"#]) {
             Err(RuntimeError::Protocol { message }) => {
                 assert!(message.contains("invalid progress line"), "{message}")
             }
@@ -172,11 +193,11 @@ mod tests {
         for line in [with_e_acute, with_bad_byte] {
             let mut judge = ProgressJudge::new(ProgressKind::Pull, "app:v1");
             match judge.observe_line(&line) {
-                Err(RuntimeError::Protocol { message }) => {
+                Err(RuntimeError::CannotPull { message }) => {
                     assert!(message.contains("invalid progress line"), "{message}");
                     assert!(message.contains(&"a".repeat(188)), "{message}");
                 }
-                other => panic!("expected Protocol, got {other:?}"),
+                other => panic!("expected CannotPull, got {other:?}"),
             }
         }
     }

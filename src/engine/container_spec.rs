@@ -362,6 +362,7 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         }),
         network_mode: Some(network_mode),
         stop_timeout: definition.stop_timeout_secs,
+        stop_signal: definition.stop_signal.clone(),
         hostname: definition.hostname.clone(),
         network_disabled: definition.disable_networking,
         open_stdin: definition.interactive,

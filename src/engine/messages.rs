@@ -160,6 +160,8 @@ pub enum DockerCall {
         secrets: Vec<SecretUse>,
         /// The FireLens router's files, written before its create.
         files: Option<Box<FirelensFiles>>,
+        /// `environmentFiles` ARNs, read and merged into `spec` just before the create.
+        environment_files: Vec<String>,
     },
     Start {
         container: String,

@@ -5,6 +5,7 @@
 mod accept;
 pub mod container_spec;
 pub mod docker_events;
+pub mod environment_files;
 pub mod firelens;
 pub mod handle;
 pub mod host_resources;

@@ -621,6 +621,7 @@ impl Simulation {
             store: None,
             registry_credentials: Default::default(),
             secrets_file: None,
+            environment_files: None,
             images: None,
         }
     }

@@ -111,8 +111,12 @@ pub struct EngineConfig {
     /// `None`: FireLens tasks are refused.
     pub data_dir: Option<PathBuf>,
     /// `DECKHAND_ENVIRONMENT_FILES_DIR`: the operator's mirror of S3 objects (`<bucket>/<key>`),
-    /// which serves FireLens `config-file-type: s3` files.
+    /// which serves FireLens `config-file-type: s3` files (`environment_files` reads it first
+    /// too: the agent builds that source over the same directory).
     pub environment_files_dir: Option<PathBuf>,
+    /// Where `environmentFiles` are read from at create; `None`: nowhere, and a container that
+    /// has one fails its create with `ResourceInitializationError`.
+    pub environment_files: Option<Arc<dyn crate::engine::environment_files::EnvironmentFileSource>>,
 }
 
 impl Default for EngineConfig {
@@ -142,6 +146,7 @@ impl Default for EngineConfig {
             registry_credentials: Arc::new(RegistryCredentials::default()),
             exclude_ipv6_port_bindings: true,
             secrets_file: None,
+            environment_files: None,
             aws_logs: AwsLogsSetup::default(),
             data_dir: None,
             environment_files_dir: None,
@@ -273,6 +278,7 @@ impl TaskEngine {
                     store: store.clone(),
                     registry_credentials: Arc::clone(&config.registry_credentials),
                     secrets_file: config.secrets_file.clone(),
+                    environment_files: config.environment_files.clone(),
                     images: Some(Arc::new(ImageTracker::new(
                         store
                             .as_ref()

@@ -18,15 +18,17 @@
 //! task's Docker calls pass here, so this is the one place they are measured.
 //!
 //! Rooms: `pull.rs` the pull decisions (§13: whether to pull, whether a failed pull falls back
-//! to the local image, the registry credential), `volumes.rs` the Docker volumes a create makes
-//! ready and cleanup removes.
+//! to the local image, the registry credential), `secrets.rs` the secret store's values a create
+//! or a pull takes, `volumes.rs` the Docker volumes a create makes ready and cleanup removes.
 
 mod pull;
+mod secrets;
 mod volumes;
 
+use crate::engine::environment_files::{add_environment_files, EnvironmentFileSource};
 use crate::engine::firelens::{remove_directory, write_files};
 use crate::engine::image_cleanup::ImageTracker;
-use crate::engine::messages::{DockerCall, Input, SecretTarget, SecretUse, TransitionOutput};
+use crate::engine::messages::{DockerCall, Input, TransitionOutput};
 use crate::engine::transition::{docker_away, DockerCallKind};
 use crate::engine::worker_pool::CallClass;
 use crate::metrics::{DockerOperation, DockerOutcome};
@@ -35,13 +37,13 @@ use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerSummary, CreateContainer, CreateVolume, EventFilter,
     EventStream, ImageInfo, RegistryAuth, RuntimeError, VolumeInfo,
 };
-use crate::secrets::SecretStore;
 use crate::state::StateStore;
 use crate::task::sandbox::SANDBOX_IMAGE;
 use crate::task::{ContainerStatus, PullBehavior};
 use crate::text::panic_message;
 pub use pull::{falls_back_to_cached_image, registry_auth_for, should_pull};
 use pull::{pull_behavior_name, pull_fallback_logged};
+use secrets::{add_secrets, repository_credentials};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,6 +86,8 @@ pub struct WorkerContext {
     /// The images tasks use, for image cleanup (§15); `None` where nothing tracks them (the
     /// simulator).
     pub images: Option<Arc<ImageTracker>>,
+    /// Where `environmentFiles` are read from; `None`: nowhere (such a create fails).
+    pub environment_files: Option<Arc<dyn EnvironmentFileSource>>,
 }
 
 impl WorkerContext {
@@ -111,84 +115,6 @@ impl WorkerContext {
             }
         }
     }
-}
-
-/// The secret store, read now (so a rotated value is used by this call); its failure is the
-/// call's, named as ECS names a secret it could not retrieve.
-fn read_secret_store(context: &WorkerContext) -> Result<SecretStore, RuntimeError> {
-    let Some(path) = &context.secrets_file else {
-        return Err(RuntimeError::ResourceInitialization {
-            message: "no secret store is configured (DECKHAND_SECRETS_FILE)".to_string(),
-        });
-    };
-    crate::secrets::load(path).map_err(|error| RuntimeError::ResourceInitialization {
-        message: format!("unable to read secrets: {error}"),
-    })
-}
-
-/// `repositoryCredentials`: the `{"username","password"}` the store holds under `reference`,
-/// for `image`'s registry.
-fn repository_credentials(
-    context: &WorkerContext,
-    reference: &str,
-    image: &str,
-) -> Result<RegistryAuth, RuntimeError> {
-    let store = read_secret_store(context)?;
-    let (username, password) = store.registry_credentials(reference).map_err(|why| {
-        RuntimeError::ResourceInitialization {
-            message: format!("unable to retrieve the registry credentials: {why}"),
-        }
-    })?;
-    let (host, _) = crate::registry::registry_of_image(image);
-    let server_address = if host == crate::registry::DOCKER_HUB {
-        crate::registry::DOCKER_HUB_SERVER_ADDRESS.to_string()
-    } else {
-        host
-    };
-    Ok(RegistryAuth {
-        username,
-        password,
-        server_address,
-    })
-}
-
-/// Adds each secret of a create to its request: an environment variable replacing one of the
-/// same name (ECS merges secrets over `environment`), or a log option. Every reference the
-/// store lacks is named in the error; no value ever is.
-fn add_secrets(
-    context: &WorkerContext,
-    spec: &mut CreateContainer,
-    secrets: &[SecretUse],
-) -> Result<(), RuntimeError> {
-    if secrets.is_empty() {
-        return Ok(());
-    }
-    let store = read_secret_store(context)?;
-    let missing = store.missing(secrets.iter().map(|secret| secret.value_from.as_str()));
-    if !missing.is_empty() {
-        return Err(RuntimeError::ResourceInitialization {
-            message: format!(
-                "unable to retrieve secrets: the secret store holds no value for {}",
-                quoted_list(&missing)
-            ),
-        });
-    }
-    for secret in secrets {
-        let value = store.value(&secret.value_from).unwrap_or_default();
-        match secret.target {
-            SecretTarget::Environment => {
-                spec.env
-                    .retain(|entry| entry.split('=').next().unwrap_or_default() != secret.name);
-                spec.env.push(format!("{}={value}", secret.name));
-            }
-            SecretTarget::LogOption => {
-                if let Some(log) = &mut spec.log_config {
-                    log.options.insert(secret.name.clone(), value.to_string());
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `"a", "b"`, for naming references.
@@ -494,11 +420,18 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             volumes,
             secrets,
             files,
+            environment_files,
         } => {
-            let result = add_secrets(context, &mut spec, &secrets)
-                .and_then(|()| files.map_or(Ok(()), |files| write_files(&files)))
-                .and_then(|()| prepare_volumes(runtime, &volumes))
-                .and_then(|()| create_or_adopt(runtime, &spec));
+            // ECS's order: the files under `environment`, secrets over both.
+            let result = add_environment_files(
+                context.environment_files.as_deref(),
+                &mut spec,
+                &environment_files,
+            )
+            .and_then(|()| add_secrets(context, &mut spec, &secrets))
+            .and_then(|()| files.map_or(Ok(()), |files| write_files(&files)))
+            .and_then(|()| prepare_volumes(runtime, &volumes))
+            .and_then(|()| create_or_adopt(runtime, &spec));
             // The values leave with the create body; nothing else keeps them.
             drop(spec);
             transition(
@@ -736,6 +669,7 @@ mod tests {
                     volumes: Vec::new(),
                     secrets: Vec::new(),
                     files: None,
+                    environment_files: Vec::new(),
                 },
                 transition(ContainerStatus::Created, "create"),
             ),
@@ -1045,6 +979,7 @@ mod tests {
             store: None,
             registry_credentials: Arc::new(credentials),
             secrets_file: None,
+            environment_files: None,
             images: None,
         };
         let table = [

@@ -4,6 +4,8 @@
 pub mod acs;
 pub mod compose;
 pub mod definition;
+pub mod definition_model;
+pub mod environment_files;
 pub mod firelens;
 pub mod labels;
 pub mod metadata_endpoint;

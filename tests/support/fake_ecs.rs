@@ -145,6 +145,7 @@ fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a s
 /// The SigV4 signature of a request, over the headers named in `signed` (lowercase).
 #[allow(clippy::too_many_arguments)]
 fn signature(
+    service: &str,
     credentials: &Credentials,
     region: &str,
     method: &str,
@@ -172,14 +173,14 @@ fn signature(
         signed.join(";"),
         sha256_hex(body)
     );
-    let scope = format!("{date}/{region}/{SERVICE}/aws4_request");
+    let scope = format!("{date}/{region}/{service}/aws4_request");
     let string_to_sign = format!(
         "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
         sha256_hex(canonical_request.as_bytes())
     );
     let key = hmac(format!("AWS4{}", credentials.secret_key).as_bytes(), date);
     let key = hmac(&key, region);
-    let key = hmac(&key, SERVICE);
+    let key = hmac(&key, service);
     let key = hmac(&key, "aws4_request");
     hex(&hmac(&key, &string_to_sign))
 }
@@ -278,6 +279,7 @@ pub fn sign_request(
     signed.sort();
     signed.dedup();
     let signature = signature(
+        SERVICE,
         credentials,
         region,
         method,
@@ -304,6 +306,25 @@ pub fn sign_request(
 /// (seconds since the epoch).
 #[allow(clippy::too_many_arguments)]
 pub fn verify(
+    now: i64,
+    accepted: &[Credentials],
+    region: &str,
+    method: &str,
+    path: &str,
+    raw_query: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Result<(), (&'static str, String)> {
+    verify_for_service(
+        SERVICE, now, accepted, region, method, path, raw_query, headers, body,
+    )
+}
+
+/// [`verify`] for requests to `service` (`s3` for the fake S3 of environment-file tests), at
+/// `now` (epoch seconds).
+#[allow(clippy::too_many_arguments)]
+pub fn verify_for_service(
+    service_name: &str,
     now: i64,
     accepted: &[Credentials],
     region: &str,
@@ -354,10 +375,10 @@ pub fn verify(
             "The security token included in the request is invalid.".into(),
         ));
     }
-    if service != SERVICE || scope_region != region || terminator != "aws4_request" {
-        return Err(invalid(
-            "Credential should be scoped to a valid region and service 'ecs'",
-        ));
+    if service != service_name || scope_region != region || terminator != "aws4_request" {
+        return Err(invalid(&format!(
+            "Credential should be scoped to a valid region and service '{service_name}'"
+        )));
     }
     let date = header_value(headers, "x-amz-date").ok_or_else(|| invalid("Missing X-Amz-Date"))?;
     if date.get(..8) != Some(day) {
@@ -380,6 +401,7 @@ pub fn verify(
         }
     }
     let expected = signature(
+        service_name,
         credentials,
         region,
         method,

@@ -17,6 +17,7 @@ pub mod poll_endpoint;
 pub mod register;
 pub mod report;
 pub mod reporter;
+pub mod s3;
 pub mod session;
 pub mod session_driver;
 pub mod sigv4;

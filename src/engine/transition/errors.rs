@@ -149,6 +149,9 @@ impl DockerCallKind {
 /// - `Unreachable`: away, for every call.
 /// - `Protocol` (no readable answer: the connection closed mid-answer, as it does when the
 ///   daemon restarts during a call, or bytes that are not HTTP/JSON): away, except for a start.
+///   A pull meets it only before Docker's answer began: a progress stream Docker answered and
+///   then garbled or cut off is a `CannotPull` (the Docker client decides so), which the pull
+///   behaviour decides on like any failed pull.
 /// - `Timeout`: away for create, stop, inspect and remove — short calls against the local
 ///   daemon, so one that times out means the daemon is hung, and repeating them is safe (a create
 ///   uses the container's fixed name and adopts what an earlier attempt made; a stop is

@@ -157,7 +157,8 @@ const IGNORED_CONTAINER_KEYS: &[&str] = &[
 const REFUSED_CONTAINER_KEYS: &[(&str, &str)] = &[
     (
         "environmentFiles",
-        "deckhand reads no environment files from S3",
+        "an ECS task's environment files are read with its execution role, which deckhand does \
+         not use yet (local task definitions may have them: README, Environment files)",
     ),
     ("credentialSpecs", "deckhand has no gMSA credential specs"),
     (

@@ -77,7 +77,8 @@ impl<'a> ComposeContext<'a> {
 }
 
 /// A Compose file converted: the ECS task-definition JSON, the parsed definition, and the
-/// warnings of both steps.
+/// warnings of both steps. The parsed definition may carry more than the JSON can say: a
+/// container's stop signal (`stop_signal`), which ECS task definitions have no field for.
 #[derive(Debug, Clone)]
 pub struct ConvertedCompose {
     pub json: Json,
@@ -120,6 +121,16 @@ pub fn convert_compose(
     let text = serde_json::to_vec(&json).unwrap_or_default();
     match parse_task_definition(&text) {
         Ok(mut parsed) => {
+            for (name, signal) in mapper.stop_signals {
+                if let Some(container) = parsed
+                    .definition
+                    .containers
+                    .iter_mut()
+                    .find(|container| container.name == name)
+                {
+                    container.stop_signal = Some(signal);
+                }
+            }
             let mut warnings = mapper.warnings;
             warnings.append(&mut parsed.warnings);
             parsed.warnings = warnings;
@@ -143,6 +154,9 @@ struct Mapper<'a> {
     variables: BTreeMap<String, String>,
     errors: Vec<ValidationError>,
     warnings: Vec<String>,
+    /// `(container name, signal)` of each service with a `stop_signal` other than SIGTERM:
+    /// set on the parsed definition, since ECS's JSON has no field for it.
+    stop_signals: Vec<(String, String)>,
 }
 
 /// A YAML path plus the line, as errors print it: `services.web.build (line 4)`.
@@ -174,6 +188,7 @@ impl<'a> Mapper<'a> {
             variables: BTreeMap::new(),
             errors: Vec::new(),
             warnings: Vec::new(),
+            stop_signals: Vec::new(),
         }
     }
 

@@ -306,7 +306,7 @@ services:
       replicas: 2
     networks: [backend]
     network_mode: service:web
-    stop_signal: SIGINT
+    stop_signal: SIGNOPE
     frobnicate: 1
   worker:
     extends:
@@ -336,7 +336,7 @@ bogus: 1
         "services.api.networks (line 13): user-defined networks are not supported",
         "services.api.frobnicate (line 16): unknown or unsupported service key",
         "services.api.network_mode (line 14): \"service:web\" is not supported",
-        "services.api.stop_signal (line 15): ECS task definitions have no stop signal",
+        "services.api.stop_signal (line 15): \"SIGNOPE\" is not a Linux signal",
         "services.api.deploy.replicas (line 12): a task runs each service once",
         "services.api.scale (line 10): a task runs each service once",
     ];
@@ -784,15 +784,20 @@ fn linux_settings_ecs_cannot_take_are_refused_with_path_and_line() {
         ("    pid: service:b\n", "services.a.pid (line 4): \"service:b\" is not supported: pid may be host (ECS's pidMode, for the whole task); sharing a service's or a container's namespace has no ECS field"),
         ("    pid: container:abc\n", "services.a.pid (line 4): \"container:abc\" is not supported"),
         ("    ipc: shareable\n", "services.a.ipc (line 4): \"shareable\" is not supported: ipc may be host or none (ECS's ipcMode, for the whole task)"),
-        ("    stop_signal: SIGINT\n", "services.a.stop_signal (line 4): ECS task definitions have no stop signal"),
+        ("    stop_signal: SIGINTT\n", "services.a.stop_signal (line 4): \"SIGINTT\" is not a Linux signal"),
     ];
     for (body, wanted) in cases {
         let yaml = format!("services:\n  a:\n    image: a\n{body}");
         let errors = errors_of(&yaml);
         assert!(errors.iter().any(|error| error.starts_with(wanted)), "{yaml}\nwanted {wanted:?}\ngot {errors:#?}");
     }
-    // SIGTERM is what deckhand stops with: accepted.
-    assert!(convert("services:\n  a:\n    image: a\n    stop_signal: SIGTERM\n").is_ok());
+    // A stop signal is kept on the parsed definition (Docker's StopSignal), never in the ECS
+    // JSON, which has no field for it; SIGTERM is Docker's own default and sets nothing.
+    for (signal, expected) in [("SIGQUIT", Some("SIGQUIT")), ("int", Some("SIGINT")), ("3", Some("3")), ("SIGTERM", None)] {
+        let converted = convert(&format!("services:\n  a:\n    image: a\n    stop_signal: {signal}\n")).expect("converts");
+        assert_eq!(converted.parsed.definition.containers[0].stop_signal.as_deref(), expected, "{signal}");
+        assert!(!converted.json.to_string().contains("topSignal"), "{signal}: {}", converted.json);
+    }
 
     // pid and ipc are task-wide: services that disagree, or one that has none, are errors
     // naming both services.

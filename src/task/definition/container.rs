@@ -5,13 +5,14 @@
 
 use super::json::{indexed, join, Parser};
 use super::keys::{
-    CONTAINER_KEYS, DEPENDS_ON_KEYS, ENVIRONMENT_KEYS, HEALTH_CHECK_KEYS, LOG_CONFIGURATION_KEYS,
-    MOUNT_POINT_KEYS, PORT_MAPPING_KEYS, REPOSITORY_CREDENTIALS_KEYS, RESTART_POLICY_KEYS,
-    SECRET_KEYS, VOLUMES_FROM_KEYS,
+    CONTAINER_KEYS, DEPENDS_ON_KEYS, ENVIRONMENT_FILE_KEYS, ENVIRONMENT_KEYS, HEALTH_CHECK_KEYS,
+    LOG_CONFIGURATION_KEYS, MOUNT_POINT_KEYS, PORT_MAPPING_KEYS, REPOSITORY_CREDENTIALS_KEYS,
+    RESTART_POLICY_KEYS, SECRET_KEYS, VOLUMES_FROM_KEYS,
 };
 use super::names::{
     check_container_name, check_image_reference, placeholder_message, template_placeholder,
 };
+use crate::task::environment_files::{parse_s3_arn, MAX_ENVIRONMENT_FILES};
 use crate::task::{
     ContainerDefinition, Dependency, DependencyCondition, HealthCheck, LogConfiguration,
     MountPoint, PortMapping, PortRange, Protocol, RestartPolicy, SecretReference, VolumeFrom,
@@ -153,6 +154,7 @@ impl Parser {
         let secrets = self.secret_references(object, path, "secrets", true);
         let repository_credentials = self.repository_credentials(object, path);
         let firelens_configuration = self.firelens_configuration(object, path);
+        let environment_files = self.environment_files(object, path);
         ContainerDefinition {
             name,
             image,
@@ -193,6 +195,8 @@ impl Parser {
             repository_credentials,
             docker_config: None,
             firelens_configuration,
+            stop_signal: None,
+            environment_files,
         }
     }
 
@@ -243,6 +247,55 @@ impl Parser {
             }
         }
         references
+    }
+
+    /// `environmentFiles[]`: each `{"value": S3 object ARN, "type": "s3"}` (ECS's only type),
+    /// at most [`MAX_ENVIRONMENT_FILES`]. The files are read at create, not here.
+    fn environment_files(&mut self, object: &Map<String, Value>, path: &str) -> Vec<String> {
+        let mut arns = Vec::new();
+        let items = self.objects(object, path, "environmentFiles");
+        if items.len() > MAX_ENVIRONMENT_FILES {
+            self.error(
+                &join(path, "environmentFiles"),
+                format!(
+                    "{} files; ECS takes at most {MAX_ENVIRONMENT_FILES}",
+                    items.len()
+                ),
+            );
+        }
+        for (item_path, map) in items {
+            self.check_keys(&item_path, map, &ENVIRONMENT_FILE_KEYS);
+            let kind = self.required_string(map, &item_path, "type");
+            let value = self.required_string(map, &item_path, "value");
+            if kind.as_deref().is_some_and(|kind| kind != "s3") {
+                self.error(
+                    &join(&item_path, "type"),
+                    format!(
+                        "{:?} is not a type ECS takes (s3)",
+                        kind.unwrap_or_default()
+                    ),
+                );
+                continue;
+            }
+            let Some(value) = value else { continue };
+            match parse_s3_arn(&value) {
+                Err(message) => self.error(&join(&item_path, "value"), message),
+                Ok(object) => {
+                    if !object.key.ends_with(".env") {
+                        self.warn(
+                            &join(&item_path, "value"),
+                            "ECS expects an environment file's name to end in .env",
+                        );
+                    }
+                    if arns.contains(&value) {
+                        self.warn(&join(&item_path, "value"), "given twice; read once");
+                    } else {
+                        arns.push(value);
+                    }
+                }
+            }
+        }
+        arns
     }
 
     /// `repositoryCredentials`: `credentialsParameter`, the secret-store reference of the

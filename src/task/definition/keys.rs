@@ -113,15 +113,17 @@ pub(super) const CONTAINER_KEYS: KeySpec = KeySpec {
         "secrets",
         "repositoryCredentials",
         "firelensConfiguration",
+        "environmentFiles",
     ],
     // Image digest pinning is done by the ECS control plane at run-task time.
     ignored: &["versionConsistency"],
-    unsupported: &[
-        "environmentFiles",
-        "resourceRequirements",
-        "credentialSpecs",
-        "gpu",
-    ],
+    unsupported: &["resourceRequirements", "credentialSpecs", "gpu"],
+};
+
+pub(super) const ENVIRONMENT_FILE_KEYS: KeySpec = KeySpec {
+    supported: &["value", "type"],
+    ignored: &[],
+    unsupported: &[],
 };
 
 pub(super) const ENVIRONMENT_KEYS: KeySpec = KeySpec {

@@ -175,10 +175,10 @@ fn describe_task_definition_output_is_accepted_with_warnings() {
 
 #[test]
 fn describe_output_errors_carry_the_wrapper_path() {
-    let value = json!({"taskDefinition": {"family": "x", "containerDefinitions": [{"name": "a", "image": "busybox", "environmentFiles": [{"value": "arn", "type": "s3"}]}]}});
+    let value = json!({"taskDefinition": {"family": "x", "containerDefinitions": [{"name": "a", "image": "busybox", "credentialSpecs": ["credentialspec:arn"]}]}});
     assert_eq!(
         errors_of(&value),
-        vec!["taskDefinition.containerDefinitions[0].environmentFiles: not supported by deckhand yet; refusing to run the container differently from what was asked"]
+        vec!["taskDefinition.containerDefinitions[0].credentialSpecs: not supported by deckhand yet; refusing to run the container differently from what was asked"]
     );
 }
 
@@ -186,7 +186,6 @@ fn describe_output_errors_carry_the_wrapper_path() {
 fn unsupported_keys_are_errors_naming_the_path() {
     let container_keys = [
         ("resourceRequirements", json!([{"type": "GPU", "value": "1"}])),
-        ("environmentFiles", json!([{"value": "arn", "type": "s3"}])),
         ("credentialSpecs", json!(["credentialspec:arn"])),
     ];
     for (key, value) in container_keys {
@@ -229,7 +228,6 @@ fn unsupported_keys_with_empty_values_are_warnings() {
         parsed.warnings,
         vec![
             "pidMode: ignored: empty".to_string(),
-            "containerDefinitions[0].environmentFiles: ignored: empty".to_string(),
         ]
     );
 }
@@ -1196,7 +1194,7 @@ fn a_firelens_router_and_its_containers_are_read_and_checked() {
         ("config-file-value", |d| d["containerDefinitions"][1]["firelensConfiguration"]["options"] = json!({"config-file-type": "s3"}),
          "containerDefinitions[1].firelensConfiguration.options.config-file-value: option config-file-type is specified but config-file-value is not specified"),
         ("an S3 value that is no ARN", |d| d["containerDefinitions"][1]["firelensConfiguration"]["options"] = json!({"config-file-type": "s3", "config-file-value": "s3://b/k"}),
-         "containerDefinitions[1].firelensConfiguration.options.config-file-value: \"s3://b/k\" is not an S3 object ARN (arn:aws:s3:::bucket/key)"),
+         "containerDefinitions[1].firelensConfiguration.options.config-file-value: \"s3://b/k\" is not an S3 object ARN (not arn:PARTITION:s3:::…; expected arn:aws:s3:::BUCKET/KEY)"),
         ("plugin options without the plugin", |d| d["containerDefinitions"][0]["logConfiguration"]["options"] = json!({"region": "eu-west-1"}),
          "containerDefinitions[0].logConfiguration.options: container \"web\": missing output key Name which is required for firelens configuration of type fluentbit"),
         ("the Fluentd plugin key with Fluent Bit", |d| d["containerDefinitions"][0]["logConfiguration"]["options"] = json!({"@type": "stdout"}),
@@ -1235,7 +1233,7 @@ fn a_describe_output_full_of_nulls_gives_one_line_per_object() {
         "tags: ignored: empty".to_string(),
         "taskDefinition.requiresCompatibilities: ignored: it has no effect on this host".to_string(),
         "taskDefinition: ignored, empty: executionRoleArn, inferenceAccelerators, placementConstraints, proxyConfiguration, taskRoleArn".to_string(),
-        "taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, environmentFiles, gpu, resourceRequirements".to_string(),
+        "taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, gpu, resourceRequirements".to_string(),
     ]);
 }
 
@@ -1244,4 +1242,34 @@ fn ephemeral_storage_is_a_fargate_sizing_promise_and_ignored() {
     let definition = mutated(|d| { d["ephemeralStorage"] = json!({"sizeInGiB": 30}); });
     let parsed = parse_value(&definition).expect("ignored, not refused");
     assert_eq!(parsed.warnings, vec!["ephemeralStorage: ignored: a Fargate sizing promise (the task's ephemeral storage); on this host a container's storage is the Docker host's disk".to_string()]);
+}
+
+#[test]
+fn environment_files_are_s3_arns_at_most_ten() {
+    let parsed = parse_value(&mutated(|d| {
+        d["containerDefinitions"][0]["environmentFiles"] = json!([
+            {"value": "arn:aws:s3:::bucket-a/app.env", "type": "s3"},
+            {"value": "arn:aws:s3:::bucket-b/dir/more.env", "type": "s3"},
+        ]);
+    }))
+    .expect("valid");
+    assert_eq!(
+        parsed.definition.containers[0].environment_files,
+        ["arn:aws:s3:::bucket-a/app.env", "arn:aws:s3:::bucket-b/dir/more.env"]
+    );
+    let cases = [
+        (json!([{"value": "arn:aws:s3:::bucket-a/app.env", "type": "file"}]), "environmentFiles[0].type: \"file\" is not a type ECS takes (s3)"),
+        (json!([{"value": "s3://bucket-a/app.env", "type": "s3"}]), "environmentFiles[0].value: \"s3://bucket-a/app.env\" is not an S3 object ARN"),
+        (json!([{"type": "s3"}]), "environmentFiles[0].value"),
+        (json!((0..11).map(|i| json!({"value": format!("arn:aws:s3:::bucket-a/{i}.env"), "type": "s3"})).collect::<Vec<_>>()), "environmentFiles: 11 files; ECS takes at most 10"),
+    ];
+    for (files, expected) in cases {
+        let errors = errors_of(&mutated(|d| { d["containerDefinitions"][0]["environmentFiles"] = files.clone(); }));
+        assert!(errors.iter().any(|error| error.starts_with(&format!("containerDefinitions[0].{expected}"))), "{expected}: {errors:?}");
+    }
+    let parsed = parse_value(&mutated(|d| {
+        d["containerDefinitions"][0]["environmentFiles"] = json!([{"value": "arn:aws:s3:::bucket-a/app.txt", "type": "s3"}]);
+    }))
+    .expect("a name without .env is a warning");
+    assert!(parsed.warnings.iter().any(|w| w.contains("to end in .env")), "{:?}", parsed.warnings);
 }

@@ -13,6 +13,7 @@
 
 pub mod render;
 
+pub use crate::task::environment_files::{parse_s3_arn, S3Object};
 use crate::task::{Container, ContainerDefinition, Dependency, DependencyCondition, FirelensType};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,20 +58,6 @@ pub enum ExternalConfig {
     S3 { arn: String, object: S3Object },
 }
 
-/// An S3 object named by an ARN.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3Object {
-    pub bucket: String,
-    pub key: String,
-}
-
-impl S3Object {
-    /// Where the object is in a mirror directory: `<mirror>/<bucket>/<key>`.
-    pub fn mirror_path(&self, mirror: &Path) -> PathBuf {
-        mirror.join(&self.bucket).join(&self.key)
-    }
-}
-
 /// What a router's options say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouterOptions {
@@ -93,36 +80,6 @@ fn parse_go_bool(text: &str) -> Option<bool> {
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
         _ => None,
     }
-}
-
-/// An S3 object ARN, `arn:<partition>:s3:::<bucket>/<key>` (ECS's pattern). The key is looked up
-/// as a path under the mirror, so a segment that would leave it (`..`, `.`, empty) is refused.
-pub fn parse_s3_arn(arn: &str) -> Result<S3Object, String> {
-    let invalid = || format!("{arn:?} is not an S3 object ARN (arn:aws:s3:::bucket/key)");
-    let rest = arn.strip_prefix("arn:").ok_or_else(invalid)?;
-    let (partition, rest) = rest.split_once(':').ok_or_else(invalid)?;
-    let path = rest.strip_prefix("s3:::").ok_or_else(invalid)?;
-    let (bucket, key) = path.split_once('/').ok_or_else(invalid)?;
-    if partition.is_empty() || bucket.is_empty() || key.is_empty() {
-        return Err(invalid());
-    }
-    if key
-        .split('/')
-        .any(|segment| segment.is_empty() || segment == "." || segment == "..")
-        || key.contains('\0')
-        || bucket == "."
-        || bucket == ".."
-        || bucket.contains('\0')
-    {
-        return Err(format!(
-            "{arn:?}: a key with an empty, \".\" or \"..\" path segment cannot be looked up in \
-             DECKHAND_ENVIRONMENT_FILES_DIR"
-        ));
-    }
-    Ok(S3Object {
-        bucket: bucket.to_string(),
-        key: key.to_string(),
-    })
 }
 
 /// Reads a router's options as the ECS agent does, refusing what it would fail on: an unknown

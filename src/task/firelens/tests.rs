@@ -512,7 +512,7 @@ fn router_options_are_read_as_the_ecs_agent_reads_them() {
             ],
             error(
                 OPTION_CONFIG_FILE_VALUE,
-                "\"s3://bucket/key\" is not an S3 object ARN (arn:aws:s3:::bucket/key)",
+                "\"s3://bucket/key\" is not an S3 object ARN (not arn:PARTITION:s3:::…; expected arn:aws:s3:::BUCKET/KEY)",
             ),
         ),
         // A value alone is no configuration file.

@@ -213,6 +213,7 @@ impl ManagedTask {
                             volumes,
                             secrets,
                             files: files.map(Box::new),
+                            environment_files: container.definition.environment_files.clone(),
                         },
                         fallback,
                     ))

@@ -1,6 +1,7 @@
 //! How a service's container is watched, restarted and stopped: `healthcheck` (with Compose's
 //! defaults written out and timings brought into ECS's ranges), `restart` (ECS's restart policy),
-//! `stop_grace_period` (`stopTimeout`) and `stop_signal` (only SIGTERM: ECS has no field).
+//! `stop_grace_period` (`stopTimeout`) and `stop_signal` (Docker's stop signal: ECS has no field,
+//! so it is kept beside the task-definition JSON, on the parsed definition).
 
 use super::super::node::{Node, Value};
 use super::super::{join, Mapper};
@@ -9,6 +10,7 @@ use crate::task::definition::{
     HEALTH_INTERVAL_RANGE, HEALTH_RETRIES_RANGE, HEALTH_START_PERIOD_RANGE, HEALTH_TIMEOUT_RANGE,
     RESTART_ATTEMPT_PERIOD_RANGE,
 };
+use crate::task::definition_model::parse_stop_signal;
 use serde_json::{json, Map, Value as Json};
 
 /// ECS's largest `stopTimeout`, in seconds.
@@ -188,7 +190,8 @@ pub(super) fn restart_policy(mapper: &mut Mapper, node: &Node, path: &str) -> Op
     }
 }
 
-/// `stop_grace_period` → `stopTimeout`; `stop_signal` other than SIGTERM is refused.
+/// `stop_grace_period` → `stopTimeout`; `stop_signal` → the container's stop signal (set on the
+/// parsed definition by `convert_compose`: the task-definition JSON has no field for it).
 pub(super) fn stopping(
     mapper: &mut Mapper,
     service: &Node,
@@ -207,14 +210,18 @@ pub(super) fn stopping(
         }
     }
     if let Some(node) = service.get("stop_signal") {
-        let signal = node.scalar_text().unwrap_or_default().to_ascii_uppercase();
-        if !matches!(signal.as_str(), "SIGTERM" | "TERM" | "15") {
-            mapper.error(
-                &join(path, "stop_signal"),
-                node.line,
-                "ECS task definitions have no stop signal: deckhand stops with the image's \
-                 STOPSIGNAL (set it in the image instead)",
-            );
+        let signal_path = join(path, "stop_signal");
+        match parse_stop_signal(&node.scalar_text().unwrap_or_default()) {
+            // SIGTERM is what Docker sends anyway; the image's STOPSIGNAL then still applies.
+            Ok(signal) if signal == "SIGTERM" || signal == "15" => {}
+            Ok(signal) => {
+                let name = container
+                    .get("name")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default();
+                mapper.stop_signals.push((name.to_string(), signal));
+            }
+            Err(reason) => mapper.error(&signal_path, node.line, reason),
         }
     }
 }
