@@ -20,12 +20,24 @@ use std::time::{Duration, Instant};
 
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
-/// A free loopback TCP port (bound and released; the kernel does not hand it out again at once).
+/// A free loopback TCP port (bound and released), never one this test process handed out
+/// before: the kernel may give a just-released port out again at once, and two tasks of one
+/// test given the same host port would wait for each other's port.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .expect("a free port");
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
 }
 
 /// A one-container task: busybox httpd answering `hello from <family>` on `host_port`.
