@@ -3,15 +3,19 @@
 //! Start: configuration (exit 78 on error) → logging (`ECS_LOGLEVEL`, `RUST_LOG` wins) → state
 //! store under `ECS_DATADIR` (exit 78 for a file written by a newer deckhand; corrupt files are
 //! quarantined and reported) → Docker client (waiting, with back-off and a log line, while
-//! Docker is not up yet: systemd may start deckhand first) → engine, restoring every saved task
+//! Docker is not up yet: systemd may start deckhand first) → the task metadata endpoint and
+//! the iptables redirect of 169.254.170.2:80 to it → engine, restoring every saved task
 //! → local API + ECS introspection + `tasks.d` watcher → `READY=1` to systemd (and watchdog
 //! pings at half of `WATCHDOG_USEC` when the unit sets one).
 //!
-//! Signals: SIGTERM or SIGINT stops accepting commands (the API goes first), ends the `tasks.d`
+//! Signals: SIGTERM or SIGINT removes the redirect, stops accepting commands (the API goes
+//! first), ends the `tasks.d`
 //! watcher and every managed-task loop, and exits 0 — leaving every container running; the next
 //! start re-adopts them. A second SIGTERM/SIGINT, or a shutdown that takes longer than
 //! [`SHUTDOWN_DEADLINE`], exits at once (still 0: nothing is lost, containers keep running).
 //! SIGHUP rescans `tasks.d`.
+
+mod redirect;
 
 use crate::api::{ApiServers, TaskMetadataServers};
 use crate::config::{Config, ImagePullBehavior, EXIT_CONFIG};
@@ -343,6 +347,12 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
 
     // Listening before the engine starts: restored tasks create containers pointed at it.
     let mut task_metadata = start_task_metadata(&config, runtime.as_ref());
+    // 169.254.170.2:80 leads to those listeners (README: credentials endpoint).
+    let credentials_redirect = redirect::start_credentials_redirect(
+        &config,
+        runtime.as_ref(),
+        task_metadata.as_ref().map(|servers| servers.endpoint),
+    );
     let mut engine_config = EngineConfig::from_agent_config(&config);
     engine_config.task_metadata = task_metadata.as_ref().map(|servers| servers.endpoint);
     let engine = match TaskEngine::start_durable(runtime, engine_config, store, loaded.tasks) {
@@ -455,6 +465,8 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             );
             std::process::exit(0);
         });
+    // First, so that nothing is led to listeners that are going away.
+    redirect::stop_credentials_redirect(credentials_redirect);
     api.shutdown();
     if let Some(servers) = &mut task_metadata {
         servers.shutdown();

@@ -2,8 +2,10 @@
 //! `/proc/meminfo`, in MiB rounded down, as the ECS agent reads it) and its CPU cores. The agent
 //! turns these, less `ECS_RESERVED_MEMORY`, into the engine's host capacity (docs/ENGINE.md
 //! §9a). The parser is pure; `/proc/meminfo` is outside bytes, so it never panics on them (a
-//! fuzz target checks it).
+//! fuzz target checks it). Besides: the host's GPUs (`gpus`) and the redirect of
+//! `169.254.170.2:80` to the task metadata endpoint (`credentials_redirect`).
 
+pub mod credentials_redirect;
 pub mod gpus;
 
 /// `/proc/meminfo`'s `MemTotal` in MiB, rounded down; `None` when the text has no readable line.

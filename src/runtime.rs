@@ -605,6 +605,13 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
         Ok(None)
     }
+    /// The Linux bridge device of the default bridge network (Docker's `GET /networks/bridge`,
+    /// `Options["com.docker.network.bridge.name"]`, `docker0` unless the daemon was told
+    /// otherwise): the interface bridge-mode containers' packets arrive on. `Ok(None)` when the
+    /// runtime has no such network or does not name it.
+    fn bridge_interface(&self) -> Result<Option<String>, RuntimeError> {
+        Ok(None)
+    }
     /// Every image (Docker's `GET /images/json`), for image cleanup. The default says the
     /// runtime cannot, so image cleanup skips its cycle.
     fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {

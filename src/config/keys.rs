@@ -56,6 +56,11 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "port of the task metadata endpoint, on the Docker bridge gateway and 127.0.0.1",
     },
     ConfigKeyDoc {
+        key: "DECKHAND_CREDENTIALS_ENDPOINT",
+        system_default: "true",
+        meaning: "redirect 169.254.170.2:80, from bridge containers and from the host, to the task metadata endpoint with iptables nat rules (true/false)",
+    },
+    ConfigKeyDoc {
         key: "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
         system_default: "3h",
         meaning: "how long a stopped task's containers are kept before removal; under 1s means the default",

@@ -186,6 +186,9 @@ pub struct Config {
     pub task_metadata: bool,
     /// `DECKHAND_TASK_METADATA_PORT`.
     pub task_metadata_port: u16,
+    /// `DECKHAND_CREDENTIALS_ENDPOINT`: install the iptables redirect of `169.254.170.2:80` to
+    /// the task metadata endpoint (README: credentials endpoint).
+    pub credentials_endpoint: bool,
     pub task_cleanup_wait: Duration,
     pub container_stop_timeout: Duration,
     pub container_start_timeout: Duration,
@@ -499,6 +502,7 @@ impl Config {
             None => parse_listen_port(default_of("DECKHAND_TASK_METADATA_PORT"))
                 .expect("the built-in task metadata port parses"),
         };
+        let credentials_endpoint = sources.boolean("DECKHAND_CREDENTIALS_ENDPOINT")?;
 
         let task_cleanup_wait = sources.duration(
             "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
@@ -587,6 +591,7 @@ impl Config {
             introspection_addr,
             task_metadata,
             task_metadata_port,
+            credentials_endpoint,
             task_cleanup_wait,
             container_stop_timeout,
             container_start_timeout,

@@ -50,6 +50,7 @@ fn system_defaults_match_the_documented_table() {
             introspection_addr: Some("127.0.0.1:51678".parse().expect("literal address")),
             task_metadata: true,
             task_metadata_port: 51679,
+            credentials_endpoint: true,
             task_cleanup_wait: Duration::from_secs(3 * 3600),
             container_stop_timeout: Duration::from_secs(30),
             container_start_timeout: Duration::from_secs(180),
@@ -337,6 +338,9 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("DECKHAND_TASK_METADATA_PORT", "9179", "9179", |c| {
         c.task_metadata_port.to_string()
     }),
+    ("DECKHAND_CREDENTIALS_ENDPOINT", "false", "false", |c| {
+        c.credentials_endpoint.to_string()
+    }),
     (
         "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
         "10m",
@@ -576,6 +580,7 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
         ("ECS_DISABLE_METRICS", "yes", "true or false"),
         ("DECKHAND_REMOVE_ORPHANS", "TRUE", "true or false"),
         ("DECKHAND_TASK_METADATA", "no", "true or false"),
+        ("DECKHAND_CREDENTIALS_ENDPOINT", "off", "true or false"),
         ("DECKHAND_TASK_METADATA_PORT", "0", "from 1 to 65535"),
         ("DECKHAND_TASK_METADATA_PORT", "65536", "from 1 to 65535"),
         ("DECKHAND_DOCKER_CONCURRENCY", "0", "from 1 to 64"),

@@ -793,6 +793,22 @@ impl ContainerRuntime for DockerClient {
         }
     }
 
+    /// `GET /networks/bridge`: the default bridge's device name. A daemon without that network
+    /// answers 404: none.
+    fn bridge_interface(&self) -> Result<Option<String>, RuntimeError> {
+        let call = Call::new(
+            "inspect the bridge network".into(),
+            "GET",
+            "/networks/bridge".into(),
+            self.timeouts.inspect,
+        );
+        match self.call_for_body(call, &[200], MissingMeans::Nothing) {
+            Ok(body) => wire::parse_network_bridge_name(&body),
+            Err(RuntimeError::Api { status: 404, .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
         let call = Call::new(
             "list images".into(),

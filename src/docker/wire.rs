@@ -463,6 +463,30 @@ pub fn parse_network_gateway(body: &[u8]) -> Result<Option<Ipv4Addr>, RuntimeErr
     }))
 }
 
+/// The option of a bridge network that names its Linux bridge device.
+const BRIDGE_NAME_OPTION: &str = "com.docker.network.bridge.name";
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NetworkOptionsAnswer {
+    #[serde(rename = "Options")]
+    options: Option<serde_json::Map<String, Value>>,
+}
+
+/// `GET /networks/{name}` → the network's bridge device (`Options`'
+/// `com.docker.network.bridge.name`, `docker0` for the default bridge), as Docker wrote it;
+/// `None` when the answer names none or names it with something other than a string. The caller
+/// checks that it reads as an interface name before using it.
+pub fn parse_network_bridge_name(body: &[u8]) -> Result<Option<String>, RuntimeError> {
+    let answer: NetworkOptionsAnswer = parse_json(body, "network inspect answer")?;
+    Ok(answer.options.and_then(|options| {
+        options
+            .get(BRIDGE_NAME_OPTION)?
+            .as_str()
+            .map(str::to_string)
+    }))
+}
+
 /// `GET /containers/{id}/stats?stream=false` → Docker's stats object, kept as it came (the task
 /// metadata endpoint passes it on). Anything but a JSON object is a protocol error.
 pub fn parse_stats(body: &[u8]) -> Result<Value, RuntimeError> {
@@ -817,6 +841,35 @@ mod tests {
         }
         assert!(parse_network_gateway(b"[1,2").is_err());
         assert!(parse_network_gateway(br#"{"IPAM":{"Config":[{"Gateway":7}]}}"#).is_err());
+    }
+
+    #[test]
+    fn network_answers_name_their_bridge_device() {
+        let table: [(&[u8], Option<&str>); 6] = [
+            (
+                br#"{"Name":"bridge","Options":{"com.docker.network.bridge.default_bridge":"true","com.docker.network.bridge.name":"docker0"}}"#,
+                Some("docker0"),
+            ),
+            (
+                br#"{"Options":{"com.docker.network.bridge.name":"br-lan"}}"#,
+                Some("br-lan"),
+            ),
+            (br#"{"Options":{"com.docker.network.bridge.name":7}}"#, None),
+            (br#"{"Options":{}}"#, None),
+            (br#"{"Options":null}"#, None),
+            (br#"{}"#, None),
+        ];
+        for (body, expected) in table {
+            let name = parse_network_bridge_name(body).expect("a valid answer");
+            assert_eq!(
+                name.as_deref(),
+                expected,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        assert!(parse_network_bridge_name(b"[1,2").is_err());
+        assert!(parse_network_bridge_name(br#"{"Options":[1]}"#).is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The fuzz entry points for files read on the host: `/proc/meminfo`, what `/metrics` reads
-//! (`/proc`, cgroup files), and the local secret store.
+//! (`/proc`, cgroup files), the local secret store, and `iptables -S` listings.
 
 /// `/proc/meminfo` (the host's memory, §9a): the parser never panics, and a `MemTotal` it reads
 /// is the number on its line scaled down to MiB.
@@ -101,5 +101,41 @@ pub fn secrets_file(data: &[u8]) {
             }
         }
         Err(message) => assert!(!message.is_empty()),
+    }
+}
+
+/// `iptables -t nat -S <chain>` as the credentials redirect reads it: never a panic; every rule
+/// read jumps to the chain asked for and is made of words of the listing, and the rule set for
+/// a bridge named by the text's first word has jumps that read back from their own listing.
+pub fn iptables_listing(data: &[u8]) {
+    use crate::host::credentials_redirect::{
+        jumps_in_listing, rule_set, Bridge, RedirectTarget, HOOKS, REDIRECT_CHAIN,
+    };
+    let text = String::from_utf8_lossy(data);
+    for hook in HOOKS {
+        for rule in jumps_in_listing(&text, hook, REDIRECT_CHAIN) {
+            assert!(
+                rule.windows(2)
+                    .any(|pair| (pair[0] == "-j" || pair[0] == "-g") && pair[1] == REDIRECT_CHAIN),
+                "{rule:?} from {text:?}"
+            );
+            assert!(rule.iter().all(|word| text.contains(word.as_str())));
+        }
+    }
+    let interface = text.split_whitespace().next().unwrap_or_default();
+    let rules = rule_set(&RedirectTarget {
+        bridge: Some(Bridge {
+            interface: interface.to_string(),
+            gateway: std::net::Ipv4Addr::new(172, 17, 0, 1),
+        }),
+        port: 51679,
+    });
+    for (hook, rule) in &rules.jumps {
+        let listing = format!("-P {hook} ACCEPT\n-A {hook} {}\n", rule.join(" "));
+        assert_eq!(
+            jumps_in_listing(&listing, hook, REDIRECT_CHAIN),
+            vec![rule.clone()],
+            "{listing:?}"
+        );
     }
 }

@@ -14,7 +14,7 @@ mod tcs;
 pub use config::config_file;
 pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http, proxy_answers};
 pub use gpus::gpu_list;
-pub use host_files::{meminfo, metrics_files, secrets_file};
+pub use host_files::{iptables_listing, meminfo, metrics_files, secrets_file};
 pub use s3::environment_file;
 pub use tcs::tcs_messages;
 
@@ -113,6 +113,7 @@ pub fn docker_json(data: &[u8]) {
     let _ = wire::parse_docker_root_dir(data);
     let _ = wire::parse_created(data);
     let _ = wire::parse_network_gateway(data);
+    let _ = wire::parse_network_bridge_name(data);
     let _ = wire::parse_stats(data);
     if let Ok(version) = wire::parse_json::<wire::EngineVersion>(data, "version") {
         let _ = negotiation::negotiate(&version.api_version);
@@ -448,6 +449,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("rfc3339", rfc3339),
     ("meminfo", meminfo),
     ("gpu_list", gpu_list),
+    ("iptables_listing", iptables_listing),
     ("compose", compose),
     ("log_frames", log_frames),
     ("metrics_files", metrics_files),
