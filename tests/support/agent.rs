@@ -40,6 +40,25 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// The lock file that serializes, across test processes, the tests whose agents install the
+/// host's one redirect of 169.254.170.2:80 (`DECKHAND_CREDENTIALS_ENDPOINT=true`).
+pub const CREDENTIALS_REDIRECT_LOCK_FILE: &str = "/tmp/deckhand-test-credentials-redirect.lock";
+
+/// Takes the lock of [`CREDENTIALS_REDIRECT_LOCK_FILE`] (waiting for another test process that
+/// holds it); held until the returned file is dropped. Take it before starting an agent with
+/// `DECKHAND_CREDENTIALS_ENDPOINT=true` and drop it after that agent is gone.
+pub fn lock_credentials_redirect() -> std::fs::File {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(CREDENTIALS_REDIRECT_LOCK_FILE)
+        .unwrap_or_else(|error| panic!("{CREDENTIALS_REDIRECT_LOCK_FILE}: {error}"));
+    file.lock()
+        .unwrap_or_else(|error| panic!("lock {CREDENTIALS_REDIRECT_LOCK_FILE}: {error}"));
+    file
+}
+
 /// A one-container task: busybox httpd answering `hello from <family>` on `host_port`.
 pub fn web_definition(family: &str, host_port: u16, marker: &str) -> String {
     format!(
@@ -74,6 +93,10 @@ pub struct Agent {
     log_lines: Receiver<String>,
 }
 
+/// How a test agent starts. Its environment always has `DECKHAND_CREDENTIALS_ENDPOINT=false`
+/// before `extra_env`: the redirect of 169.254.170.2:80 is one per host, and parallel test agents
+/// would replace each other's. The tests of the redirect (`tests/agent_credentials_redirect.rs`)
+/// set it to `true` in `extra_env`, one test process at a time.
 pub struct AgentOptions {
     pub introspection: bool,
     pub extra_env: Vec<(String, String)>,
@@ -142,6 +165,8 @@ impl Agent {
                 "DECKHAND_TASK_METADATA_PORT".into(),
                 free_port().to_string(),
             ),
+            // The host's one redirect of 169.254.170.2:80: off unless a test asks for it.
+            ("DECKHAND_CREDENTIALS_ENDPOINT".into(), "false".into()),
         ];
         env.extend(options.extra_env.iter().cloned());
         let (child, log, log_lines) = spawn_agent(&command, &config, &env);

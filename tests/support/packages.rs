@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every package the test suite may install, for the message that tells a user what to run.
-pub const TEST_PACKAGES: [&str; 9] = [
+pub const TEST_PACKAGES: [&str; 10] = [
     "busybox-static",
     "docker-registry",
     "apache2-utils",
@@ -26,6 +26,7 @@ pub const TEST_PACKAGES: [&str; 9] = [
     "zsh",
     "fish",
     "man-db",
+    "iptables",
 ];
 
 /// Serialises `apt-get` runs of parallel test processes.
