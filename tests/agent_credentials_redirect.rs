@@ -1,6 +1,6 @@
 //! The redirect of 169.254.170.2:80 (README: credentials endpoint) in the whole agent on real
 //! Docker and the host's real iptables: with `DECKHAND_CREDENTIALS_ENDPOINT=true` a bridge-mode
-//! container, a host-network container and the test process itself (as the Docker daemon would)
+//! container, an awsvpc one (its sandbox is on the bridge), a host-network container and the test process itself (as the Docker daemon would)
 //! reach the task metadata endpoint at `http://169.254.170.2/...`; a SIGTERM removes every rule;
 //! a `kill -9` leaves the rules and the restart makes them exactly one set again.
 //!
@@ -204,7 +204,7 @@ fn http_get(address: &str, path: &str) -> (u16, String) {
 }
 
 #[test]
-fn bridge_and_host_containers_and_the_host_reach_the_endpoint_at_169_254_170_2() {
+fn bridge_awsvpc_and_host_containers_and_the_host_reach_the_endpoint_at_169_254_170_2() {
     let Some((_lock, _guard, docker)) = prepare("credentials redirect") else {
         return;
     };
@@ -215,7 +215,7 @@ fn bridge_and_host_containers_and_the_host_reach_the_endpoint_at_169_254_170_2()
 
     let out = TempDir::new("dh-redirect");
     let mut tasks = Vec::new();
-    for network_mode in ["bridge", "host"] {
+    for network_mode in ["bridge", "awsvpc", "host"] {
         let family = format!("redirect-{network_mode}");
         let task = agent.submit(&reader_definition(&family, network_mode, &out.path));
         tasks.push((network_mode, task));
@@ -298,4 +298,33 @@ fn with_the_setting_off_no_rule_is_made() {
     );
     agent.wait_for_log("is not redirected (DECKHAND_CREDENTIALS_ENDPOINT=false)");
     assert_eq!(redirect_rules(&nat_rules()), Vec::<String>::new());
+}
+
+#[test]
+fn without_iptables_the_agent_warns_naming_what_failed_and_runs() {
+    let Some(docker) =
+        docker_support::docker_client_or_skip("credentials redirect without iptables")
+    else {
+        return;
+    };
+    // No lock: no rule can be made. A PATH without iptables in it.
+    let empty = TempDir::new("dh-no-iptables");
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            extra_env: vec![
+                ("DECKHAND_CREDENTIALS_ENDPOINT".into(), "true".into()),
+                ("PATH".into(), empty.path.to_string_lossy().into_owned()),
+            ],
+        },
+    );
+    let warning = agent.wait_for_log("cannot redirect 169.254.170.2:80");
+    assert!(
+        warning.contains("WARN")
+            && warning.contains("the iptables program is not installed (not found in PATH)")
+            && warning.contains("DECKHAND_CREDENTIALS_ENDPOINT=false"),
+        "{warning}"
+    );
+    assert_eq!(agent.request("GET", "/v1/tasks", None).status, 200);
 }
