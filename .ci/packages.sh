@@ -132,6 +132,7 @@ fi
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "deb Version field is not $version"
 [ "$(dpkg-deb -f "$deb" Architecture)" = "$deb_arch" ] || fail "deb Architecture field"
 dpkg-deb -f "$deb" Depends | contains libc6 || fail "deb Depends lacks libc6"
+dpkg-deb -f "$deb" Depends | contains iptables || fail "deb Depends lacks iptables (the credentials redirect)"
 control_dir=$(mktemp -d)
 dpkg-deb -e "$deb" "$control_dir"
 expect_lines "deb conffiles" "$(cat "$control_dir/conffiles")" "/etc/deckhand/deckhand.conf"
@@ -191,6 +192,7 @@ for tag_and_script in PREIN:pre-install POSTIN:post-install PREUN:pre-uninstall 
     fi
 done
 rpm -qp --requires "$rpm_file" | contains '^libc\.so\.6' || fail "rpm Requires lacks libc.so.6"
+rpm -qp --requires "$rpm_file" | contains "^iptables" || fail "rpm Requires lacks iptables (the credentials redirect)"
 for script in packaging/rpm/*.sh; do
     sh -n "$script" || fail "$script has a shell syntax error"
 done

@@ -96,7 +96,9 @@ deb=target/packages/deckhand_${version}_$(dpkg --print-architecture).deb
 suite=bookworm
 # rpm: to install the .rpm with Debian's rpm too (no RPM-based root file system can be had from
 # the mirrors this machine reaches).
-debootstrap_packages=systemd,systemd-sysv,dbus,rpm
+# iptables: the .deb depends on it (the credentials redirect), and dpkg -i installs no
+# dependency.
+debootstrap_packages=systemd,systemd-sysv,dbus,rpm,iptables
 build_systemd_image() {
     local root=$1 tag=$2 mirror
     # The mirror apt uses on this machine (deb822 or one-line sources), else Debian's own.
@@ -125,7 +127,10 @@ build_systemd_image() {
 # Docker mounts the v1 hierarchies read-only, so systemd runs on the writable cgroup2 (unified)
 # mount of the private cgroup namespace and logs "Failed to create compat systemd cgroup" for
 # each unit: harmless, processes are still tracked (and killed) through the unified hierarchy.
-run_options=(--cap-add SYS_ADMIN --cgroupns=private --security-opt seccomp=unconfined
+# NET_ADMIN: the agent's redirect of 169.254.170.2:80 (iptables nat rules) is made in the
+# container's own network namespace, so the unit's capabilities for it are exercised without
+# touching the host's rules.
+run_options=(--cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns=private --security-opt seccomp=unconfined
     --tmpfs /run --tmpfs /run/lock -v /var/run/docker.sock:/var/run/docker.sock)
 # end of image recipe
 recipe_hash=$(sed -n '/^# --- image recipe/,/^# end of image recipe/p' "$0" | sha256sum | cut -c 1-12)
@@ -206,6 +211,10 @@ journal_has "deckhand $version ready" \
 warnings=$(inside journalctl --no-pager -o cat -u deckhand.service | grep -E ' (WARN|ERROR) ' \
     | grep -vE 'cannot listen on [0-9.]+:51679: Cannot assign requested address' || true)
 [ -z "$warnings" ] || fail "expected no warnings from the agent under the unit's sandbox; got: $warnings"
+# The unit lets the agent's iptables make the credentials redirect (CAP_NET_ADMIN, AF_NETLINK):
+# for this host's own connections only, to 127.0.0.1, as the container has no Docker bridge.
+journal_has "169.254.170.2:80 leads to the task metadata endpoint at 127.0.0.1:51679 from this host" \
+    || fail "expected the journal to say the agent redirected 169.254.170.2:80 (the unit must allow its iptables)"
 # /metrics reads /proc/stat for the process start time: the sandbox must leave it readable.
 inside bash -c 'exec 3<>/dev/tcp/127.0.0.1/51678 && printf "GET /metrics HTTP/1.0\r\n\r\n" >&3 && cat <&3' \
     >"$scratch/metrics" || fail "expected the introspection endpoint 127.0.0.1:51678 to answer GET /metrics"
