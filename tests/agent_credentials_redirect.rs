@@ -14,8 +14,6 @@
 mod agent_support;
 #[path = "support/docker.rs"]
 mod docker_support;
-#[path = "support/packages.rs"]
-mod packages;
 
 use agent_support::{lock_credentials_redirect, Agent, AgentOptions};
 use deckhand::host::credentials_redirect::{
@@ -79,7 +77,7 @@ fn prepare(
     deckhand::docker::DockerClient,
 )> {
     let docker = docker_support::docker_client_or_skip(test_name)?;
-    packages::ensure_program("iptables", "iptables");
+    docker_support::ensure_program("iptables", "iptables");
     let lock = lock_credentials_redirect();
     let guard = RemoveRedirect;
     remove(&mut SystemIptables).expect("remove a redirect left by an earlier run");

@@ -16,10 +16,18 @@ fn docker0() -> Option<Bridge> {
     })
 }
 
+/// A row of [`table_of_rule_sets`]: the bridge, the chain's rules, the PREROUTING jump and the
+/// OUTPUT jump.
+type RuleSetRow = (
+    Option<Bridge>,
+    Vec<&'static str>,
+    Option<&'static str>,
+    Option<&'static str>,
+);
+
 #[test]
 fn table_of_rule_sets() {
-    // (bridge, chain rules, PREROUTING jump, OUTPUT jump)
-    let table: Vec<(Option<Bridge>, Vec<&str>, Option<&str>, Option<&str>)> = vec![
+    let table: Vec<RuleSetRow> = vec![
         (
             docker0(),
             vec!["-p tcp -j DNAT --to-destination 172.17.0.1:51679"],
