@@ -105,13 +105,16 @@ pub fn secrets_file(data: &[u8]) {
 }
 
 /// `iptables -t nat -S <chain>` as the credentials redirect reads it: never a panic; every rule
-/// read jumps to the chain asked for and is made of words of the listing, and the rule set for
-/// a bridge named by the text's first word has jumps that read back from their own listing.
+/// read (of a hook: jumping to the chain asked for) is made of words of the listing, and the rule
+/// set for a bridge named by the text's first word reads back from its own listing.
 pub fn iptables_listing(data: &[u8]) {
     use crate::host::credentials_redirect::{
-        jumps_in_listing, rule_set, Bridge, RedirectTarget, HOOKS, REDIRECT_CHAIN,
+        jumps_in_listing, rule_set, rules_in_listing, Bridge, RedirectTarget, HOOKS, REDIRECT_CHAIN,
     };
     let text = String::from_utf8_lossy(data);
+    for rule in rules_in_listing(&text, REDIRECT_CHAIN) {
+        assert!(rule.iter().all(|word| text.contains(word.as_str())));
+    }
     for hook in HOOKS {
         for rule in jumps_in_listing(&text, hook, REDIRECT_CHAIN) {
             assert!(
@@ -130,6 +133,15 @@ pub fn iptables_listing(data: &[u8]) {
         }),
         port: 51679,
     });
+    let mut chain_listing = format!("-N {REDIRECT_CHAIN}\n");
+    for rule in &rules.chain_rules {
+        chain_listing.push_str(&format!("-A {REDIRECT_CHAIN} {}\n", rule.join(" ")));
+    }
+    assert_eq!(
+        rules_in_listing(&chain_listing, REDIRECT_CHAIN),
+        rules.chain_rules,
+        "{chain_listing:?}"
+    );
     for (hook, rule) in &rules.jumps {
         let listing = format!("-P {hook} ACCEPT\n-A {hook} {}\n", rule.join(" "));
         assert_eq!(

@@ -19,7 +19,8 @@
 //! bridge-mode containers, so no sysctl is changed, no filter rule is needed and nothing new is
 //! exposed; the packaged unit can keep `/proc/sys` read-only.
 //!
-//! Installing is idempotent: the chain is created if missing, flushed and refilled; each hook gets
+//! Installing is idempotent: the chain is created if missing, else reused (its old rules replaced
+//! without ever leaving it empty); each hook gets
 //! its jump if `-C` finds none, and every other jump to the chain (a duplicate, or one for a bridge
 //! device that has since changed) is deleted, so a `kill -9` and a restart leave exactly one set.
 //! A clean stop removes the jumps and the chain. The rule set is a pure function
@@ -191,6 +192,21 @@ pub fn jumps_in_listing(listing: &str, hook: &str, chain: &str) -> Vec<Vec<Strin
         .collect()
 }
 
+/// The rules of `chain` in `iptables -S <chain>` output, in order, each as its words after
+/// `-A <chain>`. The chain's own `-N` line and anything unreadable are skipped.
+pub fn rules_in_listing(listing: &str, chain: &str) -> Vec<Vec<String>> {
+    listing
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            if words.next() != Some("-A") || words.next() != Some(chain) {
+                return None;
+            }
+            Some(words.map(str::to_string).collect())
+        })
+        .collect()
+}
+
 /// Why an iptables call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IptablesError {
@@ -255,16 +271,26 @@ fn rule_step(
     step(runner, &args)
 }
 
-/// Puts `rules` in place: the chain created if missing, flushed and refilled; each hook with
-/// exactly its one jump (inserted first in the hook, so it wins over a rule for the same
-/// address made by another agent), every other jump to the chain deleted.
+/// Puts `rules` in place: the chain created if missing, else reused: left as it is when it holds
+/// the rules already, else the new rules appended and the old ones deleted from the top (never
+/// flushed: a jump to an empty chain would let a packet for `169.254.170.2` go on and leave the
+/// host); each hook with exactly its one jump (inserted first in the hook, so it wins over a rule
+/// for the same address made by another agent), every other jump to the chain deleted.
 pub fn install(runner: &mut dyn IptablesRunner, rules: &RuleSet) -> Result<(), RedirectError> {
-    if step(runner, &["-S", REDIRECT_CHAIN]).is_err() {
-        step(runner, &["-N", REDIRECT_CHAIN])?;
-    }
-    step(runner, &["-F", REDIRECT_CHAIN])?;
-    for rule in &rules.chain_rules {
-        rule_step(runner, &["-A", REDIRECT_CHAIN], rule)?;
+    let old_rules = match step(runner, &["-S", REDIRECT_CHAIN]) {
+        Ok(listing) => rules_in_listing(&listing, REDIRECT_CHAIN),
+        Err(_) => {
+            step(runner, &["-N", REDIRECT_CHAIN])?;
+            Vec::new()
+        }
+    };
+    if old_rules != rules.chain_rules {
+        for rule in &rules.chain_rules {
+            rule_step(runner, &["-A", REDIRECT_CHAIN], rule)?;
+        }
+        for _ in &old_rules {
+            step(runner, &["-D", REDIRECT_CHAIN, "1"])?;
+        }
     }
     for hook in HOOKS {
         let wanted = rules.jump_of(hook);

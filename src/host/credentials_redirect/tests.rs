@@ -243,6 +243,16 @@ impl IptablesRunner for FakeIptables {
                 }
                 Ok(String::new())
             }
+            "-D" if exists && rule.len() == 1 => {
+                let rules = table.chains.get_mut(&chain).expect("exists");
+                match rule[0].parse::<usize>() {
+                    Ok(number) if (1..=rules.len()).contains(&number) => {
+                        rules.remove(number - 1);
+                        Ok(String::new())
+                    }
+                    _ => Err(failed("Index of deletion too big.")),
+                }
+            }
             "-C" | "-D" if exists => {
                 let text = rule_text();
                 let rules = table.chains.get_mut(&chain).expect("exists");
@@ -359,11 +369,63 @@ fn the_jump_is_never_missing_while_a_restart_installs() {
     install(&mut iptables.clone(), &rule_set(&wanted)).expect("installs again");
     let calls = iptables.table().calls;
     assert!(
-        calls
+        calls.iter().all(|call| ["-D", "-I", "-A", "-F"]
             .iter()
-            .all(|call| !call.starts_with("-D") && !call.starts_with("-I")),
+            .all(|action| !call.starts_with(action))),
         "{calls:?}"
     );
+}
+
+#[test]
+fn a_changed_target_replaces_the_chain_rules_without_ever_emptying_the_chain() {
+    let iptables = FakeIptables::new(NatTable::with_builtins());
+    install(&mut iptables.clone(), &rule_set(&target(docker0()))).expect("installs");
+    iptables.0.lock().expect("table").calls.clear();
+    // The next start: another port (and a bridge on another address).
+    let moved = RedirectTarget {
+        bridge: Some(Bridge {
+            interface: "docker0".into(),
+            gateway: Ipv4Addr::new(172, 18, 0, 1),
+        }),
+        port: 9179,
+    };
+    install(&mut iptables.clone(), &rule_set(&moved)).expect("installs");
+    assert_exactly_one_set(&iptables.table(), &moved, &[]);
+    let chain_calls: Vec<String> = iptables
+        .table()
+        .calls
+        .into_iter()
+        .filter(|call| {
+            call.contains(&format!("-A {REDIRECT_CHAIN}"))
+                || call.starts_with(&format!("-D {REDIRECT_CHAIN}"))
+                || call.starts_with("-F")
+        })
+        .collect();
+    assert_eq!(
+        chain_calls,
+        vec![
+            format!("-A {REDIRECT_CHAIN} -p tcp -j DNAT --to-destination 172.18.0.1:9179"),
+            format!("-D {REDIRECT_CHAIN} 1"),
+        ]
+    );
+}
+
+#[test]
+fn table_of_chain_listings() {
+    let listing = "-N DECKHAND-CREDENTIALS\n\
+        -A DECKHAND-CREDENTIALS -p tcp -j DNAT --to-destination 172.17.0.1:51679\n\
+        -A DECKHAND-CREDENTIALS-OLD -p tcp -j RETURN\n\
+        -A DECKHAND-CREDENTIALS\n\
+        -A OUTPUT -j DECKHAND-CREDENTIALS\n\
+        garbage\n";
+    assert_eq!(
+        rules_in_listing(listing, REDIRECT_CHAIN),
+        vec![
+            words("-p tcp -j DNAT --to-destination 172.17.0.1:51679"),
+            Vec::new(),
+        ]
+    );
+    assert!(rules_in_listing("", REDIRECT_CHAIN).is_empty());
 }
 
 #[test]
