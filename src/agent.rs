@@ -9,11 +9,10 @@
 //! pings at half of `WATCHDOG_USEC` when the unit sets one).
 //!
 //! Signals: SIGTERM or SIGINT removes the redirect, stops accepting commands (the API goes
-//! first), ends the `tasks.d`
-//! watcher and every managed-task loop, and exits 0 — leaving every container running; the next
-//! start re-adopts them. A second SIGTERM/SIGINT, or a shutdown that takes longer than
-//! [`SHUTDOWN_DEADLINE`], exits at once (still 0: nothing is lost, containers keep running).
-//! SIGHUP rescans `tasks.d`.
+//! first), ends the `tasks.d` watcher and every managed-task loop, and exits 0 — leaving every
+//! container running; the next start re-adopts them. A second SIGTERM/SIGINT, or a shutdown that
+//! takes longer than [`SHUTDOWN_DEADLINE`], exits at once (still 0: nothing is lost, containers
+//! keep running). SIGHUP rescans `tasks.d`.
 
 mod redirect;
 
@@ -348,13 +347,10 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     // Listening before the engine starts: restored tasks create containers pointed at it.
     let mut task_metadata = start_task_metadata(&config, runtime.as_ref());
     // 169.254.170.2:80 leads to those listeners (README: credentials endpoint).
-    let credentials_redirect = redirect::start_credentials_redirect(
-        &config,
-        runtime.as_ref(),
-        task_metadata.as_ref().map(|servers| servers.endpoint),
-    );
+    let endpoint = task_metadata.as_ref().map(|servers| servers.endpoint);
+    let credentials_redirect = redirect::start_credentials_redirect(&config, &*runtime, endpoint);
     let mut engine_config = EngineConfig::from_agent_config(&config);
-    engine_config.task_metadata = task_metadata.as_ref().map(|servers| servers.endpoint);
+    engine_config.task_metadata = endpoint;
     let engine = match TaskEngine::start_durable(runtime, engine_config, store, loaded.tasks) {
         Ok(engine) => Arc::new(engine),
         Err(error) => {
