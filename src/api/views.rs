@@ -10,6 +10,7 @@
 
 // The metadata shows exactly the labels the engine put on the container: one function makes both.
 use crate::ports::PortBinding;
+use crate::role_credentials::{CredentialsState, RoleType};
 use crate::task::labels::container_labels;
 use crate::task::{Container, HealthStatus, Millis, NetworkMode, Task};
 use serde_json::{json, Map, Value};
@@ -261,6 +262,51 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
         ),
     );
     Value::Object(object)
+}
+
+/// `RoleCredentials` of `deckhand inspect`: each credentials id the task holds (its model's,
+/// then any other the store keeps for it, such as a refresh's new id), with its role, whether
+/// credentials are there (`READY`) or not yet (`PENDING`), their role ARN and expiration, and
+/// the last failure to get them — never the credentials. `None` for a task without a role.
+pub fn role_credentials_json(task: &Task, states: &[CredentialsState]) -> Option<Value> {
+    let mut ids: Vec<(RoleType, &str)> = task.credentials_ids.each().collect();
+    for state in states {
+        if !ids.contains(&(state.role, state.credentials_id.as_str())) {
+            ids.push((state.role, state.credentials_id.as_str()));
+        }
+    }
+    if ids.is_empty() {
+        return None;
+    }
+    let entries = ids
+        .into_iter()
+        .map(|(role, id)| {
+            let state = states
+                .iter()
+                .find(|state| state.role == role && state.credentials_id == id);
+            let mut object = Map::new();
+            object.insert("RoleType".into(), json!(role.as_str()));
+            object.insert("CredentialsId".into(), json!(id));
+            let ready = state.is_some_and(|state| state.ready);
+            object.insert(
+                "Status".into(),
+                json!(if ready { "READY" } else { "PENDING" }),
+            );
+            if let Some(state) = state {
+                if let Some(role_arn) = state.role_arn.as_ref().filter(|arn| !arn.is_empty()) {
+                    object.insert("RoleArn".into(), json!(role_arn));
+                }
+                if let Some(expiration) = &state.expiration {
+                    object.insert("Expiration".into(), json!(expiration));
+                }
+                if let Some(failure) = &state.failure {
+                    object.insert("Failure".into(), json!(failure));
+                }
+            }
+            Value::Object(object)
+        })
+        .collect();
+    Some(Value::Array(entries))
 }
 
 /// `Networks` as ECS shows it: one object per Docker network the container was attached to,
