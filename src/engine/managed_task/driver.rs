@@ -277,9 +277,10 @@ pub(crate) fn run_managed_task(
     match outcome {
         Ok(false) => {}
         Ok(true) => {
-            shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true);
-            // Its containers are gone, and so is any use of its roles' credentials.
+            // Its containers are gone, and so is any use of its roles' credentials: forgotten
+            // before its snapshot, so whoever sees the task gone finds its ids gone too.
             shared.role_credentials.forget_task(&task_arn);
+            shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true);
         }
         Err(panic) => {
             let message = crate::text::panic_message(panic.as_ref());
