@@ -360,8 +360,14 @@ impl AcsSession {
                 ))]
             }
             "IAMRoleCredentialsMessage" => self.credentials_message(body),
-            "RefreshTaskIAMRoleCredentialsMessage"
-            | "AttachTaskNetworkInterfacesMessage"
+            // Not one the ECS agent handles: refreshes come as IAMRoleCredentialsMessage.
+            "RefreshTaskIAMRoleCredentialsMessage" => vec![SessionEffect::Log(
+                LogLevel::Info,
+                "ignored RefreshTaskIAMRoleCredentialsMessage: credentials are taken from \
+                 IAMRoleCredentialsMessage, as the ECS agent takes them"
+                    .to_string(),
+            )],
+            "AttachTaskNetworkInterfacesMessage"
             | "AttachInstanceNetworkInterfacesMessage"
             | "ConfirmAttachmentMessage" => vec![SessionEffect::Log(
                 LogLevel::Info,
