@@ -24,6 +24,16 @@
 //! Who calls what: the ECS session sets the credentials of a payload or a refresh; the engine
 //! expects a task's ids when it accepts or restores the task and forgets them when it removes
 //! it; the task metadata server answers lookups; the local API shows [`CredentialsStore::states`].
+//!
+//! Where it is reached: the agent makes one store and hands clones to
+//! `EngineConfig::role_credentials` (inside the engine: `TaskShared::role_credentials`), the
+//! task metadata server, the local API and `EcsSettings::role_credentials`. A task's ids are
+//! `Task::credentials_ids` ([`crate::task::RoleCredentialsIds`], checkpointed), fixed at
+//! acceptance (`EngineHandle::submit_with_arn` takes them). Code that acts for a task with its
+//! execution role (pulls, secrets) asks
+//! `task_credentials(&task.arn, RoleType::TaskExecution)`; code that makes credentials itself
+//! (local mode) takes ids from [`new_credentials_id`], [`CredentialsStore::set`]s what it got,
+//! and [`CredentialsStore::record_failure`]s what it could not get.
 
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
