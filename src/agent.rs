@@ -26,6 +26,7 @@ use crate::engine::image_cleanup::{
     ImageCleanupCounters, ImageCleanupSettings, DISK_SAMPLE_INTERVAL,
 };
 use crate::engine::{EngineConfig, EngineHandle, TaskEngine};
+use crate::role_credentials::CredentialsStore;
 use crate::runtime::{ContainerRuntime, RuntimeError, Timeouts};
 use crate::state::StateStore;
 use crate::task::PullBehavior;
@@ -157,6 +158,7 @@ fn connect_to_docker(
 fn start_task_metadata(
     config: &Config,
     runtime: &dyn ContainerRuntime,
+    role_credentials: &CredentialsStore,
 ) -> Option<TaskMetadataServers> {
     if !config.task_metadata {
         log::info!("task metadata endpoint off (DECKHAND_TASK_METADATA=false)");
@@ -166,7 +168,7 @@ fn start_task_metadata(
         log::warn!("cannot read the Docker bridge network's gateway: {error}");
         None
     });
-    TaskMetadataServers::start(gateway, config.task_metadata_port)
+    TaskMetadataServers::start(gateway, config.task_metadata_port, role_credentials.clone())
 }
 
 /// Image cleanup's settings from the configuration (§15).
@@ -344,12 +346,15 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     let runtime: Arc<dyn ContainerRuntime> = Arc::new(client);
     let runtime_for_ecs = Arc::clone(&runtime);
 
+    // Tasks' IAM role credentials, in memory only (`role_credentials` says who uses them).
+    let role_credentials = CredentialsStore::new();
     // Listening before the engine starts: restored tasks create containers pointed at it.
-    let mut task_metadata = start_task_metadata(&config, runtime.as_ref());
+    let mut task_metadata = start_task_metadata(&config, runtime.as_ref(), &role_credentials);
     // 169.254.170.2:80 leads to those listeners (README: credentials endpoint).
     let endpoint = task_metadata.as_ref().map(|servers| servers.endpoint);
     let credentials_redirect = redirect::start_credentials_redirect(&config, &*runtime, endpoint);
     let mut engine_config = EngineConfig::from_agent_config(&config);
+    engine_config.role_credentials = role_credentials.clone();
     engine_config.task_metadata = endpoint;
     let engine = match TaskEngine::start_durable(runtime, engine_config, store, loaded.tasks) {
         Ok(engine) => Arc::new(engine),
@@ -366,10 +371,11 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     // Its counters are for the metrics endpoint.
     let _image_cleanup_counters = start_image_cleanup(&engine, &config);
 
-    let mut api = match ApiServers::start(
+    let mut api = match ApiServers::start_with_credentials(
         handle.clone(),
         &config.api_socket,
         config.introspection_addr,
+        role_credentials.clone(),
     ) {
         Ok(api) => api,
         Err(error) => {
@@ -400,6 +406,7 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             );
             // The telemetry session's runtime check: Docker answers its ping.
             settings.docker_ping = Arc::new(move || runtime_for_ecs.ping().is_ok());
+            settings.role_credentials = role_credentials.clone();
             match EcsConnection::start(settings, handle_for_ecs.clone()) {
                 Ok(connection) => Some(connection),
                 Err(error) => {
@@ -704,6 +711,7 @@ impl PreparedEcs {
             proxies: self.proxies,
             disable_metrics: config.disable_metrics,
             docker_ping: Arc::new(|| true),
+            role_credentials: CredentialsStore::new(),
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod net;
 pub mod ports;
 pub mod registry;
 pub mod report;
+pub mod role_credentials;
 pub mod runtime;
 pub mod secrets;
 pub mod state;

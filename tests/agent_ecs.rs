@@ -234,13 +234,15 @@ fn an_ecs_task_runs_under_its_arn_is_reported_verified_and_stopped() {
         "ecs.os-type",
         "ecs.cpu-architecture",
         "com.amazonaws.ecs.capability.docker-remote-api.1.17",
+        "com.amazonaws.ecs.capability.task-iam-role",
+        "ecs.capability.execution-role-awslogs",
         "stack",
     ] {
         assert!(attributes.contains(&expected), "{expected}: {attributes:?}");
     }
     for absent in [
         "ecs.capability.task-eni",
-        "com.amazonaws.ecs.capability.task-iam-role",
+        "ecs.capability.execution-role-ecr-pull",
     ] {
         assert!(!attributes.contains(&absent), "{absent}: {attributes:?}");
     }

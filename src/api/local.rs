@@ -33,10 +33,11 @@ use super::log_stream::{
 use super::logs_query::parse_logs_query;
 pub use super::logs_query::{docker_since, LogsQuery};
 use super::stats::{stats_view, StatsSources};
-use super::views::{find_task, task_metadata, LookupError};
+use super::views::{find_task, role_credentials_json, task_metadata, LookupError};
 use crate::engine::{EngineError, EngineHandle};
+use crate::role_credentials::CredentialsStore;
 use crate::task::definition_model::parse_stop_signal;
-use crate::task::{check_task_definition, TaskDefinition};
+use crate::task::{check_task_definition, Task, TaskDefinition};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use serde_json::json;
 use std::io::Read;
@@ -111,6 +112,8 @@ pub struct LocalApi {
     /// Requests holding a worker for long: event long polls and log streams.
     waiting_event_readers: Arc<AtomicUsize>,
     stats_sources: StatsSources,
+    /// Where `inspect` reads the state of a task's role credentials (never the credentials).
+    role_credentials: CredentialsStore,
 }
 
 /// Releases a long-poll or log-stream slot when the request (or the stream) ends, however it
@@ -140,7 +143,26 @@ impl LocalApi {
             stopping,
             waiting_event_readers: Arc::new(AtomicUsize::new(0)),
             stats_sources: StatsSources::default(),
+            role_credentials: CredentialsStore::new(),
         }
+    }
+
+    /// Shows the state of tasks' role credentials from `store` in `inspect`.
+    pub fn with_role_credentials(mut self, store: CredentialsStore) -> LocalApi {
+        self.role_credentials = store;
+        self
+    }
+
+    /// The `inspect` object of `task`, with its role credentials' state.
+    fn task_view(&self, task: &Task, cluster: &str) -> serde_json::Value {
+        let mut view = task_metadata(task, cluster);
+        let states = self.role_credentials.states(&task.arn);
+        if let (Some(object), Some(credentials)) =
+            (view.as_object_mut(), role_credentials_json(task, &states))
+        {
+            object.insert("RoleCredentials".into(), credentials);
+        }
+        view
     }
 
     pub fn handle(&self, request: &HttpRequest) -> HttpResponse {
@@ -199,7 +221,7 @@ impl LocalApi {
         tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         let views: Vec<serde_json::Value> = tasks
             .iter()
-            .map(|task| task_metadata(task, &cluster))
+            .map(|task| self.task_view(task, &cluster))
             .collect();
         HttpResponse::json(200, &json!({ "Tasks": views }))
     }
@@ -207,7 +229,7 @@ impl LocalApi {
     fn inspect(&self, query: &str) -> HttpResponse {
         let tasks = self.engine.tasks();
         match find_task(&tasks, query) {
-            Ok(task) => HttpResponse::json(200, &task_metadata(task, &self.engine.cluster())),
+            Ok(task) => HttpResponse::json(200, &self.task_view(task, &self.engine.cluster())),
             Err(error) => lookup_error_response(&error),
         }
     }

@@ -3,6 +3,7 @@
 //! TCP, and the read-only task metadata endpoint containers read (TCP, on the Docker bridge
 //! gateway and 127.0.0.1). All read the engine only through [`crate::engine::EngineHandle`].
 
+pub mod credentials;
 pub mod http;
 pub mod introspection;
 pub mod local;
@@ -15,6 +16,7 @@ pub mod views;
 
 use crate::config::Scope;
 use crate::engine::EngineHandle;
+use crate::role_credentials::CredentialsStore;
 use crate::task::metadata_endpoint::MetadataEndpoint;
 use server::{HttpServer, ListenError};
 use std::io::ErrorKind;
@@ -41,14 +43,28 @@ pub struct ApiServers {
 
 impl ApiServers {
     /// Starts the local API on `socket` and, if `introspection` is set, the ECS introspection
-    /// endpoint on that address.
+    /// endpoint on that address ([`ApiServers::start_with_credentials`] with a store of its own).
     pub fn start(
         engine: Arc<dyn EngineHandle>,
         socket: &Path,
         introspection: Option<SocketAddr>,
     ) -> Result<ApiServers, ListenError> {
+        ApiServers::start_with_credentials(engine, socket, introspection, CredentialsStore::new())
+    }
+
+    /// [`ApiServers::start`] whose `inspect` shows the state of tasks' role credentials in
+    /// `role_credentials` (never the credentials).
+    pub fn start_with_credentials(
+        engine: Arc<dyn EngineHandle>,
+        socket: &Path,
+        introspection: Option<SocketAddr>,
+        role_credentials: CredentialsStore,
+    ) -> Result<ApiServers, ListenError> {
         let stopping = Arc::new(AtomicBool::new(false));
-        let local_api = Arc::new(local::LocalApi::new(engine.clone(), stopping.clone()));
+        let local_api = Arc::new(
+            local::LocalApi::new(engine.clone(), stopping.clone())
+                .with_role_credentials(role_credentials),
+        );
         let local = HttpServer::serve_unix(
             "api",
             socket,
@@ -111,9 +127,16 @@ impl TaskMetadataServers {
     /// The engine is attached later ([`task_metadata::TaskMetadataApi::attach`]). `None`, after
     /// a warning, when 127.0.0.1 cannot be had (the port taken): the agent runs without the
     /// endpoint, as with the introspection port. A gateway that cannot be listened on leaves
-    /// bridge-mode containers without the endpoint (warned), host-mode ones keep it.
-    pub fn start(bridge_gateway: Option<Ipv4Addr>, port: u16) -> Option<TaskMetadataServers> {
-        let api = Arc::new(task_metadata::TaskMetadataApi::new());
+    /// bridge-mode containers without the endpoint (warned), host-mode ones keep it. It serves
+    /// task role credentials (`/v2/credentials/<id>`) from `credentials`.
+    pub fn start(
+        bridge_gateway: Option<Ipv4Addr>,
+        port: u16,
+        credentials: CredentialsStore,
+    ) -> Option<TaskMetadataServers> {
+        let api = Arc::new(task_metadata::TaskMetadataApi::with_credentials(
+            credentials,
+        ));
         let off = |error: &ListenError| {
             log::warn!(
                 "{error}: the task metadata endpoint is off, and containers get no \

@@ -11,16 +11,21 @@
 //! - the same under `/v3/<token>` in the v3 shapes (v4 less `LaunchType`,
 //!   `FaultInjectionEnabled`, `LogDriver`, `LogOptions`, `RestartCount` and the ports' `HostIp`).
 //!
+//! The same server answers `GET /v2/credentials/<id>` (and `/v1/credentials?id=`) with a task
+//! role's credentials from the [`CredentialsStore`] ([`super::credentials`]).
+//!
 //! A token no container has → 404; any method but GET → 405 (the endpoint is read-only). The
 //! views are pure functions over a task snapshot; the handler reads the engine only through
 //! [`EngineHandle`], which may be attached after the listener is up (until then: 503).
 
+use super::credentials::{credentials_answer, credentials_request};
 use super::http::{HttpRequest, HttpResponse};
 use super::views::{
     insert_health, insert_log_driver, insert_restart_count, insert_time, metadata_task_head,
     networks_json, shown_ports, volumes_json,
 };
 use crate::engine::EngineHandle;
+use crate::role_credentials::CredentialsStore;
 use crate::task::labels::container_labels;
 use crate::task::metadata_endpoint::{METADATA_V3_PREFIX, METADATA_V4_PREFIX};
 use crate::task::{Container, Task};
@@ -193,6 +198,7 @@ pub fn metadata_route<'a>(segments: &[&'a str]) -> Option<MetadataRoute<'a>> {
 /// The endpoint's request handler.
 pub struct TaskMetadataApi {
     engine: OnceLock<Arc<dyn EngineHandle>>,
+    credentials: CredentialsStore,
 }
 
 impl Default for TaskMetadataApi {
@@ -204,8 +210,14 @@ impl Default for TaskMetadataApi {
 impl TaskMetadataApi {
     /// A handler with no engine yet: it answers 503 until [`TaskMetadataApi::attach`].
     pub fn new() -> TaskMetadataApi {
+        TaskMetadataApi::with_credentials(CredentialsStore::new())
+    }
+
+    /// [`TaskMetadataApi::new`] serving role credentials from `credentials`.
+    pub fn with_credentials(credentials: CredentialsStore) -> TaskMetadataApi {
         TaskMetadataApi {
             engine: OnceLock::new(),
+            credentials,
         }
     }
 
@@ -215,6 +227,21 @@ impl TaskMetadataApi {
     }
 
     pub fn handle(&self, request: &HttpRequest) -> HttpResponse {
+        if let Some((version, id)) = credentials_request(request) {
+            if request.method != "GET" {
+                return HttpResponse::error(
+                    405,
+                    format!(
+                        "method {} is not allowed (the credentials endpoint is read-only)",
+                        request.method
+                    ),
+                )
+                .with_header("Allow", "GET");
+            }
+            // Until the engine is attached it may not have restored its tasks' ids yet.
+            let starting = self.engine.get().is_none();
+            return credentials_answer(&self.credentials, version, &id, starting);
+        }
         let segments = request.path_segments();
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         let Some(route) = metadata_route(&segments) else {

@@ -10,6 +10,7 @@
 
 // The metadata shows exactly the labels the engine put on the container: one function makes both.
 use crate::ports::PortBinding;
+use crate::role_credentials::{CredentialsState, RoleType};
 use crate::task::labels::container_labels;
 use crate::task::{Container, HealthStatus, Millis, NetworkMode, Task};
 use serde_json::{json, Map, Value};
@@ -261,6 +262,54 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
         ),
     );
     Value::Object(object)
+}
+
+/// `RoleCredentials` of `deckhand inspect`: each credentials id the task holds (its model's,
+/// then any other the store keeps for it, such as a refresh's new id), with its role, whether
+/// credentials are there (`READY`), not yet (`PENDING`) or could not be had (`FAILED`), their
+/// role ARN and expiration, and the last failure to get them — never the credentials. `None` for a task without a role.
+pub fn role_credentials_json(task: &Task, states: &[CredentialsState]) -> Option<Value> {
+    let mut ids: Vec<(RoleType, &str)> = task.credentials_ids.each().collect();
+    for state in states {
+        if !ids.contains(&(state.role, state.credentials_id.as_str())) {
+            ids.push((state.role, state.credentials_id.as_str()));
+        }
+    }
+    if ids.is_empty() {
+        return None;
+    }
+    let entries = ids
+        .into_iter()
+        .map(|(role, id)| {
+            let state = states
+                .iter()
+                .find(|state| state.role == role && state.credentials_id == id);
+            let mut object = Map::new();
+            object.insert("RoleType".into(), json!(role.as_str()));
+            object.insert("CredentialsId".into(), json!(id));
+            let status = match state {
+                Some(state) if state.ready => "READY",
+                Some(CredentialsState {
+                    failure: Some(_), ..
+                }) => "FAILED",
+                _ => "PENDING",
+            };
+            object.insert("Status".into(), json!(status));
+            if let Some(state) = state {
+                if let Some(role_arn) = state.role_arn.as_ref().filter(|arn| !arn.is_empty()) {
+                    object.insert("RoleArn".into(), json!(role_arn));
+                }
+                if let Some(expiration) = &state.expiration {
+                    object.insert("Expiration".into(), json!(expiration));
+                }
+                if let Some(failure) = &state.failure {
+                    object.insert("Failure".into(), json!(failure));
+                }
+            }
+            Value::Object(object)
+        })
+        .collect();
+    Some(Value::Array(entries))
 }
 
 /// `Networks` as ECS shows it: one object per Docker network the container was attached to,
@@ -979,5 +1028,74 @@ mod tests {
             Some("abc")
         );
         assert_eq!(task_id_from_arn("abc"), None);
+    }
+
+    #[test]
+    fn role_credentials_show_each_ids_state_and_never_the_credentials() {
+        use crate::role_credentials::{CredentialsState, RoleType};
+        let mut task = task("0123", &[("web", None)]);
+        assert_eq!(role_credentials_json(&task, &[]), None, "no role, no entry");
+        task.credentials_ids.task_role = Some("app".into());
+        task.credentials_ids.execution_role = Some("exec".into());
+        let state = |role, id: &str, ready, failure: Option<&str>| CredentialsState {
+            role,
+            credentials_id: id.into(),
+            ready,
+            role_arn: ready.then(|| format!("arn:aws:iam::1:role/{id}")),
+            expiration: ready.then(|| "2026-12-07T06:00:00Z".to_string()),
+            failure: failure.map(str::to_string),
+        };
+        // (states, shown (id, status, has a failure))
+        let table = [
+            (
+                vec![],
+                vec![("app", "PENDING", false), ("exec", "PENDING", false)],
+            ),
+            (
+                vec![state(RoleType::TaskApplication, "app", true, None)],
+                vec![("app", "READY", false), ("exec", "PENDING", false)],
+            ),
+            (
+                vec![state(
+                    RoleType::TaskExecution,
+                    "exec",
+                    false,
+                    Some("AccessDenied"),
+                )],
+                vec![("app", "PENDING", false), ("exec", "FAILED", true)],
+            ),
+            (
+                vec![
+                    state(
+                        RoleType::TaskApplication,
+                        "app",
+                        true,
+                        Some("refresh failed"),
+                    ),
+                    state(RoleType::TaskApplication, "app2", true, None),
+                ],
+                vec![
+                    ("app", "READY", true),
+                    ("exec", "PENDING", false),
+                    ("app2", "READY", false),
+                ],
+            ),
+        ];
+        for (states, shown) in table {
+            let view = role_credentials_json(&task, &states).expect("entries");
+            let seen: Vec<(&str, &str, bool)> = view
+                .as_array()
+                .expect("an array")
+                .iter()
+                .map(|entry| {
+                    (
+                        entry["CredentialsId"].as_str().unwrap_or_default(),
+                        entry["Status"].as_str().unwrap_or_default(),
+                        entry.get("Failure").is_some(),
+                    )
+                })
+                .collect();
+            assert_eq!(seen, shown, "{view}");
+        }
     }
 }

@@ -14,7 +14,8 @@ use crate::engine::managed_task::{DesiredCommand, OwnerCommand};
 use crate::engine::shared::{Commands, TaskHandle};
 use crate::engine::task_engine::{new_inboxes, TaskEngine};
 use crate::report::Event;
-use crate::task::{NetworkMode, Task, TaskDefinition, TaskStatus};
+use crate::role_credentials::CredentialsStore;
+use crate::task::{NetworkMode, RoleCredentialsIds, Task, TaskDefinition, TaskStatus};
 use crossbeam_channel::bounded;
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ impl TaskEngine {
         definition: TaskDefinition,
         source: Option<String>,
         arn: Option<String>,
+        credentials_ids: RoleCredentialsIds,
     ) -> Result<Task, EngineError> {
         let mut commands = self.shared.commands();
         if commands.shutting_down {
@@ -58,6 +60,7 @@ impl TaskEngine {
         if let Some(arn) = arn {
             task.arn = arn;
         }
+        task.credentials_ids = credentials_ids;
         let mut suffixes = suffixes.into_iter();
         assign_docker_names(&mut task, || suffixes.next().unwrap_or_default());
         let mut tokens = tokens.into_iter();
@@ -72,6 +75,9 @@ impl TaskEngine {
             .checkpoint(&task)
             .map_err(|error| unavailable("cannot save the task", error))?;
 
+        // Its credentials ids are known (503 until the credentials arrive) before any of its
+        // containers can ask.
+        expect_credentials(&self.shared.config.role_credentials, &task);
         let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
         let route = inboxes.route.clone();
         self.shared.publish_snapshot(&task);
@@ -179,7 +185,7 @@ impl TaskEngine {
 
 impl EngineHandle for TaskEngine {
     fn submit(&self, definition: TaskDefinition) -> Result<Task, EngineError> {
-        self.submit_with_source(definition, None, None)
+        self.submit_with_source(definition, None, None, RoleCredentialsIds::default())
     }
 
     fn submit_from_source(
@@ -187,7 +193,12 @@ impl EngineHandle for TaskEngine {
         definition: TaskDefinition,
         source: String,
     ) -> Result<Task, EngineError> {
-        self.submit_with_source(definition, Some(source), None)
+        self.submit_with_source(
+            definition,
+            Some(source),
+            None,
+            RoleCredentialsIds::default(),
+        )
     }
 
     fn submit_with_arn(
@@ -195,8 +206,9 @@ impl EngineHandle for TaskEngine {
         definition: TaskDefinition,
         arn: String,
         source: String,
+        credentials_ids: RoleCredentialsIds,
     ) -> Result<Task, EngineError> {
-        self.submit_with_source(definition, Some(source), Some(arn))
+        self.submit_with_source(definition, Some(source), Some(arn), credentials_ids)
     }
 
     fn stop(&self, task_id: &str) -> Result<(), EngineError> {
@@ -373,6 +385,14 @@ pub fn task_id_of_arn(arn: &str) -> Option<&str> {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
     .then_some(id)
+}
+
+/// Marks each credentials id of `task` as expected in `store` (pending until credentials are
+/// set; credentials already set stay): at acceptance and at restore.
+pub(crate) fn expect_credentials(store: &CredentialsStore, task: &Task) {
+    for (role, id) in task.credentials_ids.each() {
+        store.expect(&task.arn, role, id);
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! crash in the middle of a create is adopted later instead of duplicated.
 
 use crate::engine::messages::{OwnedVolume, VolumeRequirement};
+use crate::role_credentials::{relative_uri, CREDENTIALS_RELATIVE_URI_VARIABLE};
 use crate::runtime::{
     CreateContainer, CreateVolume, DeviceMapping, HealthConfig, LogConfig, PortBinding, Ulimit,
 };
@@ -116,6 +117,30 @@ pub fn add_metadata_environment(
             .into_iter()
             .map(|(name, value)| format!("{name}={value}")),
     );
+}
+
+/// Adds `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` (`/v2/credentials/<id>`) to the create request
+/// of container `index` when its task has a task role, replacing the container's own (as the
+/// ECS agent does: the endpoint is the agent's to name). Every container of the task gets it but
+/// the awsvpc sandbox; the execution role's id is never given to a container.
+pub fn add_credentials_environment(request: &mut CreateContainer, task: &Task, index: usize) {
+    let Some(id) = task.credentials_ids.task_role.as_deref() else {
+        return;
+    };
+    if task
+        .containers
+        .get(index)
+        .is_none_or(|container| container.is_sandbox())
+    {
+        return;
+    }
+    request.env.retain(|entry| {
+        entry.split('=').next().unwrap_or_default() != CREDENTIALS_RELATIVE_URI_VARIABLE
+    });
+    request.env.push(format!(
+        "{CREDENTIALS_RELATIVE_URI_VARIABLE}={}",
+        relative_uri(id)
+    ));
 }
 
 // Docker volume names are the task model's (the API's views show them too); re-exported for
@@ -628,6 +653,52 @@ mod tests {
         let mut old = create_request(&task, 0, "edge").expect("valid task");
         add_metadata_environment(&mut old, &task, 0, Some(&endpoint));
         assert_eq!(old.env.len(), 2);
+    }
+
+    #[test]
+    fn a_task_roles_endpoint_is_in_every_container_and_the_execution_roles_in_none() {
+        let mut definition = container_definition("web");
+        definition.environment = vec![(
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI".to_string(),
+            "/elsewhere".to_string(),
+        )];
+        let mut task = task_in(
+            NetworkMode::Awsvpc,
+            vec![definition, container_definition("side")],
+            Vec::new(),
+        );
+        task.credentials_ids.execution_role = Some("exec-id".into());
+        for index in 0..task.containers.len() {
+            let mut request = create_request(&task, index, "edge").expect("valid task");
+            add_credentials_environment(&mut request, &task, index);
+            assert!(
+                request.env.iter().all(|entry| !entry.contains("exec-id")
+                    && !entry.starts_with("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=")
+                    || entry == "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=/elsewhere"),
+                "no task role, nothing added: {:?}",
+                request.env
+            );
+        }
+        task.credentials_ids.task_role = Some("app-id".into());
+        for index in 0..task.containers.len() {
+            let mut request = create_request(&task, index, "edge").expect("valid task");
+            add_credentials_environment(&mut request, &task, index);
+            let named: Vec<&String> = request
+                .env
+                .iter()
+                .filter(|entry| entry.starts_with("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI="))
+                .collect();
+            if task.containers[index].is_sandbox() {
+                assert!(named.is_empty(), "{:?}", request.env);
+            } else {
+                assert_eq!(
+                    named,
+                    ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=/v2/credentials/app-id"],
+                    "the agent's replaces the container's own"
+                );
+            }
+            assert!(request.env.iter().all(|entry| !entry.contains("exec-id")));
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::report::Event;
 pub use crate::runtime::{LogOptions, LogStream};
-use crate::task::{Task, TaskDefinition};
+use crate::task::{RoleCredentialsIds, Task, TaskDefinition};
 use std::fmt;
 use std::time::Duration;
 
@@ -55,12 +55,15 @@ pub trait EngineHandle: Send + Sync {
     fn stop(&self, task_id: &str) -> Result<(), EngineError>;
     /// [`EngineHandle::submit_from_source`] for a task the control plane placed here under its
     /// own `arn` (`arn:aws:ecs:<region>:<account>:task/<cluster>/<id>`): the task keeps that
-    /// ARN, and its id is the ARN's task id where that is 32 hex characters.
+    /// ARN, and its id is the ARN's task id where that is 32 hex characters. `credentials_ids`
+    /// are the ids of its IAM roles' credentials (saved with the task: the credentials
+    /// themselves the control plane puts in the engine's `CredentialsStore`).
     fn submit_with_arn(
         &self,
         _definition: TaskDefinition,
         arn: String,
         _source: String,
+        _credentials_ids: RoleCredentialsIds,
     ) -> Result<Task, EngineError> {
         Err(EngineError::Unavailable {
             reason: format!("this engine cannot take task {arn} from a control plane"),

@@ -4,6 +4,7 @@
 //! over the task model and the agent's [`AwsLogsSetup`]; table-tested.
 
 use crate::engine::messages::{SecretTarget, SecretUse};
+use crate::role_credentials::{relative_uri, AWSLOGS_CREDENTIALS_ENDPOINT_OPTION};
 use crate::runtime::LogConfig;
 use crate::task::{ContainerDefinition, LogFallback, Task};
 use std::collections::BTreeMap;
@@ -78,7 +79,10 @@ fn task_id_of(task: &Task) -> &str {
 
 /// The log configuration Docker gets for `definition` of `task`, the fallback when one is
 /// used, and the log options to read from the secret store (none with a fallback: the local
-/// driver takes no options).
+/// driver takes no options). An awslogs container of a task with execution-role credentials
+/// ships with them: Docker's driver is pointed at their endpoint
+/// (`awslogs-credentials-endpoint`, as the ECS agent's `ApplyExecutionRoleLogsAuth` does), so
+/// the host needs no AWS credentials of its own.
 pub fn docker_log_config(
     task: &Task,
     definition: &ContainerDefinition,
@@ -89,6 +93,18 @@ pub fn docker_log_config(
     };
     let mut options = log.options.clone();
     if log.log_driver == AWSLOGS {
+        let execution_credentials = task.credentials_ids.execution_role.as_deref();
+        let with_role;
+        let setup = match execution_credentials {
+            Some(_) => {
+                with_role = AwsLogsSetup {
+                    credentials: true,
+                    ..setup.clone()
+                };
+                &with_role
+            }
+            None => setup,
+        };
         match awslogs_decision(&options, setup) {
             AwsLogsDecision::Fallback { reason } => {
                 let config = LogConfig {
@@ -110,6 +126,12 @@ pub fn docker_log_config(
                     });
                 }
                 options.entry(REGION.to_string()).or_insert(region);
+                if let Some(id) = execution_credentials {
+                    options.insert(
+                        AWSLOGS_CREDENTIALS_ENDPOINT_OPTION.to_string(),
+                        relative_uri(id),
+                    );
+                }
             }
         }
     }
@@ -366,5 +388,65 @@ mod tests {
                 value_from: "/splunk/token".into()
             }]
         );
+    }
+
+    #[test]
+    fn an_execution_role_ships_awslogs_with_its_endpoint_and_its_absence_keeps_the_fallback() {
+        let mut task = task_with_log(LogConfiguration {
+            log_driver: "awslogs".into(),
+            options: options(&[("awslogs-group", "g"), ("awslogs-region", "eu-west-1")]),
+            secret_options: Vec::new(),
+        });
+        task.credentials_ids.task_role = Some("app-id".into());
+        // (execution role id, the host's credentials, driver, the endpoint option)
+        let table = [
+            (None, false, "json-file", None),
+            (None, true, "awslogs", None),
+            (
+                Some("exec-id"),
+                false,
+                "awslogs",
+                Some("/v2/credentials/exec-id"),
+            ),
+            (
+                Some("exec-id"),
+                true,
+                "awslogs",
+                Some("/v2/credentials/exec-id"),
+            ),
+        ];
+        for (execution, credentials, driver, endpoint) in table {
+            task.credentials_ids.execution_role = execution.map(str::to_string);
+            let setup = AwsLogsSetup {
+                credentials,
+                ..AwsLogsSetup::default()
+            };
+            let (config, fallback, _) =
+                docker_log_config(&task, &task.containers[0].definition, &setup);
+            let config = config.expect("a log configuration");
+            assert_eq!(config.driver, driver, "{execution:?} {credentials}");
+            assert_eq!(fallback.is_some(), driver == "json-file");
+            assert_eq!(
+                config
+                    .options
+                    .get("awslogs-credentials-endpoint")
+                    .map(String::as_str),
+                endpoint,
+                "{execution:?} {credentials}"
+            );
+        }
+        // Without a region, even the role cannot ship.
+        let mut no_region = task_with_log(LogConfiguration {
+            log_driver: "awslogs".into(),
+            options: options(&[("awslogs-group", "g")]),
+            secret_options: Vec::new(),
+        });
+        no_region.credentials_ids.execution_role = Some("exec-id".into());
+        let (_, fallback, _) = docker_log_config(
+            &no_region,
+            &no_region.containers[0].definition,
+            &AwsLogsSetup::default(),
+        );
+        assert!(fallback.is_some());
     }
 }

@@ -54,6 +54,8 @@ pub(crate) struct TaskShared {
     /// Signalled whenever a snapshot is published or removed.
     pub(crate) snapshot_changed: Condvar,
     pub(crate) commands: Mutex<Commands>,
+    /// The credentials of tasks' IAM roles: a task's are forgotten when it is cleaned up.
+    pub(crate) role_credentials: crate::role_credentials::CredentialsStore,
 }
 
 impl TaskShared {

@@ -42,6 +42,7 @@ use crate::engine::worker_pool::{DockerPool, PoolStats, DEFAULT_DOCKER_CONCURREN
 use crate::engine::workers::{StopRetry, WorkerContext};
 use crate::registry::RegistryCredentials;
 use crate::report::{EventLog, DEFAULT_EVENT_CAPACITY};
+use crate::role_credentials::CredentialsStore;
 use crate::runtime::ContainerRuntime;
 use crate::state::{StateError, StateStore};
 use crate::task::metadata_endpoint::MetadataEndpoint;
@@ -117,6 +118,9 @@ pub struct EngineConfig {
     /// Where `environmentFiles` are read from at create; `None`: nowhere, and a container that
     /// has one fails its create with `ResourceInitializationError`.
     pub environment_files: Option<Arc<dyn crate::engine::environment_files::EnvironmentFileSource>>,
+    /// The credentials of tasks' IAM roles, in memory: the engine marks a task's ids expected
+    /// when it accepts or restores the task, and forgets them when it removes the task.
+    pub role_credentials: CredentialsStore,
 }
 
 impl Default for EngineConfig {
@@ -150,6 +154,7 @@ impl Default for EngineConfig {
             aws_logs: AwsLogsSetup::default(),
             data_dir: None,
             environment_files_dir: None,
+            role_credentials: CredentialsStore::new(),
         }
     }
 }
@@ -244,6 +249,11 @@ impl TaskEngine {
             .map_err(EngineStartError::State)?;
         let engine = TaskEngine::start_with(runtime, config, Some(store), reporter)
             .map_err(EngineStartError::Thread)?;
+        // Restored tasks' credentials ids are known at once: their endpoint says 503, not 400,
+        // until the control plane sends the credentials again.
+        for task in &saved {
+            crate::engine::accept::expect_credentials(&engine.shared.config.role_credentials, task);
+        }
         engine.restore(saved).map_err(EngineStartError::Thread)?;
         // A task cleaned up just before a crash may still hold its images in `images.json`.
         if let Some(images) = &engine.shared.worker_context.images {
@@ -291,6 +301,7 @@ impl TaskEngine {
                 snapshots: Mutex::new(BTreeMap::new()),
                 snapshot_changed: Condvar::new(),
                 commands: Mutex::new(Commands::default()),
+                role_credentials: config.role_credentials.clone(),
             }),
             config,
             container_instance_arn: Mutex::new(None),

@@ -151,3 +151,65 @@ pub fn proxy_answers(data: &[u8]) {
         Err(message) => assert!(message.starts_with("HTTPS_PROXY: "), "{message}"),
     }
 }
+
+/// Task IAM role credentials from ACS: the bytes as an `IAMRoleCredentials` object
+/// (`role_credentials::parse_acs_credentials`), as a payload task's `roleCredentials` and
+/// `executionRoleCredentials` (through `parse_acs_task`), and as an `IAMRoleCredentialsMessage`
+/// through the ACS session. Never a panic; a read id is fit for a URL path; neither an error nor
+/// a `Debug` of what was read quotes the secret, token or key; the session acknowledges only
+/// what it handed over to be set.
+pub fn role_credentials(data: &[u8]) {
+    use crate::control::ecs::session::{AcsSession, SessionEffect, SessionInput};
+    use crate::role_credentials::{parse_acs_credentials, valid_credentials_id};
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
+    let secrets: Vec<String> = ["accessKeyId", "secretAccessKey", "sessionToken"]
+        .iter()
+        .filter_map(|key| value.get(key).and_then(serde_json::Value::as_str))
+        .filter(|secret| secret.len() >= 8)
+        .map(str::to_string)
+        .collect();
+    let quoted = |text: &str| secrets.iter().any(|secret| text.contains(secret.as_str()));
+    match parse_acs_credentials(&value) {
+        Ok(read) => {
+            assert!(valid_credentials_id(&read.credentials_id));
+            let shown = format!("{read:?}");
+            // The id, ARN and expiration are shown: a secret equal to one of them may be.
+            let visible = [
+                &read.credentials_id,
+                &read.credentials.role_arn,
+                &read.credentials.expiration,
+            ];
+            if !visible.iter().any(|text| quoted(text)) {
+                assert!(!quoted(&shown), "{shown}");
+            }
+        }
+        Err(message) => assert!(!quoted(&message), "{message}"),
+    }
+    let task = serde_json::json!({"arn": "arn:aws:ecs:r:1:task/c/t", "desiredStatus": "RUNNING",
+        "containers": [{"name": "a", "image": "busybox", "essential": true}],
+        "roleCredentials": value, "executionRoleCredentials": value});
+    if let Err(error) = crate::task::acs::parse_acs_task(&task) {
+        assert!(!quoted(&error.message), "{error}");
+    }
+    let mut session = AcsSession::new("c", "i", 3);
+    let now = std::time::Instant::now();
+    session.handle(SessionInput::Connected, now);
+    for message in [
+        value.clone(),
+        serde_json::json!({"messageId": "m", "taskArn": "arn:t", "roleType": "TaskApplication",
+                           "roleCredentials": value}),
+    ] {
+        let frame = serde_json::json!({"type": "IAMRoleCredentialsMessage", "message": message});
+        for effect in session.handle(SessionInput::Text(frame.to_string()), now) {
+            match effect {
+                SessionEffect::SetCredentials { credentials, .. } => {
+                    assert!(valid_credentials_id(&credentials.credentials_id));
+                }
+                SessionEffect::Send(text) => panic!("sent before the credentials were set: {text}"),
+                _ => {}
+            }
+        }
+    }
+}

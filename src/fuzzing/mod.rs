@@ -12,7 +12,7 @@ mod s3;
 mod tcs;
 
 pub use config::config_file;
-pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http, proxy_answers};
+pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http, proxy_answers, role_credentials};
 pub use gpus::gpu_list;
 pub use host_files::{iptables_listing, meminfo, metrics_files, secrets_file};
 pub use s3::environment_file;
@@ -146,7 +146,8 @@ pub fn api_http(data: &[u8]) {
     if let Ok(request) = read_request(&mut stream, MAX_REQUEST_BODY_BYTES) {
         let engine: Arc<dyn EngineHandle> = Arc::new(FuzzEngine);
         // "Stopping" makes a long-poll for events return after one look instead of waiting.
-        let local = LocalApi::new(Arc::clone(&engine), Arc::new(AtomicBool::new(true)));
+        let local = LocalApi::new(Arc::clone(&engine), Arc::new(AtomicBool::new(true)))
+            .with_role_credentials(crate::role_credentials::CredentialsStore::new());
         let introspection = IntrospectionApi::new(Arc::clone(&engine));
         let task_metadata = TaskMetadataApi::new();
         task_metadata.attach(engine);
@@ -458,6 +459,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("ecs_credentials", ecs_credentials),
     ("acs_task", acs_task),
     ("acs_frames", acs_frames),
+    ("role_credentials", role_credentials),
     ("proxy_answers", proxy_answers),
     ("tcs_messages", tcs_messages),
     ("environment_file", environment_file),

@@ -6,6 +6,7 @@
 //! Times are milliseconds since the Unix epoch (`Millis`), so that the same values serve the
 //! checkpoint, the API and the pure rules (which take `now` as an argument).
 
+use crate::role_credentials::RoleType;
 use crate::task::status::{ContainerStatus, TaskStatus};
 use serde::{Deserialize, Serialize};
 
@@ -242,6 +243,47 @@ pub struct Task {
     /// `inspect` shows it. Never saved: the engine fills it in the snapshots it hands out.
     #[serde(skip)]
     pub waiting_for: Option<String>,
+    /// The credentials ids of the task's IAM roles (`/v2/credentials/<id>`), fixed when the task
+    /// is accepted: ECS's from the payload, or deckhand's own. The ids are not secret and are
+    /// saved, so a restored task knows them; the credentials are never saved
+    /// ([`crate::role_credentials::CredentialsStore`] keeps them in memory). Absent from
+    /// checkpoints of tasks without a role.
+    #[serde(default, skip_serializing_if = "RoleCredentialsIds::is_empty")]
+    pub credentials_ids: RoleCredentialsIds,
+}
+
+/// The credentials id of each of a task's IAM roles, when it has that role.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleCredentialsIds {
+    /// The task role's (`TaskApplication`): its containers get
+    /// `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_role: Option<String>,
+    /// The execution role's (`TaskExecution`): Docker's awslogs driver gets its endpoint; it is
+    /// never in a container's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_role: Option<String>,
+}
+
+impl RoleCredentialsIds {
+    pub fn is_empty(&self) -> bool {
+        self.task_role.is_none() && self.execution_role.is_none()
+    }
+
+    /// The id of `role`, when the task has that role.
+    pub fn id(&self, role: RoleType) -> Option<&str> {
+        match role {
+            RoleType::TaskApplication => self.task_role.as_deref(),
+            RoleType::TaskExecution => self.execution_role.as_deref(),
+        }
+    }
+
+    /// Each role the task has, with its id.
+    pub fn each(&self) -> impl Iterator<Item = (RoleType, &str)> {
+        RoleType::ALL
+            .into_iter()
+            .filter_map(|role| self.id(role).map(|id| (role, id)))
+    }
 }
 
 /// The `source` of a task Amazon ECS placed on this host: `ecs:` and the task's ARN. Such a task
@@ -303,6 +345,7 @@ impl Task {
             source: None,
             reported_status: TaskStatus::None,
             waiting_for: None,
+            credentials_ids: RoleCredentialsIds::default(),
         }
     }
 
@@ -386,6 +429,36 @@ mod tests {
             serde_json::to_string(&Volume::new("data")).expect("saves"),
             r#"{"name":"data","host_source_path":null}"#,
             "a volume without a Docker configuration is saved as before"
+        );
+    }
+
+    #[test]
+    fn credentials_ids_are_saved_with_the_task_and_absent_without_a_role() {
+        let definition = TaskDefinition {
+            family: "web".into(),
+            revision: 1,
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![ContainerDefinition::new("app", "busybox")],
+            pid_mode: None,
+            ipc_mode: None,
+        };
+        let mut task = Task::new("0".repeat(32), "edge", definition, 1, 0);
+        let saved = serde_json::to_string(&task).expect("saves");
+        assert!(!saved.contains("credentials_ids"), "{saved}");
+        task.credentials_ids.task_role = Some("app-id".into());
+        let saved = serde_json::to_value(&task).expect("saves");
+        assert_eq!(
+            saved["credentials_ids"],
+            serde_json::json!({"task_role": "app-id"})
+        );
+        let loaded: Task = serde_json::from_value(saved).expect("loads");
+        assert_eq!(loaded.credentials_ids, task.credentials_ids);
+        assert_eq!(
+            loaded.credentials_ids.each().collect::<Vec<_>>(),
+            [(RoleType::TaskApplication, "app-id")]
         );
     }
 }

@@ -956,6 +956,25 @@ impl FakeEcs {
         id
     }
 
+    /// Sends an IAMRoleCredentialsMessage for `task_arn` (`role_type`: `TaskApplication` or
+    /// `TaskExecution`) carrying `role_credentials` (ACS's `IAMRoleCredentials` object); returns
+    /// its messageId.
+    pub fn send_credentials_message(
+        &self,
+        task_arn: &str,
+        role_type: &str,
+        role_credentials: Value,
+    ) -> String {
+        let (cluster, _) = self.session_arns();
+        let id = message_id();
+        self.send_message(
+            "IAMRoleCredentialsMessage",
+            json!({"messageId": id, "taskArn": task_arn, "taskClusterArn": cluster,
+                   "roleType": role_type, "roleCredentials": role_credentials}),
+        );
+        id
+    }
+
     /// Sends a HeartbeatMessage; returns its messageId.
     pub fn send_heartbeat(&self) -> String {
         let id = message_id();

@@ -25,6 +25,7 @@ use super::websocket::{self, AcsQuery, AcsSocket, Received, SignedUpgrade, CLOSE
 use super::{CredentialChain, EcsClient, EcsError, Endpoint};
 use crate::engine::{EngineError, EngineHandle};
 use crate::net::proxy::ProxySettings;
+use crate::role_credentials::{CredentialsStore, IdentifiedCredentials, RoleType};
 use crate::task::acs::{AcsTask, AcsTaskError};
 use crate::task::{TaskStatus, ECS_SOURCE_PREFIX};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
@@ -59,6 +60,8 @@ pub struct EcsSettings {
     pub disable_metrics: bool,
     /// Pings Docker: the telemetry session's runtime check.
     pub docker_ping: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Where the credentials of ECS tasks' IAM roles go (the task metadata server serves them).
+    pub role_credentials: CredentialsStore,
 }
 
 /// The running connection; [`EcsConnection::shutdown`] stops and joins its threads.
@@ -242,6 +245,7 @@ fn session_thread(
     let target = EngineTarget {
         engine: Arc::clone(&engine),
         record: Arc::clone(&settings.record),
+        credentials: settings.role_credentials.clone(),
     };
     // ACS sends every task's credentials on the agent's first connection only, as the ECS
     // agent asks (`sendCredentials`).
@@ -414,6 +418,7 @@ impl AcsConnection for Socket {
 struct EngineTarget {
     engine: Arc<dyn EngineHandle>,
     record: Arc<RecordFile>,
+    credentials: CredentialsStore,
 }
 
 impl EngineTarget {
@@ -423,6 +428,33 @@ impl EngineTarget {
             .into_iter()
             .filter_map(|task| ecs_arn(&task).map(|arn| (arn.to_string(), task.clone())))
             .collect()
+    }
+
+    /// Puts a payload task's credentials in the store (before the task is accepted, so its
+    /// containers never find them missing). A task's credentials are set again each time ECS
+    /// sends them: after a restart, its first connection's payload brings every task's.
+    fn store_credentials(&self, task: &AcsTask) {
+        let roles = [
+            (RoleType::TaskApplication, &task.credentials.task_role),
+            (RoleType::TaskExecution, &task.credentials.execution_role),
+        ];
+        for (role, credentials) in roles {
+            let Some(identified) = credentials else {
+                continue;
+            };
+            if let Err(error) = self.credentials.set(
+                &task.arn,
+                role,
+                &identified.credentials_id,
+                identified.credentials.clone(),
+            ) {
+                log::error!(
+                    "ECS: task {}: cannot keep its {} credentials: {error}",
+                    task.arn,
+                    role.as_str()
+                );
+            }
+        }
     }
 }
 
@@ -443,6 +475,8 @@ impl AcsTarget for EngineTarget {
                 );
                 continue;
             };
+            // A stopping task may still ship its logs with its execution role.
+            self.store_credentials(&task);
             if local.desired_status == TaskStatus::Stopped {
                 continue;
             }
@@ -454,6 +488,7 @@ impl AcsTarget for EngineTarget {
         for task in starts {
             match task {
                 Ok(task) => {
+                    self.store_credentials(&task);
                     if find(&task.arn).is_some() {
                         continue;
                     }
@@ -461,10 +496,18 @@ impl AcsTarget for EngineTarget {
                         log::warn!("ECS: task {}: {warning}", task.arn);
                     }
                     let source = format!("{ECS_SOURCE_PREFIX}{}", task.arn);
-                    match self
-                        .engine
-                        .submit_with_arn(task.definition, task.arn.clone(), source)
-                    {
+                    let credentials_ids = task.credentials.ids();
+                    let submitted = self.engine.submit_with_arn(
+                        task.definition,
+                        task.arn.clone(),
+                        source,
+                        credentials_ids,
+                    );
+                    if submitted.is_err() {
+                        // Not here: nothing would ever forget them.
+                        self.credentials.forget_task(&task.arn);
+                    }
+                    match submitted {
                         Ok(accepted) => log::info!(
                             "ECS: task {} accepted as {} ({}:{})",
                             task.arn,
@@ -524,6 +567,33 @@ impl AcsTarget for EngineTarget {
             .filter(|(_, task)| task.desired_status != TaskStatus::Stopped)
             .map(|(arn, _)| arn)
             .collect()
+    }
+
+    /// The ECS agent sets a refresh's credentials only for a task its engine holds, and sends
+    /// no acknowledgement otherwise.
+    fn set_credentials(
+        &self,
+        task_arn: &str,
+        role: RoleType,
+        credentials: IdentifiedCredentials,
+    ) -> Result<(), String> {
+        if !self.owned().iter().any(|(arn, _)| arn == task_arn) {
+            return Err(format!("task {task_arn} is not in the task engine"));
+        }
+        let expiration = credentials.credentials.expiration.clone();
+        self.credentials
+            .set(
+                task_arn,
+                role,
+                &credentials.credentials_id,
+                credentials.credentials,
+            )
+            .map_err(|error| error.to_string())?;
+        log::info!(
+            "ECS: task {task_arn}: new {} credentials, expiring {expiration:?}",
+            role.as_str()
+        );
+        Ok(())
     }
 }
 

@@ -55,6 +55,19 @@ pub fn ack_request(cluster: &str, container_instance: &str, message_id: &str) ->
     )
 }
 
+/// `IAMRoleCredentialsAckRequest`: credentials received (from a payload's task or an
+/// `IAMRoleCredentialsMessage`, whose id `message_id` is), with their id and expiration.
+pub fn iam_role_credentials_ack(
+    message_id: &str,
+    credentials_id: &str,
+    expiration: &str,
+) -> String {
+    envelope(
+        "IAMRoleCredentialsAckRequest",
+        json!({ "messageId": message_id, "credentialsId": credentials_id, "expiration": expiration }),
+    )
+}
+
 /// `HeartbeatAckRequest`.
 pub fn heartbeat_ack(message_id: &str) -> String {
     envelope("HeartbeatAckRequest", json!({ "messageId": message_id }))

@@ -333,6 +333,12 @@ pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
 ///   (shipping through Docker's driver, or with the local fallback when it cannot).
 /// - `com.amazonaws.ecs.capability.privileged-container`, unless `ECS_DISABLE_PRIVILEGED`:
 ///   deckhand runs privileged containers (and refuses them when disabled).
+/// - `com.amazonaws.ecs.capability.task-iam-role` and `.task-iam-role-network-host`: a task's
+///   role credentials from ECS are served at `/v2/credentials/<id>` to every container of the
+///   task (bridge and host network), through `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`.
+/// - `ecs.capability.execution-role-awslogs`: Docker's awslogs driver ships an awslogs
+///   container's logs with its task's execution-role credentials
+///   (`awslogs-credentials-endpoint`).
 /// - `ecs.capability.container-ordering`: `dependsOn` (START, COMPLETE, SUCCESS, HEALTHY).
 /// - `ecs.capability.container-health-check`: Docker health checks, and HEALTHY conditions.
 /// - `ecs.capability.container-restart-policy`: a container's `restartPolicy`.
@@ -344,8 +350,8 @@ pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
 ///   a task definition's `runtimePlatform.cpuArchitecture`.
 ///
 /// Left out because deckhand does not do them: `task-cpu-mem-limit` (task-level cpu and memory
-/// are admitted against the host, not enforced with a task cgroup), `task-iam-role`, `ecr-auth`
-/// and `execution-role-*` (no AWS credentials are handed to tasks or registries),
+/// are admitted against the host, not enforced with a task cgroup), `ecr-auth` and
+/// `execution-role-ecr-pull` (no AWS credentials are handed to registries),
 /// `secrets.ssm.*`/`secrets.asm.*` and `private-registry-authentication.secretsmanager`
 /// (secret values come from the local secret store, not from AWS), `full-sync`, `efs`,
 /// `firelens.*`, `execute-command`, `task-eni*`, `aws-appmesh`, `service-connect-v1`, GPUs
@@ -364,7 +370,11 @@ pub fn capability_attributes(input: &RegistrationInput) -> Vec<(String, Option<S
     if !input.privileged_disabled {
         name_only(format!("{CAPABILITY_PREFIX}privileged-container"));
     }
+    for capability in ["task-iam-role", "task-iam-role-network-host"] {
+        name_only(format!("{CAPABILITY_PREFIX}{capability}"));
+    }
     for capability in [
+        "execution-role-awslogs",
         "container-ordering",
         "container-health-check",
         "container-restart-policy",
@@ -542,6 +552,9 @@ mod tests {
             "com.amazonaws.ecs.capability.logging-driver.none",
             "com.amazonaws.ecs.capability.logging-driver.awslogs",
             "com.amazonaws.ecs.capability.privileged-container",
+            "com.amazonaws.ecs.capability.task-iam-role",
+            "com.amazonaws.ecs.capability.task-iam-role-network-host",
+            "ecs.capability.execution-role-awslogs",
             "ecs.capability.container-ordering",
             "ecs.capability.container-health-check",
             "ecs.capability.container-restart-policy",

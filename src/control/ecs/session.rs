@@ -10,13 +10,19 @@
 //! the local tasks, and the running ones it does not list with `desiredStatus` RUNNING (left
 //! out, or listed STOPPED) are sent for stop verification in ECS's `TaskIdentifier` shape; a stop
 //! verification ack stops tasks only when it answers the manifest we last took; updates are
-//! refused (deckhand is updated by its package manager). Reconnects back off from 250 ms to
+//! refused (deckhand is updated by its package manager). Task IAM role credentials (the ECS
+//! agent's `payload_responder.go` and `refresh_credentials_responder.go`): a payload's tasks'
+//! credentials are acknowledged with one `IAMRoleCredentialsAckRequest` each after the payload's
+//! `AckRequest`; an `IAMRoleCredentialsMessage` is checked as the ECS agent checks it, handed
+//! to the driver to set ([`SessionEffect::SetCredentials`]), and acknowledged the same way once
+//! set — not when its task is unknown here. Reconnects back off from 250 ms to
 //! 2 min (×1.5, up to 20 % jitter), reset once a session stayed up past the heartbeat timeout
 //! plus jitter; a clean close reconnects at once; a deregistered instance
 //! (`InactiveInstanceException`) waits an hour. No message for 1 min + up to 1 min of jitter
 //! ends the session.
 
 use super::messages::{self, Incoming};
+use crate::role_credentials::{parse_acs_credentials, IdentifiedCredentials, RoleType};
 use crate::task::acs::{parse_acs_task, AcsTask, AcsTaskError};
 use crate::task::TaskStatus;
 use serde_json::Value;
@@ -58,6 +64,14 @@ pub enum SessionInput {
         message_id: String,
         arns: Vec<String>,
     },
+    /// The credentials of [`SessionEffect::SetCredentials`] for `message_id` are set (`ok`),
+    /// or could not be (their task is not here).
+    CredentialsSet {
+        message_id: String,
+        credentials_id: String,
+        expiration: String,
+        ok: bool,
+    },
     /// Time passed (the driver wakes at [`AcsSession::next_deadline`]).
     Tick,
 }
@@ -88,6 +102,14 @@ pub enum SessionEffect {
         timeline: i64,
     },
     StopTasks(Vec<String>),
+    /// An `IAMRoleCredentialsMessage`: set these credentials for `task_arn`'s `role` in the
+    /// store, then answer [`SessionInput::CredentialsSet`]. (`Debug` shows no secret.)
+    SetCredentials {
+        message_id: String,
+        task_arn: String,
+        role: RoleType,
+        credentials: IdentifiedCredentials,
+    },
     /// Close the connection (if open) and connect again after this long.
     Reconnect {
         after: Duration,
@@ -106,10 +128,19 @@ pub struct AcsSession {
     backoff_reset_after: Duration,
     idle_deadline: Option<Instant>,
     highest_seq_num: Option<i64>,
-    /// `(message id, cluster, container instance)` of payloads waiting for `Applied`.
-    pending_acks: Vec<(String, String, String)>,
+    /// Payloads waiting for `Applied`.
+    pending_acks: Vec<PendingAck>,
     /// The manifest last taken.
     manifest: Option<TakenManifest>,
+}
+
+/// A payload waiting for its tasks to be durable: what its acknowledgements say.
+struct PendingAck {
+    message_id: String,
+    cluster: String,
+    container_instance: String,
+    /// `(credentials id, expiration)` of every credentials its tasks carry.
+    credentials: Vec<(String, String)>,
 }
 
 /// A task manifest taken: what its stop verification is compared with.
@@ -238,6 +269,22 @@ impl AcsSession {
                 _ => Vec::new(),
             },
             SessionInput::Applied { message_id, ok } => self.applied(&message_id, ok),
+            SessionInput::CredentialsSet {
+                message_id,
+                credentials_id,
+                expiration,
+                ok,
+            } => {
+                if ok {
+                    vec![SessionEffect::Send(messages::iam_role_credentials_ack(
+                        &message_id,
+                        &credentials_id,
+                        &expiration,
+                    ))]
+                } else {
+                    Vec::new()
+                }
+            }
             SessionInput::LocalRunning { message_id, arns } => {
                 self.local_running(&message_id, arns)
             }
@@ -312,14 +359,20 @@ impl AcsSession {
                     UPDATES_DISABLED,
                 ))]
             }
-            "IAMRoleCredentialsMessage"
-            | "RefreshTaskIAMRoleCredentialsMessage"
-            | "AttachTaskNetworkInterfacesMessage"
+            "IAMRoleCredentialsMessage" => self.credentials_message(body),
+            // Not one the ECS agent handles: refreshes come as IAMRoleCredentialsMessage.
+            "RefreshTaskIAMRoleCredentialsMessage" => vec![SessionEffect::Log(
+                LogLevel::Info,
+                "ignored RefreshTaskIAMRoleCredentialsMessage: credentials are taken from \
+                 IAMRoleCredentialsMessage, as the ECS agent takes them"
+                    .to_string(),
+            )],
+            "AttachTaskNetworkInterfacesMessage"
             | "AttachInstanceNetworkInterfacesMessage"
             | "ConfirmAttachmentMessage" => vec![SessionEffect::Log(
                 LogLevel::Info,
                 format!(
-                    "ignored {}: deckhand advertises no task IAM roles or network interfaces",
+                    "ignored {}: deckhand advertises no network interfaces",
                     message.kind
                 ),
             )],
@@ -365,11 +418,34 @@ impl AcsSession {
             Ok(task) => task.desired_status != TaskStatus::Stopped,
             Err(_) => false,
         });
+        // Every task's credentials are acknowledged, as the ECS agent acknowledges those of
+        // each task it added (a task that failed to map has none to acknowledge).
+        let credentials = tasks
+            .iter()
+            .flatten()
+            .flat_map(|task| {
+                [
+                    &task.credentials.task_role,
+                    &task.credentials.execution_role,
+                ]
+            })
+            .flatten()
+            .map(|identified| {
+                (
+                    identified.credentials_id.clone(),
+                    identified.credentials.expiration.clone(),
+                )
+            })
+            .collect();
         if self.pending_acks.len() >= MAX_PENDING_ACKS {
             self.pending_acks.remove(0);
         }
-        self.pending_acks
-            .push((message_id.clone(), cluster, container_instance));
+        self.pending_acks.push(PendingAck {
+            message_id: message_id.clone(),
+            cluster,
+            container_instance,
+            credentials,
+        });
         vec![SessionEffect::Apply {
             message_id,
             seq_num,
@@ -381,22 +457,77 @@ impl AcsSession {
         let Some(position) = self
             .pending_acks
             .iter()
-            .position(|(id, _, _)| id == message_id)
+            .position(|pending| pending.message_id == message_id)
         else {
             return Vec::new();
         };
-        let (message_id, cluster, container_instance) = self.pending_acks.remove(position);
+        let pending = self.pending_acks.remove(position);
         if !ok {
             return vec![SessionEffect::Log(
                 LogLevel::Error,
-                format!("payload {message_id} not applied: not acknowledged, ECS sends it again"),
+                format!(
+                    "payload {} not applied: not acknowledged, ECS sends it again",
+                    pending.message_id
+                ),
             )];
         }
-        vec![SessionEffect::Send(messages::ack_request(
-            &cluster,
-            &container_instance,
-            &message_id,
-        ))]
+        let mut effects = vec![SessionEffect::Send(messages::ack_request(
+            &pending.cluster,
+            &pending.container_instance,
+            &pending.message_id,
+        ))];
+        effects.extend(
+            pending
+                .credentials
+                .iter()
+                .map(|(credentials_id, expiration)| {
+                    SessionEffect::Send(messages::iam_role_credentials_ack(
+                        &pending.message_id,
+                        credentials_id,
+                        expiration,
+                    ))
+                }),
+        );
+        effects
+    }
+
+    /// `IAMRoleCredentialsMessage`, checked as the ECS agent checks it (`messageId`,
+    /// `taskArn`, `roleCredentials` with a `credentialsId`, `roleType` one of ECS's two);
+    /// a message that fails is logged and not acknowledged.
+    fn credentials_message(&mut self, body: &serde_json::Map<String, Value>) -> Vec<SessionEffect> {
+        let message_id = messages::text(body, "messageId");
+        let task_arn = messages::text(body, "taskArn");
+        let refused = |why: String| {
+            vec![SessionEffect::Log(
+                LogLevel::Error,
+                format!("ignored IAMRoleCredentialsMessage {message_id:?}: {why}"),
+            )]
+        };
+        if message_id.is_empty() {
+            return refused("Message ID is not set".into());
+        }
+        if task_arn.is_empty() {
+            return refused("taskArn is not set".into());
+        }
+        let credentials = match body.get("roleCredentials") {
+            None | Some(Value::Null) => return refused("roleCredentials is not set".into()),
+            Some(value) => match parse_acs_credentials(value) {
+                Ok(credentials) => credentials,
+                Err(why) => return refused(format!("roleCredentials: {why}")),
+            },
+        };
+        let role_type = messages::text(body, "roleType");
+        let Some(role) = RoleType::from_ecs_name(&role_type) else {
+            return refused(format!(
+                "roleType {role_type:?} is invalid for task {task_arn}"
+            ));
+        };
+        vec![SessionEffect::SetCredentials {
+            message_id,
+            task_arn,
+            role,
+            credentials,
+        }]
     }
 
     fn manifest(&mut self, body: &serde_json::Map<String, Value>) -> Vec<SessionEffect> {

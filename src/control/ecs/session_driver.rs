@@ -4,6 +4,7 @@
 //! tasks ([`AcsTarget`], the engine), so tests run it over an in-memory connection.
 
 use super::session::{AcsSession, LogLevel, SessionEffect, SessionInput};
+use crate::role_credentials::{IdentifiedCredentials, RoleType};
 use crate::task::acs::{AcsTask, AcsTaskError};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -37,6 +38,14 @@ pub trait AcsTarget {
     fn stop(&self, arns: &[String]);
     /// The ARNs of the ECS tasks running here.
     fn local_running(&self) -> Vec<String>;
+    /// Sets (replaces) the `role` credentials of task `task_arn` from an
+    /// `IAMRoleCredentialsMessage`; `Err` (why) when the task is not here.
+    fn set_credentials(
+        &self,
+        task_arn: &str,
+        role: RoleType,
+        credentials: IdentifiedCredentials,
+    ) -> Result<(), String>;
 }
 
 /// Runs sessions until `wait` (called with each reconnect delay) or `keep_going` (checked at
@@ -90,6 +99,30 @@ pub fn run_sessions<C: AcsConnection>(
                     SessionEffect::StopTasks(arns) => {
                         target.stop(&arns);
                         None
+                    }
+                    SessionEffect::SetCredentials {
+                        message_id,
+                        task_arn,
+                        role,
+                        credentials,
+                    } => {
+                        let credentials_id = credentials.credentials_id.clone();
+                        let expiration = credentials.credentials.expiration.clone();
+                        let ok = match target.set_credentials(&task_arn, role, credentials) {
+                            Ok(()) => true,
+                            Err(error) => {
+                                log::error!(
+                                    "ACS IAMRoleCredentialsMessage {message_id}: {error}; not acknowledged"
+                                );
+                                false
+                            }
+                        };
+                        Some(SessionInput::CredentialsSet {
+                            message_id,
+                            credentials_id,
+                            expiration,
+                            ok,
+                        })
                     }
                     SessionEffect::Reconnect { after } => {
                         reconnect = Some(after);
@@ -182,6 +215,7 @@ mod tests {
     struct Engine {
         applied: RefCell<Vec<String>>,
         stopped: RefCell<Vec<String>>,
+        credentials: RefCell<Vec<(RoleType, String)>>,
         fail_apply: bool,
     }
 
@@ -203,6 +237,20 @@ mod tests {
         }
         fn local_running(&self) -> Vec<String> {
             vec!["arn:a".into(), "arn:old".into()]
+        }
+        fn set_credentials(
+            &self,
+            task_arn: &str,
+            role: RoleType,
+            credentials: IdentifiedCredentials,
+        ) -> Result<(), String> {
+            if task_arn != "arn:a" {
+                return Err(format!("task {task_arn} is not here"));
+            }
+            self.credentials
+                .borrow_mut()
+                .push((role, credentials.credentials_id));
+            Ok(())
         }
     }
 
@@ -315,6 +363,33 @@ mod tests {
             delays[2],
             Duration::from_secs(3600),
             "an inactive instance waits an hour"
+        );
+    }
+
+    #[test]
+    fn credentials_of_a_task_here_are_set_and_acked_and_of_one_elsewhere_not() {
+        let engine = Engine::default();
+        let message = |id: &str, arn: &str| {
+            frame(
+                "IAMRoleCredentialsMessage",
+                json!({"messageId": id, "taskArn": arn, "roleType": "TaskExecution",
+                       "roleCredentials": {"credentialsId": format!("cred-{id}"), "expiration": "2026-12-05T03:00:00Z",
+                                           "accessKeyId": "AKIA1", "secretAccessKey": "s", "sessionToken": "t"}}),
+            )
+        };
+        let (sent, _, _) = run(
+            &engine,
+            vec![vec![message("m1", "arn:a"), message("m2", "arn:gone")]],
+        );
+        assert_eq!(
+            sent,
+            vec![
+                json!({"type": "IAMRoleCredentialsAckRequest", "message": {"messageId": "m1", "credentialsId": "cred-m1", "expiration": "2026-12-05T03:00:00Z"}})
+            ]
+        );
+        assert_eq!(
+            *engine.credentials.borrow(),
+            [(RoleType::TaskExecution, "cred-m1".to_string())]
         );
     }
 

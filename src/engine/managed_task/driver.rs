@@ -269,13 +269,19 @@ pub(crate) fn run_managed_task(
     shared: std::sync::Arc<TaskShared>,
 ) {
     let task_id = machine.task().id.clone();
+    let task_arn = machine.task().arn.clone();
     let mut state = LoopState::default();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_managed_task_loop(&mut machine, &inboxes, &shared, &mut state)
     }));
     match outcome {
         Ok(false) => {}
-        Ok(true) => shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true),
+        Ok(true) => {
+            // Its containers are gone, and so is any use of its roles' credentials: forgotten
+            // before its snapshot, so whoever sees the task gone finds its ids gone too.
+            shared.role_credentials.forget_task(&task_arn);
+            shared.forget(&task_id, &state.tracked_docker_ids, &inboxes.desired, true);
+        }
         Err(panic) => {
             let message = crate::text::panic_message(panic.as_ref());
             log::error!(

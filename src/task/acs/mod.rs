@@ -19,6 +19,7 @@
 //! environment files, secrets for log drivers, …) is refused with its path. Pure, no I/O; bad
 //! input is an error, never a panic, and every list has a bound.
 
+mod credentials;
 mod docker_config;
 #[cfg(test)]
 #[rustfmt::skip] // The tables read best one case per line.
@@ -26,6 +27,8 @@ mod tests;
 
 use crate::task::definition::check_task_definition_document;
 use crate::task::{DockerConfigOverlay, TaskDefinition, TaskStatus};
+pub use credentials::AcsTaskCredentials;
+use credentials::{read_task_credentials, CREDENTIALS_KEYS};
 use docker_config::{read_docker_config, DockerConfigRead};
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -52,6 +55,8 @@ pub struct AcsTask {
     pub definition: TaskDefinition,
     /// Ignored keys, each `path: why`.
     pub warnings: Vec<String>,
+    /// Its IAM role credentials (`Debug` shows none of their secrets).
+    pub credentials: AcsTaskCredentials,
 }
 
 /// Why a task from ECS could not be mapped: the first problem, with its path in the ACS shape
@@ -94,10 +99,6 @@ const IGNORED_TASK_KEYS: &[&str] = &[
     "group",
     "enableFaultInjection",
     "agentConfiguration",
-    // Task IAM roles: deckhand advertises none, so ECS should send none; a container that
-    // expects credentials finds no credentials endpoint rather than wrong ones.
-    "roleCredentials",
-    "executionRoleCredentials",
 ];
 
 /// Task keys deckhand cannot honour: an error unless empty.
@@ -294,6 +295,8 @@ impl Mapper {
             }
             None => return Err(self.error("desiredStatus", "required")),
         };
+        let credentials =
+            read_task_credentials(object).map_err(|(path, message)| self.error(&path, message))?;
         let family = self.string(object, "$", "family")?.unwrap_or_default();
         let version = self.string(object, "$", "version")?.unwrap_or_default();
         self.sort_keys(
@@ -311,6 +314,8 @@ impl Mapper {
                 "ipcMode",
                 "cpu",
                 "memory",
+                CREDENTIALS_KEYS[0],
+                CREDENTIALS_KEYS[1],
             ],
             IGNORED_TASK_KEYS,
             REFUSED_TASK_KEYS,
@@ -422,6 +427,7 @@ impl Mapper {
             version,
             definition,
             warnings,
+            credentials,
         })
     }
 

@@ -107,3 +107,32 @@ fn hostile_input_is_an_error_never_a_panic() {
         assert!(parse_acs_task(&input).is_err());
     }
 }
+
+#[test]
+fn a_payload_tasks_role_credentials_are_read_and_their_ids_kept() {
+    let mut input = task(json!([web()]));
+    input["roleCredentials"] = json!({"credentialsId": "app-id", "accessKeyId": "AKIAAPP", "secretAccessKey": "SECRETAPP", "sessionToken": "TOKENAPP", "expiration": "2026-12-05T03:00:00Z", "roleArn": "arn:aws:iam::1:role/app"});
+    input["executionRoleCredentials"] = json!({"credentialsId": "exec-id", "accessKeyId": "AKIAEXEC", "secretAccessKey": "SECRETEXEC", "sessionToken": "TOKENEXEC", "expiration": "2026-12-05T03:00:00Z", "roleArn": "arn:aws:iam::1:role/exec"});
+    let parsed = parse_acs_task(&input).expect("maps");
+    let app = parsed.credentials.task_role.as_ref().expect("task role");
+    assert_eq!((app.credentials_id.as_str(), app.credentials.secret_access_key.as_str()), ("app-id", "SECRETAPP"));
+    assert_eq!(parsed.credentials.execution_role.as_ref().map(|c| c.credentials.role_arn.as_str()), Some("arn:aws:iam::1:role/exec"));
+    assert_eq!(parsed.credentials.ids(), crate::task::RoleCredentialsIds { task_role: Some("app-id".into()), execution_role: Some("exec-id".into()) });
+    assert!(parsed.warnings.iter().all(|warning| !warning.contains("Credentials")), "{:?}", parsed.warnings);
+    let shown = format!("{parsed:?}");
+    for secret in ["AKIAAPP", "SECRETAPP", "TOKENAPP", "AKIAEXEC", "SECRETEXEC", "TOKENEXEC"] {
+        assert!(!shown.contains(secret), "Debug shows {secret}");
+    }
+    // Empty or null: no credentials, as for every other key.
+    for empty in [json!(null), json!({})] {
+        let mut input = task(json!([web()]));
+        input["roleCredentials"] = empty;
+        assert!(parse_acs_task(&input).expect("maps").credentials.ids().is_empty());
+    }
+    // Without an id they cannot be served: the task is refused, naming the field only.
+    let mut input = task(json!([web()]));
+    input["executionRoleCredentials"] = json!({"accessKeyId": "AKIAEXEC", "secretAccessKey": "SECRETEXEC"});
+    let error = parse_acs_task(&input).expect_err("refused");
+    assert_eq!((error.path.as_str(), error.message.as_str()), ("executionRoleCredentials", "credentialsId: required"));
+    assert!(!error.to_string().contains("SECRETEXEC"));
+}

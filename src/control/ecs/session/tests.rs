@@ -212,3 +212,79 @@ fn a_scripted_conversation() {
         assert_eq!(kinds_sent, kinds, "{label}");
     }
 }
+
+fn role_credentials(id: &str, key: &str) -> Value {
+    json!({"credentialsId": id, "accessKeyId": format!("AKIA{key}"), "secretAccessKey": format!("SECRET{key}"), "sessionToken": format!("TOKEN{key}"), "expiration": format!("2026-12-05T0{key}:00:00Z"), "roleArn": "arn:aws:iam::1:role/r"})
+}
+
+#[test]
+fn a_payloads_credentials_are_acknowledged_after_the_payload_each_with_its_id_and_expiration() {
+    let (mut session, now) = connected();
+    let mut with_both = task("arn:t1", "RUNNING");
+    with_both["roleCredentials"] = role_credentials("app-1", "1");
+    with_both["executionRoleCredentials"] = role_credentials("exec-1", "2");
+    let mut stopping = task("arn:t2", "STOPPED");
+    stopping["roleCredentials"] = role_credentials("app-2", "3");
+    let mut broken = task("arn:t3", "RUNNING");
+    broken["containers"] = json!("nope");
+    broken["roleCredentials"] = role_credentials("app-3", "4");
+    let payload = json!({"messageId": "p1", "clusterArn": CLUSTER, "containerInstanceArn": INSTANCE, "tasks": [with_both, stopping, broken]});
+    let effects = session.handle(frame("PayloadMessage", payload), now);
+    let Some(SessionEffect::Apply { tasks, .. }) = effects.first() else { panic!("{effects:?}") };
+    assert_eq!(tasks.iter().flatten().filter_map(|t| t.credentials.task_role.as_ref()).count(), 2);
+    assert!(!format!("{effects:?}").contains("SECRET"), "Debug shows no secret: {effects:?}");
+    assert!(sent(&effects).is_empty(), "nothing before the tasks are durable");
+    let acks = sent(&session.handle(SessionInput::Applied { message_id: "p1".into(), ok: true }, now));
+    let ack = |id: &str, expiration: &str| json!({"type": "IAMRoleCredentialsAckRequest", "message": {"messageId": "p1", "credentialsId": id, "expiration": expiration}});
+    assert_eq!(acks, vec![
+        json!({"type": "AckRequest", "message": {"cluster": CLUSTER, "containerInstance": INSTANCE, "messageId": "p1"}}),
+        // Stops come first, as the tasks were sorted; the task that failed to map has none.
+        ack("app-2", "2026-12-05T03:00:00Z"),
+        ack("app-1", "2026-12-05T01:00:00Z"),
+        ack("exec-1", "2026-12-05T02:00:00Z"),
+    ]);
+    // A payload that could not be made durable acknowledges nothing, credentials included.
+    let mut again = task("arn:t4", "RUNNING");
+    again["roleCredentials"] = role_credentials("app-4", "5");
+    session.handle(frame("PayloadMessage", json!({"messageId": "p2", "clusterArn": CLUSTER, "containerInstanceArn": INSTANCE, "tasks": [again]})), now);
+    assert!(sent(&session.handle(SessionInput::Applied { message_id: "p2".into(), ok: false }, now)).is_empty());
+}
+
+#[test]
+fn a_credentials_message_is_checked_set_and_acknowledged_once_set() {
+    let (mut session, now) = connected();
+    let message = |role_type: &str| json!({"messageId": "c1", "taskArn": "arn:t1", "taskClusterArn": CLUSTER, "roleType": role_type, "roleCredentials": role_credentials("app-1", "7")});
+    for (role_type, role) in [("TaskApplication", RoleType::TaskApplication), ("TaskExecution", RoleType::TaskExecution)] {
+        let effects = session.handle(frame("IAMRoleCredentialsMessage", message(role_type)), now);
+        assert!(!format!("{effects:?}").contains("SECRET"), "{effects:?}");
+        let [SessionEffect::SetCredentials { message_id, task_arn, role: set_role, credentials }] = effects.as_slice() else { panic!("{effects:?}") };
+        assert_eq!((message_id.as_str(), task_arn.as_str(), *set_role), ("c1", "arn:t1", role));
+        assert_eq!((credentials.credentials_id.as_str(), credentials.credentials.secret_access_key.as_str()), ("app-1", "SECRET7"));
+    }
+    let set = |ok: bool| SessionInput::CredentialsSet { message_id: "c1".into(), credentials_id: "app-1".into(), expiration: "2026-12-05T07:00:00Z".into(), ok };
+    assert_eq!(sent(&session.handle(set(true), now)), vec![json!({"type": "IAMRoleCredentialsAckRequest", "message": {"messageId": "c1", "credentialsId": "app-1", "expiration": "2026-12-05T07:00:00Z"}})]);
+    // Its task is not here: the ECS agent sends no ack.
+    assert!(session.handle(set(false), now).is_empty());
+    // (message, what the log says) — the ECS agent's checks; none is acknowledged or set.
+    let without = |key: &str| { let mut m = message("TaskApplication"); m.as_object_mut().map(|m| m.remove(key)); m };
+    let mut no_id = message("TaskApplication");
+    no_id["roleCredentials"]["credentialsId"] = json!("");
+    let table = [
+        (without("messageId"), "Message ID is not set"),
+        (without("taskArn"), "taskArn is not set"),
+        (without("roleCredentials"), "roleCredentials is not set"),
+        (no_id, "credentialsId: required"),
+        (message("TaskRole"), "roleType \"TaskRole\" is invalid"),
+        (without("roleType"), "roleType \"\" is invalid"),
+    ];
+    for (input, why) in table {
+        let effects = session.handle(frame("IAMRoleCredentialsMessage", input.clone()), now);
+        match effects.as_slice() {
+            [SessionEffect::Log(LogLevel::Error, line)] => {
+                assert!(line.contains(why), "{input}: {line}");
+                assert!(!line.contains("SECRET") && !line.contains("AKIA"), "{line}");
+            }
+            other => panic!("{input}: {other:?}"),
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! timers it arms, and the Docker calls that begin a transition.
 
 use super::*;
+use crate::engine::container_spec::add_credentials_environment;
 use crate::engine::firelens::prepare_create;
 use crate::engine::log_driver::{docker_log_config, environment_secrets};
 
@@ -188,6 +189,7 @@ impl ManagedTask {
                         index,
                         self.settings.task_metadata.as_ref(),
                     );
+                    add_credentials_environment(&mut spec, &self.task, index);
                     let volumes = volume_requirements(&self.task, index, &self.settings.cluster)?;
                     // §13 awslogs: the ECS-only options translated, or the fallback driver.
                     let (log_config, fallback, log_secrets) = docker_log_config(
