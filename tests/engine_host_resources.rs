@@ -32,6 +32,7 @@ fn small_host(cluster: &str) -> EngineConfig {
             cpu_units: 2048,
             reserved_tcp_ports: [22].into_iter().collect(),
             reserved_udp_ports: [53].into_iter().collect(),
+            gpu_ids: Vec::new(),
         },
         ..fast_engine_config(cluster)
     }

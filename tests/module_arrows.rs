@@ -73,7 +73,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("docker", &["runtime", "encoding", "text", "ports", "net"]),
     ("net", &["encoding"]),
-    ("config", &["text", "registry"]),
+    ("config", &["text", "registry", "host"]),
     ("registry", &["encoding"]),
     ("secrets", &[]),
     ("runtime", &["ports"]),

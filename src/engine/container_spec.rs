@@ -31,6 +31,9 @@ const MINIMUM_CPU_SHARES: i64 = 2;
 const BYTES_PER_MIB: i64 = 1024 * 1024;
 /// The swappiness ECS applies when `maxSwap` is set without `swappiness`.
 const DEFAULT_SWAPPINESS: i64 = 60;
+/// The variable the NVIDIA container runtime reads a container's GPUs from; the ECS agent sets
+/// it to the container's GPU ids, comma-joined.
+pub const NVIDIA_VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 
 /// `bytes` random bytes from `/dev/urandom`, as lowercase hex.
 pub fn random_hex(bytes: usize) -> std::io::Result<String> {
@@ -316,15 +319,22 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         })
     });
 
+    let gpu_ids = gpus_of(container)?;
+    let mut env: Vec<String> = definition
+        .environment
+        .iter()
+        .filter(|(key, _)| gpu_ids.is_empty() || key != NVIDIA_VISIBLE_DEVICES)
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    if !gpu_ids.is_empty() {
+        env.push(format!("{NVIDIA_VISIBLE_DEVICES}={}", gpu_ids.join(",")));
+    }
+
     Ok(CreateContainer {
         name,
         image: definition.image.clone(),
         labels: container_labels(task, container, cluster),
-        env: definition
-            .environment
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect(),
+        env,
         cmd: definition.command.clone(),
         entrypoint: definition.entry_point.clone(),
         working_dir: definition.working_directory.clone(),
@@ -419,6 +429,7 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             .map(|control| (control.namespace.clone(), control.value.clone()))
             .collect(),
         security_opt: definition.docker_security_options.clone(),
+        gpu_ids,
         pid_mode: pid_mode_of(task, container)?,
         ipc_mode: ipc_mode_of(task, container)?,
         config_overlay: definition
@@ -430,6 +441,21 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             .as_ref()
             .and_then(|overlay| overlay.host_config.clone()),
     })
+}
+
+/// The GPU ids a container is created with: the ones it was given at admission, as many as it
+/// asks for. A container that was given fewer is not created (it would run without the GPUs
+/// its definition asks for).
+fn gpus_of(container: &Container) -> Result<Vec<String>, String> {
+    let wanted = container.definition.gpus as usize;
+    if container.gpu_ids.len() != wanted {
+        return Err(format!(
+            "container {:?} needs {wanted} GPU(s) and was given {}",
+            container.definition.name,
+            container.gpu_ids.len()
+        ));
+    }
+    Ok(container.gpu_ids.clone())
 }
 
 /// A container's Docker network mode and the ports its create publishes. In an `awsvpc` task
