@@ -443,6 +443,18 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
     })
 }
 
+/// `task` as its creates see it once admitted: each container given as many (made-up) GPU ids
+/// as it asks for. For checking a task at submit, before it holds any.
+pub fn as_if_gpus_given(task: &Task) -> Task {
+    let mut given = task.clone();
+    for container in &mut given.containers {
+        container.gpu_ids = (0..container.definition.gpus)
+            .map(|n| format!("GPU-{n}"))
+            .collect();
+    }
+    given
+}
+
 /// The GPU ids a container is created with: the ones it was given at admission, as many as it
 /// asks for. A container that was given fewer is not created (it would run without the GPUs
 /// its definition asks for).
@@ -616,6 +628,37 @@ mod tests {
             format!("{counter:04x}")
         });
         task
+    }
+
+    #[test]
+    fn a_container_with_gpus_asks_docker_for_them_by_id_and_names_them_in_its_environment() {
+        let mut trainer = container_definition("trainer");
+        trainer.gpus = 2;
+        trainer.environment = vec![
+            ("NVIDIA_VISIBLE_DEVICES".to_string(), "all".to_string()),
+            ("A".to_string(), "1".to_string()),
+        ];
+        let mut plain = container_definition("plain");
+        plain.environment = vec![("NVIDIA_VISIBLE_DEVICES".to_string(), "none".to_string())];
+        let mut task = task_with(vec![trainer, plain], Vec::new());
+        task.containers[0].gpu_ids = vec!["GPU-a".to_string(), "GPU-b".to_string()];
+        let request = create_request(&task, 0, "edge").expect("valid task");
+        assert_eq!(request.gpu_ids, vec!["GPU-a", "GPU-b"]);
+        // The given ids replace the definition's value, as the ECS agent merges them.
+        assert_eq!(
+            request.env,
+            vec!["A=1", "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"]
+        );
+        // A container without GPUs keeps its own variable and asks for no device.
+        let request = create_request(&task, 1, "edge").expect("valid task");
+        assert!(request.gpu_ids.is_empty());
+        assert_eq!(request.env, vec!["NVIDIA_VISIBLE_DEVICES=none"]);
+        // Fewer ids than the definition asks for: no create (it would run without its GPUs).
+        task.containers[0].gpu_ids.pop();
+        assert_eq!(
+            create_request(&task, 0, "edge").expect_err("too few ids"),
+            "container \"trainer\" needs 2 GPU(s) and was given 1"
+        );
     }
 
     #[test]
