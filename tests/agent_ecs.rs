@@ -165,11 +165,16 @@ fn wait_for_acknowledged_running(agent: &Agent, ids: &[String]) {
         if ids.iter().all(|id| acknowledged[id]["task"] == "RUNNING") {
             return;
         }
-        assert!(
-            Instant::now() < until,
-            "{}: not every task acknowledged RUNNING: {record}",
-            path.display()
-        );
+        if Instant::now() >= until {
+            let missing: Vec<&String> = ids
+                .iter()
+                .filter(|id| acknowledged[*id]["task"] != "RUNNING")
+                .collect();
+            panic!(
+                "{}: tasks {missing:?} never acknowledged RUNNING (record: {record})",
+                path.display()
+            );
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -21,7 +21,9 @@ use deckhand::task::{
     ContainerDefinition, DependencyCondition, PullBehavior, Task, TaskDefinition,
 };
 use definitions::{container, depends_on, non_essential, task, with_command, with_health_check};
-use docker_support::{docker_client_or_skip, ensure_busybox_image, unique_id, TEST_IMAGE};
+use docker_support::{
+    docker_client_or_skip, ensure_busybox_image, free_port, unique_id, TEST_IMAGE,
+};
 use engine_events::wait_event;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -294,14 +296,6 @@ fn task_containers_carry_the_ecs_labels() {
     assert_eq!(listed.len(), 1);
     harness.engine.stop(&accepted.id).expect("stop accepted");
     wait_event(&harness.engine, &accepted.id, None, "STOPPED", DEADLINE);
-}
-
-/// A free TCP port on 127.0.0.1 (bound once, then released for Docker to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free local port")
 }
 
 #[test]

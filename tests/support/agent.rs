@@ -4,13 +4,14 @@
 //! cluster removed when the test ends. Needs `support/docker.rs` as `docker_support`.
 #![allow(dead_code)]
 
+pub use super::docker_support::free_port;
 use super::docker_support::{ensure_busybox_image, unique_id, TempDir, TEST_IMAGE};
 use deckhand::cli::client::{ApiClient, ApiResponse};
 use deckhand::docker::DockerClient;
 use deckhand::report::Event;
 use deckhand::runtime::ContainerRuntime;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
@@ -19,26 +20,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub const DEADLINE: Duration = Duration::from_secs(60);
-
-/// A free loopback TCP port (bound and released), never one this test process handed out
-/// before: the kernel may give a just-released port out again at once, and two tasks of one
-/// test given the same host port would wait for each other's port.
-pub fn free_port() -> u16 {
-    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut handed_out = HANDED_OUT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map(|address| address.port())
-            .expect("a free port");
-        if !handed_out.contains(&port) {
-            handed_out.push(port);
-            return port;
-        }
-    }
-}
 
 /// A one-container task: busybox httpd answering `hello from <family>` on `host_port`.
 pub fn web_definition(family: &str, host_port: u16, marker: &str) -> String {

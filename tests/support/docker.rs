@@ -164,6 +164,47 @@ impl Drop for TestContainers {
     }
 }
 
+/// A free TCP port for something a test will bind later (a host port of a task, an agent's
+/// listener): below the kernel's ephemeral range (`ip_local_port_range`), so no outgoing
+/// connection of this or any other process can take it in between, free on every address
+/// right now (probed on `0.0.0.0`, as Docker binds host ports), and never one this test process
+/// handed out before. A port from `bind(":0")` is an ephemeral one: under load a connection to
+/// Docker or a fake server was given it first, and a task's port binding failed.
+pub fn free_port() -> u16 {
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    // Test binaries run one after another, their tests in parallel: start each process at its
+    // own place in the range so two processes rarely probe the same ports.
+    let low = 10_000u16;
+    let high = ephemeral_low.max(low + 1000);
+    let span = u32::from(high - low);
+    let mut candidate = u32::from(low) + (std::process::id().wrapping_mul(7919) % span);
+    for _ in 0..span {
+        candidate = if candidate + 1 >= u32::from(high) {
+            u32::from(low)
+        } else {
+            candidate + 1
+        };
+        let port = candidate as u16;
+        if handed_out.contains(&port) {
+            continue;
+        }
+        let free = TcpListener::bind(("0.0.0.0", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free {
+            handed_out.push(port);
+            return port;
+        }
+    }
+    panic!("no free TCP port between {low} and {high}");
+}
+
 /// A `docker-registry` process serving on 127.0.0.1, stopped when dropped.
 pub struct LocalRegistry {
     child: Child,
@@ -176,10 +217,7 @@ impl LocalRegistry {
     /// Starts a registry over `storage`, requiring the users of `htpasswd_file` when given.
     /// Returns once it accepts connections (10 s at most).
     pub fn start(storage: &Path, htpasswd_file: Option<&Path>) -> LocalRegistry {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map(|address| address.port())
-            .expect("binding 127.0.0.1:0 to find a free port");
+        let port = free_port();
         let address = format!("127.0.0.1:{port}");
         let config_dir = TempDir::new("deckhand-registry-config");
         let mut config = format!(

@@ -2,13 +2,16 @@
 //! network mode, its volumes, and the links that let services find each other by name.
 //!
 //! This file walks a service's keys (the tables of mapped, ignored and refused keys), maps the
-//! general ones (image, command, environment, network mode, dependencies and links, labels,
-//! logging) and hands each key family to its own file: `ports.rs`, `volumes.rs` (volumes, bind
+//! general ones (image, command, labels, logging) and hands each key family to its own file:
+//! `environment.rs`, `links.rs` (network mode, dependencies, links, `volumes_from`),
+//! `ports.rs`, `volumes.rs` (volumes, bind
 //! mounts, tmpfs), `health.rs` (health checks, restart policy, stopping), `resources.rs` (memory,
 //! CPU, `deploy`), `linux.rs` (the container's Linux settings). `read.rs` holds the typed reads of
 //! YAML values they share.
 
+mod environment;
 mod health;
+mod links;
 mod linux;
 mod ports;
 mod read;
@@ -18,6 +21,7 @@ mod volumes;
 use super::node::{Node, Value};
 use super::values;
 use super::{join, Mapper};
+use links::{dependencies, link, only_default_network, volumes_from};
 use read::{check_keys, command_words, key_values, string_list};
 use serde_json::{json, Map, Value as Json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -502,133 +506,6 @@ impl TaskBuilder {
         }
         Json::Object(container)
     }
-
-    /// `environment` (list or map) over `env_file` (later files win), as Compose orders them.
-    fn environment(
-        &mut self,
-        mapper: &mut Mapper,
-        service: &Node,
-        path: &str,
-    ) -> BTreeMap<String, String> {
-        let mut environment = BTreeMap::new();
-        if let Some(files) = service.get("env_file") {
-            let files_path = join(path, "env_file");
-            let list: Vec<(String, bool)> = match &files.value {
-                Value::String(file) => vec![(file.clone(), true)],
-                Value::Sequence(items) => items
-                    .iter()
-                    .filter_map(|item| match &item.value {
-                        Value::String(file) => Some((file.clone(), true)),
-                        Value::Mapping(_) => {
-                            let file = item.get("path").and_then(Node::scalar_text)?;
-                            let required = !matches!(
-                                item.get("required").map(|n| &n.value),
-                                Some(Value::Bool(false))
-                            );
-                            Some((file, required))
-                        }
-                        _ => None,
-                    })
-                    .collect(),
-                _ => {
-                    mapper.error(&files_path, files.line, "must be a path or a list of paths");
-                    Vec::new()
-                }
-            };
-            for (file, required) in list {
-                let text = if required {
-                    mapper.read_env_file(&file, &files_path, files.line)
-                } else {
-                    let full = mapper
-                        .context
-                        .directory
-                        .as_ref()
-                        .map_or_else(|| file.clone().into(), |directory| directory.join(&file));
-                    (mapper.context.read_file)(&full).ok()
-                };
-                let Some(text) = text else { continue };
-                // Its values may refer to the Compose file's variables and to the lines above.
-                match values::parse_env_file(&text, &mapper.variables) {
-                    Ok(parsed) => {
-                        for name in parsed.unset {
-                            mapper.warn(
-                                &files_path,
-                                files.line,
-                                format!(
-                                    "{file}: variable {name} is not set; using an empty string"
-                                ),
-                            );
-                        }
-                        for (key, value) in parsed.entries {
-                            let value = value.or_else(|| mapper.variable(&key).map(str::to_string));
-                            if let Some(value) = value {
-                                environment.insert(key, value);
-                            }
-                        }
-                    }
-                    Err(error) => mapper.error(&files_path, files.line, format!("{file}: {error}")),
-                }
-            }
-        }
-        if let Some(node) = service.get("environment") {
-            for (key, value) in key_values(mapper, node, &join(path, "environment"), true) {
-                // `- NAME` with no value takes NAME from the environment, or leaves it unset.
-                let value = value.or_else(|| mapper.variable(&key).map(str::to_string));
-                match value {
-                    Some(value) => {
-                        environment.insert(key, value);
-                    }
-                    None => {
-                        environment.remove(&key);
-                    }
-                }
-            }
-        }
-        environment
-    }
-
-    fn network_mode(&mut self, mapper: &mut Mapper, node: &Node, path: &str, service: &str) {
-        let mode = node.scalar_text().unwrap_or_default();
-        let mode = match mode.as_str() {
-            "bridge" | "host" | "none" => mode,
-            "default" => "bridge".to_string(),
-            _ => {
-                mapper.error(
-                    path,
-                    node.line,
-                    format!("{mode:?} is not supported: network_mode may be bridge, host or none"),
-                );
-                return;
-            }
-        };
-        match &self.network_mode_from {
-            Some(first) if self.network_mode != mode => mapper.error(
-                path,
-                node.line,
-                format!(
-                    "every service of a task shares one network mode ({first} has {})",
-                    self.network_mode
-                ),
-            ),
-            _ => {
-                self.network_mode = mode;
-                self.network_mode_from = Some(service.to_string());
-            }
-        }
-    }
-}
-
-fn only_default_network(node: &Node) -> bool {
-    match &node.value {
-        Value::Sequence(items) => items
-            .iter()
-            .all(|item| item.scalar_text().as_deref() == Some("default")),
-        Value::Mapping(entries) => entries
-            .iter()
-            .all(|(name, _, value)| name == "default" && value.value == Value::Null),
-        Value::Null => true,
-        _ => false,
-    }
 }
 
 /// ECS container names allow letters, digits, `-` and `_`; Compose's also allow `.`.
@@ -638,122 +515,4 @@ fn container_name(service: &str) -> String {
         .map(|c| if c == '.' { '-' } else { c })
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect()
-}
-
-fn link(target: &str, alias: &str) -> String {
-    if target == alias {
-        target.to_string()
-    } else {
-        format!("{target}:{alias}")
-    }
-}
-
-fn dependencies(mapper: &mut Mapper, node: &Node, path: &str) -> Vec<Dependency> {
-    let mut edges = Vec::new();
-    match &node.value {
-        Value::Sequence(_) => {
-            for service in string_list(mapper, node, path) {
-                edges.push(Dependency {
-                    service,
-                    condition: "START",
-                });
-            }
-        }
-        Value::Mapping(entries) => {
-            for (service, line, options) in entries {
-                let edge_path = join(path, service);
-                check_keys(
-                    mapper,
-                    options,
-                    &edge_path,
-                    &["condition", "required", "restart"],
-                );
-                let condition = options.get("condition").and_then(Node::scalar_text);
-                let condition = match condition.as_deref() {
-                    None | Some("service_started") => "START",
-                    Some("service_healthy") => "HEALTHY",
-                    Some("service_completed_successfully") => "SUCCESS",
-                    Some(other) => {
-                        mapper.error(
-                            &join(&edge_path, "condition"),
-                            *line,
-                            format!("unknown condition {other:?}: expected service_started, service_healthy or service_completed_successfully"),
-                        );
-                        continue;
-                    }
-                };
-                if matches!(
-                    options.get("required").map(|n| &n.value),
-                    Some(Value::Bool(false))
-                ) {
-                    mapper.warn(
-                        &join(&edge_path, "required"),
-                        *line,
-                        "ignored: deckhand always starts every service of the task",
-                    );
-                }
-                if matches!(
-                    options.get("restart").map(|n| &n.value),
-                    Some(Value::Bool(true))
-                ) {
-                    mapper.warn(
-                        &join(&edge_path, "restart"),
-                        *line,
-                        "ignored: deckhand does not restart a service when its dependency restarts",
-                    );
-                }
-                edges.push(Dependency {
-                    service: service.clone(),
-                    condition,
-                });
-            }
-        }
-        _ => mapper.error(path, node.line, "must be a list or a mapping"),
-    }
-    edges
-}
-
-/// `volumes_from` → ECS's `volumesFrom`: `SERVICE`, `service:SERVICE`, either with `:ro` or `:rw`
-/// (read-write when none). A container outside the project (`container:NAME`) is refused: a
-/// task's containers share volumes only among themselves.
-fn volumes_from(
-    mapper: &mut Mapper,
-    node: &Node,
-    path: &str,
-    container_names: &BTreeMap<String, String>,
-) -> Vec<Json> {
-    let mut sources = Vec::new();
-    for (index, entry) in string_list(mapper, node, path).into_iter().enumerate() {
-        let at = format!("{path}[{index}]");
-        if entry.starts_with("container:") {
-            mapper.error(
-                &at,
-                node.line,
-                format!(
-                    "{entry:?}: volumes from a container outside the project are not supported: a \
-                     task's containers share volumes only among themselves"
-                ),
-            );
-            continue;
-        }
-        let entry_without_prefix = entry.strip_prefix("service:").unwrap_or(&entry);
-        let (service_name, read_only) = match entry_without_prefix.split_once(':') {
-            None => (entry_without_prefix, false),
-            Some((name, "ro")) => (name, true),
-            Some((name, "rw")) => (name, false),
-            Some((_, mode)) => {
-                mapper.error(
-                    &at,
-                    node.line,
-                    format!("{entry:?}: unknown mode {mode:?} (expected ro or rw)"),
-                );
-                continue;
-            }
-        };
-        match container_names.get(service_name) {
-            Some(target) => sources.push(json!({"sourceContainer": target, "readOnly": read_only})),
-            None => mapper.error(&at, node.line, format!("no service named {service_name:?}")),
-        }
-    }
-    sources
 }
