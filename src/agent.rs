@@ -486,7 +486,7 @@ impl EngineConfig {
                 config,
                 mem_total_mib,
                 crate::host::cpu_cores(),
-                host_gpu_ids(config),
+                crate::host::gpus::for_tasks(&config.gpu_ids),
             ),
             cluster: config.cluster.clone(),
             cleanup_wait: config.task_cleanup_wait,
@@ -566,21 +566,6 @@ pub fn aws_logs_setup(
         region: config.region.clone(),
         credentials: config.access_keys || in_shared_file(),
     }
-}
-
-/// The GPU ids tasks are given: `DECKHAND_GPU_IDS`, else the NVIDIA GPUs found on this host.
-fn host_gpu_ids(config: &Config) -> Vec<String> {
-    if !config.gpu_ids.is_empty() {
-        return config.gpu_ids.clone();
-    }
-    let found = crate::host::gpus::discover();
-    if !found.is_empty() {
-        log::info!(
-            "GPUs for tasks: {} (nvidia-smi -L or /proc/driver/nvidia/gpus)",
-            found.join(",")
-        );
-    }
-    found
 }
 
 /// What the host offers tasks (§9a): `MemTotal` (MiB) less `ECS_RESERVED_MEMORY` (unlimited when
