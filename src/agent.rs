@@ -497,7 +497,12 @@ impl EngineConfig {
             }
         };
         EngineConfig {
-            host_capacity: host_capacity(config, mem_total_mib, crate::host::cpu_cores()),
+            host_capacity: host_capacity(
+                config,
+                mem_total_mib,
+                crate::host::cpu_cores(),
+                crate::host::gpus::for_tasks(&config.gpu_ids),
+            ),
             cluster: config.cluster.clone(),
             cleanup_wait: config.task_cleanup_wait,
             stop_timeout: config.container_stop_timeout,
@@ -579,9 +584,16 @@ pub fn aws_logs_setup(
 }
 
 /// What the host offers tasks (§9a): `MemTotal` (MiB) less `ECS_RESERVED_MEMORY` (unlimited when
-/// the host's memory could not be read), 1024 CPU units per core, and the reserved ports.
-pub fn host_capacity(config: &Config, mem_total_mib: Option<u64>, cpu_cores: u64) -> HostCapacity {
+/// the host's memory could not be read), 1024 CPU units per core, the reserved ports, and the
+/// GPUs by id.
+pub fn host_capacity(
+    config: &Config,
+    mem_total_mib: Option<u64>,
+    cpu_cores: u64,
+    gpu_ids: Vec<String>,
+) -> HostCapacity {
     HostCapacity {
+        gpu_ids,
         memory_mib: mem_total_mib.map_or(u64::MAX, |total| {
             total.saturating_sub(config.reserved_memory_mib)
         }),
@@ -755,7 +767,8 @@ mod tests {
             Scope::System,
         )
         .expect("a valid configuration");
-        let capacity = host_capacity(&config, Some(2048), 2);
+        let capacity = host_capacity(&config, Some(2048), 2, vec!["GPU-a".to_string()]);
+        assert_eq!(capacity.gpu_ids, vec!["GPU-a".to_string()]);
         assert_eq!(capacity.memory_mib, 1536);
         assert_eq!(capacity.cpu_units, 2048);
         assert_eq!(capacity.reserved_tcp_ports, [22].into_iter().collect());
@@ -764,9 +777,15 @@ mod tests {
             [53, 5353].into_iter().collect()
         );
         // More reserved than the host has: nothing is offered.
-        assert_eq!(host_capacity(&config, Some(256), 1).memory_mib, 0);
+        assert_eq!(
+            host_capacity(&config, Some(256), 1, Vec::new()).memory_mib,
+            0
+        );
         // The host's memory unknown: memory is not accounted.
-        assert_eq!(host_capacity(&config, None, 1).memory_mib, u64::MAX);
+        assert_eq!(
+            host_capacity(&config, None, 1, Vec::new()).memory_mib,
+            u64::MAX
+        );
         // The agent reads this host's.
         let engine = EngineConfig::from_agent_config(&config);
         let total = crate::host::read_mem_total_mib().expect("this host has /proc/meminfo");

@@ -220,6 +220,8 @@ pub struct CreateContainer {
     pub sysctls: BTreeMap<String, String>,
     /// `HostConfig.SecurityOpt`.
     pub security_opt: Vec<String>,
+    /// `HostConfig.DeviceRequests`: these GPUs by id, from the NVIDIA driver (empty: none).
+    pub gpu_ids: Vec<String>,
     /// `HostConfig.PidMode` / `IpcMode` (`host`, `none`, …).
     pub pid_mode: Option<String>,
     pub ipc_mode: Option<String>,
@@ -292,6 +294,7 @@ impl fmt::Debug for CreateContainer {
             .field("dns_search", &self.dns_search)
             .field("sysctls", &self.sysctls)
             .field("security_opt", &self.security_opt)
+            .field("gpu_ids", &self.gpu_ids)
             .field("pid_mode", &self.pid_mode)
             .field("ipc_mode", &self.ipc_mode)
             .field("config_overlay", &overlay_keys(&self.config_overlay))

@@ -1,8 +1,9 @@
 //! Task definitions in the shapes people have — a Fargate service's definition with awslogs,
 //! secrets and a sidecar, a `describe-task-definition` output full of `null`s, a file whose
 //! template placeholders were never filled in, a FireLens definition without its router, an
-//! awsvpc definition with a mismatched host port — through `deckhand validate` as a process:
-//! the exit code, and the lines a person reads on stderr and stdout. Offline: no Docker needed.
+//! awsvpc definition with a mismatched host port, GPUs, an inference accelerator — through
+//! `deckhand validate` as a process: the exit code, and the lines a person reads on stderr and
+//! stdout. Offline: no Docker needed.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -104,6 +105,17 @@ const AWSVPC_HOST_PORT_DIFFERS: &str = r#"{"family": "web", "networkMode": "awsv
   "containerDefinitions": [{"name": "web", "image": "nginx:1.25", "essential": true,
     "hostname": "web", "portMappings": [{"containerPort": 80, "hostPort": 8080}]}]}"#;
 
+const GPU_TRAINING: &str = r#"{"family": "train", "requiresCompatibilities": ["EC2"],
+  "containerDefinitions": [
+    {"name": "trainer", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04", "memory": 2048,
+     "command": ["nvidia-smi"], "resourceRequirements": [{"type": "GPU", "value": "2"}]},
+    {"name": "exporter", "image": "busybox:1.36", "memory": 64, "essential": false,
+     "resourceRequirements": []}]}"#;
+
+const INFERENCE_ACCELERATOR: &str = r#"{"family": "infer",
+  "containerDefinitions": [{"name": "model", "image": "busybox:1.36", "memory": 256,
+    "resourceRequirements": [{"type": "InferenceAccelerator", "value": "device_1"}]}]}"#;
+
 fn validate(definition: &str) -> (i32, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
         .args(["validate", "-"])
@@ -148,7 +160,7 @@ fn real_shaped_task_definitions_validate_with_messages_people_can_act_on() {
             shown: &[
                 "valid: family \"worker\" revision 12, 1 container",
                 "warning: taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, \
-                 gpu, resourceRequirements",
+                 gpu\n",
             ],
             not_shown: &["error:", "containerDefinitions[0].gpu"],
         },
@@ -184,6 +196,20 @@ fn real_shaped_task_definitions_validate_with_messages_people_can_act_on() {
                 "error: containerDefinitions[0].hostname: not supported for tasks that use the awsvpc network mode",
                 "error: containerDefinitions[0].portMappings[0].hostPort: with networkMode awsvpc, hostPort (8080) must equal containerPort (80)",
             ],
+            not_shown: &[],
+        },
+        Case {
+            name: "GPUs by resourceRequirements: valid, whatever this host has",
+            definition: GPU_TRAINING,
+            exit_code: 0,
+            shown: &["valid: family \"train\", 2 containers"],
+            not_shown: &["error:", "resourceRequirements"],
+        },
+        Case {
+            name: "an Elastic Inference accelerator is refused, naming the requirement",
+            definition: INFERENCE_ACCELERATOR,
+            exit_code: 2,
+            shown: &["error: containerDefinitions[0].resourceRequirements[0].type: InferenceAccelerator is not supported by deckhand"],
             not_shown: &[],
         },
     ];

@@ -32,6 +32,7 @@ fn small_host(cluster: &str) -> EngineConfig {
             cpu_units: 2048,
             reserved_tcp_ports: [22].into_iter().collect(),
             reserved_udp_ports: [53].into_iter().collect(),
+            gpu_ids: Vec::new(),
         },
         ..fast_engine_config(cluster)
     }
@@ -321,5 +322,179 @@ fn the_accounting_and_the_queue_survive_a_restart() {
         .expect("one was stopped");
     assert!(first_call(&fake, Op::Create, "three") > stop_of_one);
     assert!(first_call(&fake, Op::Create, "four") > stop_of_one);
+    engine.shutdown();
+}
+
+/// A host like [`small_host`] with these GPUs, handed out in this order.
+fn gpu_host(cluster: &str, gpus: &[&str]) -> EngineConfig {
+    let mut config = small_host(cluster);
+    config.host_capacity.gpu_ids = gpus.iter().map(|id| id.to_string()).collect();
+    config
+}
+
+/// [`sized`] with `gpus` GPUs for its container.
+fn with_gpus(name: &str, gpus: u32) -> TaskDefinition {
+    let mut definition = sized(name, 10);
+    definition.containers[0].gpus = gpus;
+    definition
+}
+
+/// What the create of `ecs_name` asked Docker for: its `HostConfig.DeviceRequests` and its
+/// `NVIDIA_VISIBLE_DEVICES` variables, from the body deckhand sends.
+fn gpus_asked(fake: &FakeRuntime, ecs_name: &str) -> (serde_json::Value, Vec<String>) {
+    let container = fake
+        .container(ecs_name)
+        .unwrap_or_else(|| panic!("{ecs_name} was created"));
+    let body = deckhand::docker::create_body::create_body(&container.spec);
+    let visible = container
+        .spec
+        .env
+        .iter()
+        .filter(|variable| variable.starts_with("NVIDIA_VISIBLE_DEVICES="))
+        .cloned()
+        .collect();
+    (body["HostConfig"]["DeviceRequests"].clone(), visible)
+}
+
+#[test]
+fn gpus_are_given_by_id_at_admission_reach_the_create_body_and_come_back_at_stopped() {
+    let fake = fake_with_images(&["trainer", "sidecar", "second"]);
+    let engine = TaskEngine::start(fake.clone(), gpu_host("gpus", &["GPU-a", "GPU-b", "GPU-c"]))
+        .expect("the engine starts");
+    let mut trainer = with_gpus("trainer", 2);
+    let mut sidecar = container("sidecar", "test/sidecar:1");
+    sidecar.memory_mib = Some(10);
+    trainer.containers.push(sidecar);
+    let first = engine.submit(trainer).expect("accepted").id;
+    wait_known(&engine, &first, TaskStatus::Running);
+    let (requests, visible) = gpus_asked(&fake, "trainer");
+    assert_eq!(
+        requests,
+        serde_json::json!([{"Driver": "nvidia", "DeviceIDs": ["GPU-a", "GPU-b"],
+            "Capabilities": [["gpu"]]}])
+    );
+    assert_eq!(visible, vec!["NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"]);
+    // A container of the task that asks for none gets none.
+    assert_eq!(
+        gpus_asked(&fake, "sidecar"),
+        (serde_json::Value::Null, vec![])
+    );
+    let task = engine.task(&first).expect("held");
+    assert_eq!(task.containers[0].gpu_ids, vec!["GPU-a", "GPU-b"]);
+    assert!(task.containers[1].gpu_ids.is_empty());
+
+    // Two more do not fit beside it: the task waits, saying so, with nothing pulled.
+    let second = engine.submit(with_gpus("second", 2)).expect("accepted").id;
+    assert_eq!(
+        waiting_for(&engine, &second).as_deref(),
+        Some("gpu: needs 2 GPUs, 1 free")
+    );
+    assert_eq!(fake.count(Op::Create, "second"), 0);
+
+    engine.stop(&first).expect("stop accepted");
+    wait_known(&engine, &first, TaskStatus::Stopped);
+    wait_known(&engine, &second, TaskStatus::Running);
+    assert!(first_call(&fake, Op::Create, "second") > first_call(&fake, Op::Stop, "trainer"));
+    let (requests, visible) = gpus_asked(&fake, "second");
+    assert_eq!(
+        requests[0]["DeviceIDs"],
+        serde_json::json!(["GPU-a", "GPU-b"])
+    );
+    assert_eq!(visible, vec!["NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"]);
+    let ledger = engine.host_resources();
+    assert!(ledger.gpus_held_by(&first).is_empty());
+    assert_eq!(ledger.gpus_held_by(&second), vec!["GPU-a", "GPU-b"]);
+    assert_eq!(ledger.free_gpus(), 1);
+    engine.shutdown();
+}
+
+#[test]
+fn a_task_needing_more_gpus_than_the_host_has_is_refused_at_submit() {
+    let fake = fake_with_images(&["one", "two"]);
+    let none = TaskEngine::start(fake.clone(), small_host("no-gpus")).expect("the engine starts");
+    match none.submit(with_gpus("one", 1)) {
+        Err(EngineError::Rejected { reason }) => {
+            assert_eq!(reason, "gpu: needs 1 GPU, the host has 0")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(none.tasks().is_empty(), "nothing was accepted");
+    none.shutdown();
+
+    let one = TaskEngine::start(fake.clone(), gpu_host("one-gpu", &["GPU-a"]))
+        .expect("the engine starts");
+    match one.submit(with_gpus("two", 2)) {
+        Err(EngineError::Rejected { reason }) => {
+            assert_eq!(reason, "gpu: needs 2 GPUs, the host has 1")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(fake.count(Op::Create, "two"), 0);
+    let id = one.submit(with_gpus("one", 1)).expect("accepted").id;
+    wait_known(&one, &id, TaskStatus::Running);
+    one.shutdown();
+}
+
+fn start_durable_on(datadir: &Path, fake: &Arc<FakeRuntime>, config: EngineConfig) -> TaskEngine {
+    let (store, loaded) = StateStore::open(datadir).expect("the state store opens");
+    TaskEngine::start_durable(fake.clone(), config, Arc::new(store), loaded.tasks)
+        .expect("the engine starts")
+}
+
+#[test]
+fn after_a_restart_tasks_keep_their_gpus_and_no_gpu_is_given_twice() {
+    let dir = ScratchDir::new("gpus");
+    let fake = fake_with_images(&["one", "two", "three", "four"]);
+    let engine = start_durable_on(
+        &dir.0,
+        &fake,
+        gpu_host("durable-gpus", &["GPU-a", "GPU-b", "GPU-c"]),
+    );
+    let one = engine.submit(with_gpus("one", 1)).expect("accepted").id;
+    wait_known(&engine, &one, TaskStatus::Running);
+    let two = engine.submit(with_gpus("two", 1)).expect("accepted").id;
+    wait_known(&engine, &two, TaskStatus::Running);
+    engine.shutdown();
+
+    // The host lists its GPUs in another order now (a driver update, DECKHAND_GPU_IDS
+    // rewritten): the running tasks keep the GPUs their containers were created with.
+    let engine = start_durable_on(
+        &dir.0,
+        &fake,
+        gpu_host("durable-gpus", &["GPU-c", "GPU-b", "GPU-a"]),
+    );
+    wait_known(&engine, &one, TaskStatus::Running);
+    wait_known(&engine, &two, TaskStatus::Running);
+    let ledger = engine.host_resources();
+    assert_eq!(ledger.gpus_held_by(&one), vec!["GPU-a"]);
+    assert_eq!(ledger.gpus_held_by(&two), vec!["GPU-b"]);
+    assert_eq!(ledger.free_gpus(), 1);
+    assert_eq!(
+        engine.task(&one).expect("held").containers[0].gpu_ids,
+        vec!["GPU-a"]
+    );
+    // A new task gets the one nobody holds; the next one waits for it.
+    let three = engine.submit(with_gpus("three", 1)).expect("accepted").id;
+    wait_known(&engine, &three, TaskStatus::Running);
+    assert_eq!(
+        gpus_asked(&fake, "three").1,
+        vec!["NVIDIA_VISIBLE_DEVICES=GPU-c"]
+    );
+    let four = engine.submit(with_gpus("four", 1)).expect("accepted").id;
+    assert_eq!(
+        waiting_for(&engine, &four).as_deref(),
+        Some("gpu: needs 1 GPU, 0 free")
+    );
+    engine.stop(&one).expect("stop accepted");
+    wait_known(&engine, &four, TaskStatus::Running);
+    assert_eq!(
+        gpus_asked(&fake, "four").1,
+        vec!["NVIDIA_VISIBLE_DEVICES=GPU-a"]
+    );
+    // Each GPU has one holder and one running container.
+    let ledger = engine.host_resources();
+    assert_eq!(ledger.gpus_held_by(&two), vec!["GPU-b"]);
+    assert_eq!(ledger.gpus_held_by(&three), vec!["GPU-c"]);
+    assert_eq!(ledger.gpus_held_by(&four), vec!["GPU-a"]);
     engine.shutdown();
 }

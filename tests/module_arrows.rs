@@ -84,7 +84,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("docker", &["runtime", "encoding", "text", "ports", "net"]),
     ("net", &["encoding"]),
-    ("config", &["text", "registry"]),
+    ("config", &["text", "registry", "host"]),
     ("registry", &["encoding"]),
     ("secrets", &[]),
     ("runtime", &["ports"]),

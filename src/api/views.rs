@@ -153,6 +153,9 @@ fn metadata_container(task: &Task, container: &Container, cluster: &str) -> Valu
         limits.insert("Memory".into(), json!(memory));
     }
     object.insert("Limits".into(), Value::Object(limits));
+    if !container.gpu_ids.is_empty() {
+        object.insert("GPUIDs".into(), json!(container.gpu_ids));
+    }
     insert_time(&mut object, "CreatedAt", container.created_at);
     insert_time(&mut object, "StartedAt", container.started_at);
     insert_time(&mut object, "FinishedAt", container.finished_at);
@@ -229,8 +232,9 @@ pub(super) fn insert_health(object: &mut Map<String, Value>, container: &Contain
 /// The `deckhand inspect` object: the ECS task metadata v4 shape with deckhand's statuses.
 /// deckhand adds `CreatedAt` (when the task was accepted), `HealthStatus` (ECS's sum of its
 /// essential containers' health, when one has a check), `RestartCount` (its containers'
-/// restarts), `StoppedReason`, `Source` (the `tasks.d` file a task came from) and `WaitingFor`
-/// (why a task waits for host resources).
+/// restarts), `StoppedReason`, `Source` (the `tasks.d` file a task came from), `WaitingFor`
+/// (why a task waits for host resources) and a container's `GPUIDs` (the host's GPUs it was
+/// given, the ECS agent's name for them).
 pub fn task_metadata(task: &Task, cluster: &str) -> Value {
     let mut object = metadata_task_head(task, cluster);
     insert_time(&mut object, "CreatedAt", Some(task.created_at));
@@ -944,6 +948,16 @@ mod tests {
             "memory: needs 512 MiB, 300 MiB free"
         );
         let container = &view["Containers"][0];
+        assert!(
+            container.get("GPUIDs").is_none(),
+            "only a container with GPUs has them"
+        );
+        let mut with_gpus = task.clone();
+        with_gpus.containers[0].gpu_ids = vec!["GPU-a".into(), "GPU-b".into()];
+        assert_eq!(
+            task_metadata(&with_gpus, "edge")["Containers"][0]["GPUIDs"],
+            json!(["GPU-a", "GPU-b"])
+        );
         assert_eq!(container["Name"], "web");
         assert_eq!(container["DockerId"], "d0cker");
         assert_eq!(container["DockerName"], "deckhand-web-3-web-ab12");

@@ -166,6 +166,11 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "MiB of the host's memory kept from tasks; a task waits until the rest has room for it",
     },
     ConfigKeyDoc {
+        key: "DECKHAND_GPU_IDS",
+        system_default: "",
+        meaning: "the NVIDIA GPUs tasks' resourceRequirements of type GPU are given, by id, comma-separated (e.g. GPU-8b4e…,GPU-0c1d…); empty: those nvidia-smi -L or /proc/driver/nvidia/gpus lists at start (README: GPUs)",
+    },
+    ConfigKeyDoc {
         key: "ECS_LOGLEVEL",
         system_default: "info",
         meaning: "log level: debug, info, warn, error or crit",

@@ -207,6 +207,8 @@ pub struct Config {
     pub reserved_ports_udp: Vec<u16>,
     /// `ECS_RESERVED_MEMORY`: MiB of the host's memory not offered to tasks.
     pub reserved_memory_mib: u64,
+    /// `DECKHAND_GPU_IDS`: the host's GPU ids tasks are given; empty: found at start.
+    pub gpu_ids: Vec<String>,
     pub log_level: LevelFilter,
     pub steady_state_check_interval: Duration,
     pub remove_orphans: bool,
@@ -562,6 +564,10 @@ impl Config {
             None => parse_memory_mib(default_of("ECS_RESERVED_MEMORY"))
                 .expect("the built-in ECS_RESERVED_MEMORY parses"),
         };
+        let gpu_ids = match sources.value("DECKHAND_GPU_IDS") {
+            Some(raw) => raw.parse_with(crate::host::gpus::parse_id_list)?,
+            None => Vec::new(),
+        };
         let registry_credentials = read_registry_credentials(&sources)?;
         let secrets_file = match sources.value("DECKHAND_SECRETS_FILE") {
             Some(raw) => raw.parse_with(parse_absolute_path)?,
@@ -605,6 +611,7 @@ impl Config {
             reserved_ports,
             reserved_ports_udp,
             reserved_memory_mib,
+            gpu_ids,
             log_level,
             steady_state_check_interval,
             remove_orphans,

@@ -64,6 +64,7 @@ fn system_defaults_match_the_documented_table() {
             reserved_ports: vec![22, 2375, 2376, 51678, 51679],
             reserved_ports_udp: vec![],
             reserved_memory_mib: 0,
+            gpu_ids: vec![],
             log_level: LevelFilter::Info,
             steady_state_check_interval: Duration::from_secs(300),
             remove_orphans: false,
@@ -389,6 +390,9 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("ECS_RESERVED_MEMORY", "256", "256", |c| {
         c.reserved_memory_mib.to_string()
     }),
+    ("DECKHAND_GPU_IDS", "GPU-a, GPU-b", "GPU-a,GPU-b", |c| {
+        c.gpu_ids.join(",")
+    }),
     ("ECS_LOGLEVEL", "debug", "DEBUG", |c| {
         c.log_level.to_string()
     }),
@@ -592,6 +596,8 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
         ("ECS_RESERVED_PORTS", "[\"22\"]", "JSON list"),
         ("ECS_RESERVED_PORTS_UDP", "53", "JSON list"),
         ("ECS_RESERVED_MEMORY", "256MiB", "whole number of MiB"),
+        ("DECKHAND_GPU_IDS", "GPU-a,,GPU-b", "is not a GPU id"),
+        ("DECKHAND_GPU_IDS", "GPU-a,GPU-a", "given twice"),
         ("ECS_DISABLE_IMAGE_CLEANUP", "yes", "true or false"),
         ("ECS_IMAGE_CLEANUP_INTERVAL", "30", "no unit"),
         ("ECS_IMAGE_MINIMUM_CLEANUP_AGE", "1d", "unknown unit"),

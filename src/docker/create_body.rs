@@ -120,6 +120,18 @@ pub fn create_body(spec: &CreateContainer) -> Value {
             set(&mut host_config, key, json!(number));
         }
     }
+    if !spec.gpu_ids.is_empty() {
+        // The NVIDIA driver's GPUs by id, as `docker run --gpus '"device=…"'` asks for them.
+        set(
+            &mut host_config,
+            "DeviceRequests",
+            json!([{
+                "Driver": "nvidia",
+                "DeviceIDs": spec.gpu_ids,
+                "Capabilities": [["gpu"]],
+            }]),
+        );
+    }
     if let Some(pid_mode) = &spec.pid_mode {
         set(&mut host_config, "PidMode", json!(pid_mode));
     }
@@ -374,6 +386,7 @@ mod tests {
             dns_search: vec!["corp.example".into()],
             sysctls: BTreeMap::from([("net.core.somaxconn".to_string(), "1024".to_string())]),
             security_opt: vec!["no-new-privileges".into()],
+            gpu_ids: vec!["GPU-0".into(), "GPU-1".into()],
             pid_mode: Some("host".into()),
             ipc_mode: Some("none".into()),
             ..CreateContainer::default()
@@ -405,6 +418,10 @@ mod tests {
         assert_eq!(host["DnsSearch"], json!(["corp.example"]));
         assert_eq!(host["Sysctls"], json!({"net.core.somaxconn": "1024"}));
         assert_eq!(host["SecurityOpt"], json!(["no-new-privileges"]));
+        assert_eq!(
+            host["DeviceRequests"],
+            json!([{"Driver": "nvidia", "DeviceIDs": ["GPU-0", "GPU-1"], "Capabilities": [["gpu"]]}])
+        );
         assert_eq!(host["PidMode"], "host");
         assert_eq!(host["IpcMode"], "none");
     }
@@ -554,6 +571,7 @@ mod tests {
             "DnsSearch",
             "Sysctls",
             "SecurityOpt",
+            "DeviceRequests",
             "PidMode",
             "IpcMode",
         ] {

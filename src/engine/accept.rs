@@ -6,7 +6,8 @@
 
 use crate::clock::now_millis;
 use crate::engine::container_spec::{
-    assign_docker_names, assign_metadata_tokens, create_request, new_task_id, random_hex,
+    as_if_gpus_given, assign_docker_names, assign_metadata_tokens, create_request, new_task_id,
+    random_hex,
 };
 use crate::engine::firelens::check_task;
 use crate::engine::handle::{find_by_metadata_token, EngineError, EngineHandle};
@@ -134,8 +135,16 @@ impl TaskEngine {
                 });
             }
         }
+        // GPU ids are handed out at admission: the creates are checked as if they were.
+        let given;
+        let checked = if task.containers.iter().any(|c| c.definition.gpus > 0) {
+            given = as_if_gpus_given(task);
+            &given
+        } else {
+            task
+        };
         for index in 0..task.containers.len() {
-            create_request(task, index, &self.shared.config.cluster)
+            create_request(checked, index, &self.shared.config.cluster)
                 .map_err(|reason| EngineError::Rejected { reason })?;
         }
         check_task(

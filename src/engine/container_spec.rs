@@ -32,6 +32,9 @@ const MINIMUM_CPU_SHARES: i64 = 2;
 const BYTES_PER_MIB: i64 = 1024 * 1024;
 /// The swappiness ECS applies when `maxSwap` is set without `swappiness`.
 const DEFAULT_SWAPPINESS: i64 = 60;
+/// The variable the NVIDIA container runtime reads a container's GPUs from; the ECS agent sets
+/// it to the container's GPU ids, comma-joined.
+pub const NVIDIA_VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 
 /// `bytes` random bytes from `/dev/urandom`, as lowercase hex.
 pub fn random_hex(bytes: usize) -> std::io::Result<String> {
@@ -341,15 +344,22 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
         })
     });
 
+    let gpu_ids = gpus_of(container)?;
+    let mut env: Vec<String> = definition
+        .environment
+        .iter()
+        .filter(|(key, _)| gpu_ids.is_empty() || key != NVIDIA_VISIBLE_DEVICES)
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    if !gpu_ids.is_empty() {
+        env.push(format!("{NVIDIA_VISIBLE_DEVICES}={}", gpu_ids.join(",")));
+    }
+
     Ok(CreateContainer {
         name,
         image: definition.image.clone(),
         labels: container_labels(task, container, cluster),
-        env: definition
-            .environment
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect(),
+        env,
         cmd: definition.command.clone(),
         entrypoint: definition.entry_point.clone(),
         working_dir: definition.working_directory.clone(),
@@ -444,6 +454,7 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             .map(|control| (control.namespace.clone(), control.value.clone()))
             .collect(),
         security_opt: definition.docker_security_options.clone(),
+        gpu_ids,
         pid_mode: pid_mode_of(task, container)?,
         ipc_mode: ipc_mode_of(task, container)?,
         config_overlay: definition
@@ -455,6 +466,33 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             .as_ref()
             .and_then(|overlay| overlay.host_config.clone()),
     })
+}
+
+/// `task` as its creates see it once admitted: each container given as many (made-up) GPU ids
+/// as it asks for. For checking a task at submit, before it holds any.
+pub fn as_if_gpus_given(task: &Task) -> Task {
+    let mut given = task.clone();
+    for container in &mut given.containers {
+        container.gpu_ids = (0..container.definition.gpus)
+            .map(|n| format!("GPU-{n}"))
+            .collect();
+    }
+    given
+}
+
+/// The GPU ids a container is created with: the ones it was given at admission, as many as it
+/// asks for. A container that was given fewer is not created (it would run without the GPUs
+/// its definition asks for).
+fn gpus_of(container: &Container) -> Result<Vec<String>, String> {
+    let wanted = container.definition.gpus as usize;
+    if container.gpu_ids.len() != wanted {
+        return Err(format!(
+            "container {:?} needs {wanted} GPU(s) and was given {}",
+            container.definition.name,
+            container.gpu_ids.len()
+        ));
+    }
+    Ok(container.gpu_ids.clone())
 }
 
 /// A container's Docker network mode and the ports its create publishes. In an `awsvpc` task
@@ -615,6 +653,37 @@ mod tests {
             format!("{counter:04x}")
         });
         task
+    }
+
+    #[test]
+    fn a_container_with_gpus_asks_docker_for_them_by_id_and_names_them_in_its_environment() {
+        let mut trainer = container_definition("trainer");
+        trainer.gpus = 2;
+        trainer.environment = vec![
+            ("NVIDIA_VISIBLE_DEVICES".to_string(), "all".to_string()),
+            ("A".to_string(), "1".to_string()),
+        ];
+        let mut plain = container_definition("plain");
+        plain.environment = vec![("NVIDIA_VISIBLE_DEVICES".to_string(), "none".to_string())];
+        let mut task = task_with(vec![trainer, plain], Vec::new());
+        task.containers[0].gpu_ids = vec!["GPU-a".to_string(), "GPU-b".to_string()];
+        let request = create_request(&task, 0, "edge").expect("valid task");
+        assert_eq!(request.gpu_ids, vec!["GPU-a", "GPU-b"]);
+        // The given ids replace the definition's value, as the ECS agent merges them.
+        assert_eq!(
+            request.env,
+            vec!["A=1", "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"]
+        );
+        // A container without GPUs keeps its own variable and asks for no device.
+        let request = create_request(&task, 1, "edge").expect("valid task");
+        assert!(request.gpu_ids.is_empty());
+        assert_eq!(request.env, vec!["NVIDIA_VISIBLE_DEVICES=none"]);
+        // Fewer ids than the definition asks for: no create (it would run without its GPUs).
+        task.containers[0].gpu_ids.pop();
+        assert_eq!(
+            create_request(&task, 0, "edge").expect_err("too few ids"),
+            "container \"trainer\" needs 2 GPU(s) and was given 1"
+        );
     }
 
     #[test]

@@ -10,13 +10,16 @@
 //! known STOPPED (or when it leaves the queue after a stop).
 //!
 //! A task's needs: its task-level `memory` and `cpu` when given, else the sum of its containers'
-//! (`memoryReservation` when a container sets one, else `memory`, as the ECS agent accounts), and
-//! its static host ports per protocol. Memory is in MiB, CPU in units (1024 per core).
+//! (`memoryReservation` when a container sets one, else `memory`, as the ECS agent accounts), its
+//! static host ports per protocol, and its containers' GPUs (`resourceRequirements`). Memory is
+//! in MiB, CPU in units (1024 per core); GPUs are handed out by id ([`gpus::GpuPool`]) when the
+//! task is admitted, and the ids reach its thread with the admission.
 
 pub mod gpus;
 
 use crate::task::{ContainerStatus, NetworkMode, Protocol, Task, TaskStatus};
 use crossbeam_channel::{bounded, Receiver, Sender};
+use gpus::{GpuPool, TooFewGpus};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Mutex;
@@ -32,17 +35,21 @@ pub struct HostCapacity {
     pub reserved_tcp_ports: BTreeSet<u16>,
     /// `ECS_RESERVED_PORTS_UDP`: no task may bind these UDP host ports.
     pub reserved_udp_ports: BTreeSet<u16>,
+    /// The host's GPU ids (`DECKHAND_GPU_IDS`, else found at start), in the order they are
+    /// handed out.
+    pub gpu_ids: Vec<String>,
 }
 
 impl HostCapacity {
-    /// No limit on memory or CPU and no reserved port: only host ports are accounted (what an
-    /// engine gets when nobody told it the host's size, as in most tests).
+    /// No limit on memory or CPU, no reserved port and no GPU: only host ports are accounted
+    /// (what an engine gets when nobody told it the host's size, as in most tests).
     pub fn unlimited() -> HostCapacity {
         HostCapacity {
             memory_mib: u64::MAX,
             cpu_units: u64::MAX,
             reserved_tcp_ports: BTreeSet::new(),
             reserved_udp_ports: BTreeSet::new(),
+            gpu_ids: Vec::new(),
         }
     }
 
@@ -67,6 +74,8 @@ pub struct ResourceNeeds {
     pub cpu_units: u64,
     /// Static host ports, each with its protocol.
     pub ports: BTreeSet<(u16, Protocol)>,
+    /// GPUs, the sum of the containers'.
+    pub gpus: usize,
 }
 
 impl ResourceNeeds {
@@ -116,10 +125,16 @@ impl ResourceNeeds {
                 }
             }
         }
+        let gpus = task
+            .containers
+            .iter()
+            .map(|container| container.definition.gpus as usize)
+            .fold(0usize, usize::saturating_add);
         ResourceNeeds {
             memory_mib,
             cpu_units,
             ports,
+            gpus,
         }
     }
 }
@@ -130,6 +145,7 @@ pub enum NeverFits {
     Memory { needs: u64, offers: u64 },
     Cpu { needs: u64, offers: u64 },
     ReservedPort { port: u16, protocol: Protocol },
+    Gpus(TooFewGpus),
 }
 
 impl fmt::Display for NeverFits {
@@ -154,6 +170,7 @@ impl fmt::Display for NeverFits {
                     protocol.as_str()
                 )
             }
+            NeverFits::Gpus(too_few) => write!(f, "gpu: {too_few}"),
         }
     }
 }
@@ -173,6 +190,10 @@ pub enum Shortfall {
         port: u16,
         protocol: Protocol,
         held_by: String,
+    },
+    Gpus {
+        needs: usize,
+        free: usize,
     },
     /// It would fit, but an earlier task waits ahead of it (first come, first served).
     Behind {
@@ -196,6 +217,10 @@ impl fmt::Display for Shortfall {
                 "port {port}/{}: held by task {held_by}",
                 protocol.as_str()
             ),
+            Shortfall::Gpus { needs, free } => {
+                let unit = if *needs == 1 { "GPU" } else { "GPUs" };
+                write!(f, "gpu: needs {needs} {unit}, {free} free")
+            }
             Shortfall::Behind { task } => {
                 write!(
                     f,
@@ -225,6 +250,8 @@ pub struct HostResources {
     used_cpu_units: u64,
     /// Host port → the task that holds it.
     port_holders: BTreeMap<(u16, Protocol), String>,
+    /// The host's GPUs and who holds which.
+    gpus: GpuPool,
     /// Waiting tasks, by (start number, id): the head is the earliest.
     queue: BTreeMap<(u64, String), ResourceNeeds>,
 }
@@ -232,6 +259,7 @@ pub struct HostResources {
 impl HostResources {
     pub fn new(capacity: HostCapacity) -> HostResources {
         HostResources {
+            gpus: GpuPool::new(capacity.gpu_ids.clone()),
             capacity,
             consumed: BTreeMap::new(),
             used_memory_mib: 0,
@@ -273,6 +301,9 @@ impl HostResources {
                 });
             }
         }
+        if let Some(too_few) = self.gpus.never_fits(needs.gpus) {
+            reasons.push(NeverFits::Gpus(too_few));
+        }
         reasons
     }
 
@@ -305,6 +336,13 @@ impl HostResources {
                 });
             }
         }
+        let free_gpus = self.gpus.free();
+        if needs.gpus > free_gpus {
+            reasons.push(Shortfall::Gpus {
+                needs: needs.gpus,
+                free: free_gpus,
+            });
+        }
         reasons
     }
 
@@ -330,13 +368,32 @@ impl HostResources {
         self.queue.keys().map(|(_, id)| id.clone()).collect()
     }
 
+    /// The GPU ids `task_id` holds, in the host's order.
+    pub fn gpus_held_by(&self, task_id: &str) -> Vec<String> {
+        self.gpus.held_by(task_id)
+    }
+
+    /// How many of the host's GPUs nobody holds.
+    pub fn free_gpus(&self) -> usize {
+        self.gpus.free()
+    }
+
+    /// Restore: `task_id` takes back the GPU ids its containers were created with (before
+    /// [`HostResources::consume`], which then only adds what it lacks). Returns the ids another
+    /// task claimed first, each with that task.
+    pub fn take_back_gpus(&mut self, task_id: &str, ids: &[String]) -> Vec<(String, String)> {
+        self.gpus.take_back(task_id, ids)
+    }
+
     /// Takes `needs` for `task_id` whether or not they fit: restore re-consumes for a task that
     /// had been admitted before the restart (its containers exist and hold what they hold).
-    /// A task already admitted keeps what it holds.
+    /// A task already admitted keeps what it holds. Its GPUs are the first free ids, less those
+    /// it took back.
     pub fn consume(&mut self, task_id: &str, needs: ResourceNeeds) {
         if self.consumed.contains_key(task_id) {
             return;
         }
+        self.gpus.assign(task_id, needs.gpus);
         self.queue.retain(|(_, id), _| id != task_id);
         self.used_memory_mib = self.used_memory_mib.saturating_add(needs.memory_mib);
         self.used_cpu_units = self.used_cpu_units.saturating_add(needs.cpu_units);
@@ -364,8 +421,9 @@ impl HostResources {
         let before = self.queue.len();
         self.queue.retain(|(_, id), _| id != task_id);
         let dequeued = self.queue.len() != before;
+        let gave_back_gpus = self.gpus.release(task_id);
         let Some(needs) = self.consumed.remove(task_id) else {
-            return dequeued;
+            return dequeued || gave_back_gpus;
         };
         self.used_memory_mib = self.used_memory_mib.saturating_sub(needs.memory_mib);
         self.used_cpu_units = self.used_cpu_units.saturating_sub(needs.cpu_units);
@@ -455,8 +513,8 @@ pub struct HostResourceQueue {
 #[derive(Debug)]
 struct QueueState {
     ledger: HostResources,
-    /// A task's thread waiting to be admitted.
-    waiters: HashMap<String, Sender<()>>,
+    /// A task's thread waiting to be admitted: it is sent the GPU ids it was given.
+    waiters: HashMap<String, Sender<Vec<String>>>,
 }
 
 impl QueueState {
@@ -465,7 +523,7 @@ impl QueueState {
         for task_id in self.ledger.admit() {
             if let Some(sender) = self.waiters.remove(&task_id) {
                 // The task may have stopped waiting; nothing to do then.
-                let _ = sender.try_send(());
+                let _ = sender.try_send(self.ledger.gpus_held_by(&task_id));
             }
         }
     }
@@ -522,6 +580,21 @@ impl HostResourceQueue {
         let mut tasks: Vec<&Task> = tasks.into_iter().collect();
         tasks.sort_by(|a, b| (a.start_sequence, &a.id).cmp(&(b.start_sequence, &b.id)));
         let mut state = self.state();
+        // The GPUs the containers were created with first, so no task is handed another's.
+        for task in tasks.iter().filter(|task| restore_holds_resources(task)) {
+            let saved: Vec<String> = task
+                .containers
+                .iter()
+                .flat_map(|container| container.gpu_ids.iter().cloned())
+                .collect();
+            for (id, holder) in state.ledger.take_back_gpus(&task.id, &saved) {
+                log::warn!(
+                    "restore: task {}: GPU {id} is also held by task {holder}; both tasks' \
+                     containers were created with it",
+                    task.id
+                );
+            }
+        }
         for task in &tasks {
             if restore_holds_resources(task) {
                 state.ledger.consume(&task.id, ResourceNeeds::of_task(task));
@@ -537,16 +610,16 @@ impl HostResourceQueue {
         state.admit_and_wake();
     }
 
-    /// A receiver that yields `()` once `task_id` is admitted: at once when it is admitted
-    /// already, or not accounted here at all.
-    pub fn ready(&self, task_id: &str) -> Receiver<()> {
+    /// A receiver that yields the GPU ids `task_id` holds once it is admitted: at once when it
+    /// is admitted already, or not accounted here at all (no ids then).
+    pub fn ready(&self, task_id: &str) -> Receiver<Vec<String>> {
         let (sender, receiver) = bounded(1);
         let mut state = self.state();
         if state.ledger.is_queued(task_id) {
             state.waiters.insert(task_id.to_string(), sender);
         } else {
             sender
-                .try_send(())
+                .try_send(state.ledger.gpus_held_by(task_id))
                 .expect("a fresh channel of capacity one has room for one message");
         }
         receiver
@@ -583,6 +656,7 @@ mod tests {
             cpu_units,
             reserved_tcp_ports: [22, 2375].into_iter().collect(),
             reserved_udp_ports: [53].into_iter().collect(),
+            gpu_ids: Vec::new(),
         }
     }
 
@@ -591,6 +665,7 @@ mod tests {
             memory_mib,
             cpu_units,
             ports: ports.iter().copied().collect(),
+            gpus: 0,
         }
     }
 
@@ -868,5 +943,72 @@ mod tests {
             queue.refusal(&task("huge", 3, 4096)).as_deref(),
             Some("memory: needs 4096 MiB, the host offers 1024 MiB to tasks in all")
         );
+    }
+
+    fn with_gpus(needed: usize) -> ResourceNeeds {
+        ResourceNeeds {
+            gpus: needed,
+            ..needs(0, 0, &[])
+        }
+    }
+
+    #[test]
+    fn gpus_are_handed_out_by_id_and_counted_like_the_other_resources() {
+        let host_gpus = |count: usize| HostCapacity {
+            gpu_ids: (0..count).map(|index| format!("GPU-{index}")).collect(),
+            ..capacity(1024, 4096)
+        };
+        let none = HostResources::new(host_gpus(0));
+        assert_eq!(
+            joined(&none.never_fits(&with_gpus(1))),
+            "gpu: needs 1 GPU, the host has 0"
+        );
+        assert!(none.never_fits(&with_gpus(0)).is_empty());
+        let mut ledger = HostResources::new(host_gpus(3));
+        assert_eq!(
+            joined(&ledger.never_fits(&with_gpus(4))),
+            "gpu: needs 4 GPUs, the host has 3"
+        );
+        ledger.enqueue("a", 1, with_gpus(2));
+        ledger.enqueue("b", 2, with_gpus(2));
+        ledger.enqueue("c", 3, with_gpus(1));
+        assert_eq!(ledger.admit(), vec!["a"], "b waits, and c behind it");
+        assert_eq!(ledger.gpus_held_by("a"), vec!["GPU-0", "GPU-1"]);
+        assert_eq!(
+            ledger.waiting_reason("b").as_deref(),
+            Some("gpu: needs 2 GPUs, 1 free")
+        );
+        assert!(ledger.release("a"));
+        assert_eq!(ledger.admit(), vec!["b", "c"]);
+        assert_eq!(ledger.gpus_held_by("b"), vec!["GPU-0", "GPU-1"]);
+        assert_eq!(ledger.gpus_held_by("c"), vec!["GPU-2"]);
+        assert_eq!(ledger.free_gpus(), 0);
+        assert!(ledger.release("b"));
+        assert_eq!(ledger.free_gpus(), 2);
+        assert!(!ledger.release("b"));
+    }
+
+    #[test]
+    fn restore_takes_back_the_gpus_the_containers_were_created_with() {
+        let mut ledger = HostResources::new(HostCapacity {
+            gpu_ids: vec!["GPU-0".into(), "GPU-1".into(), "GPU-2".into()],
+            ..capacity(1024, 4096)
+        });
+        // Restored in start order: the first task's saved ids are the host's last.
+        assert!(ledger
+            .take_back_gpus("first", &["GPU-2".to_string()])
+            .is_empty());
+        assert!(ledger
+            .take_back_gpus("second", &["GPU-0".to_string()])
+            .is_empty());
+        ledger.consume("first", with_gpus(1));
+        ledger.consume("second", with_gpus(2));
+        assert_eq!(ledger.gpus_held_by("first"), vec!["GPU-2"]);
+        assert_eq!(
+            ledger.gpus_held_by("second"),
+            vec!["GPU-0", "GPU-1"],
+            "it kept its id and got what it lacked"
+        );
+        assert_eq!(ledger.free_gpus(), 0);
     }
 }

@@ -112,8 +112,11 @@ pub enum Input {
     Resync,
     /// Every earlier stop finished (§9).
     WaitGroupReady,
-    /// The host resources the task needs are its own now (§9a).
-    ResourcesReady,
+    /// The host resources the task needs are its own now (§9a), with the ids of the GPUs it
+    /// was given (empty when it asks for none).
+    ResourcesReady {
+        gpu_ids: Vec<String>,
+    },
     TimerFired(TimerKind),
     /// The reporter recorded an event.
     Reported(Reported),

@@ -197,7 +197,7 @@ struct SimTask {
     wait_ready: Option<Receiver<()>>,
     waiting_for_stops: bool,
     /// The host-resource queue's receiver, while the task waits to be admitted.
-    resources_ready: Option<Receiver<()>>,
+    resources_ready: Option<Receiver<Vec<String>>>,
     /// Inputs the engine hands the task outside Docker's answers (resync, found-by-name).
     inbox: VecDeque<Input>,
     /// The engine's flag: a stop number was registered for this task (only the first is).
@@ -1849,8 +1849,12 @@ impl Simulation {
                             .is_some_and(|ready| !ready.is_empty())
                     })
                     .expect("a task was admitted");
-                self.tasks[index].resources_ready = None;
-                self.feed(index, Input::ResourcesReady);
+                let gpu_ids = self.tasks[index]
+                    .resources_ready
+                    .take()
+                    .and_then(|ready| ready.try_recv().ok())
+                    .unwrap_or_default();
+                self.feed(index, Input::ResourcesReady { gpu_ids });
             }
             Choice::Inbox => {
                 let candidates: Vec<usize> = (0..self.tasks.len())

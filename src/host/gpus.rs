@@ -102,6 +102,22 @@ pub fn discover() -> Vec<String> {
     from_proc(Path::new("/proc/driver/nvidia/gpus"))
 }
 
+/// The GPU ids tasks are given: `configured` (`DECKHAND_GPU_IDS`) when it names any, else those
+/// [`discover`] finds (logged).
+pub fn for_tasks(configured: &[String]) -> Vec<String> {
+    if !configured.is_empty() {
+        return configured.to_vec();
+    }
+    let found = discover();
+    if !found.is_empty() {
+        log::info!(
+            "GPUs for tasks: {} (nvidia-smi -L or /proc/driver/nvidia/gpus)",
+            found.join(",")
+        );
+    }
+    found
+}
+
 /// The ids in `<dir>/*/information`, by the subdirectories' names (the PCI bus addresses).
 fn from_proc(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -210,6 +226,14 @@ mod tests {
             let error = parse_id_list(value).expect_err(value);
             assert!(error.starts_with(want), "{value:?}: {error}");
         }
+    }
+
+    #[test]
+    fn configured_ids_replace_discovery() {
+        let configured = vec!["GPU-x".to_string(), "GPU-y".to_string()];
+        assert_eq!(for_tasks(&configured), configured);
+        // Nothing configured: what this host has (no NVIDIA driver here: nothing, no panic).
+        assert_eq!(for_tasks(&[]), discover());
     }
 
     #[test]

@@ -145,6 +145,10 @@ fn is_false(flag: &bool) -> bool {
     !*flag
 }
 
+fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
+
 /// One container of a task definition, validated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerDefinition {
@@ -228,6 +232,10 @@ pub struct ContainerDefinition {
     /// the local mirror, else S3) and merged under `environment`, first file first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environment_files: Vec<String>,
+    /// `resourceRequirements[]` of type `GPU`: how many of the host's GPUs the container is
+    /// given (by id, when its task is admitted to the host's resources). 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpus: u32,
 }
 
 /// ECS's `dockerConfig` of a container: Docker's own create `Config` and `HostConfig` fields,
@@ -291,6 +299,7 @@ impl ContainerDefinition {
             firelens_configuration: None,
             stop_signal: None,
             environment_files: Vec::new(),
+            gpus: 0,
         }
     }
 

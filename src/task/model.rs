@@ -140,6 +140,12 @@ pub struct Container {
     /// from checkpoints written before it existed and when the definition's driver runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_fallback: Option<LogFallback>,
+    /// The host's GPUs this container was given (their ids, as `NVIDIA_VISIBLE_DEVICES` names
+    /// them), fixed when its task is admitted to the host's resources and checkpointed before
+    /// its create, so a restore takes back the very GPUs it was created with. Empty for a
+    /// container that asks for none; absent from checkpoints then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_ids: Vec<String>,
 }
 
 /// The log driver a container runs with instead of the one its definition asks for, and why.
@@ -179,6 +185,7 @@ impl Container {
             last_restart_at: None,
             restopped: false,
             log_fallback: None,
+            gpu_ids: Vec::new(),
         }
     }
 

@@ -134,6 +134,37 @@ impl GpuPool {
     }
 }
 
+/// The ids each container of a task gets from `assigned`, the ids the task holds. `wanted` is
+/// each container's GPU count and the ids it has now (its checkpoint's). A container that has
+/// its count of ids, all among `assigned` and none kept by an earlier container, keeps them:
+/// it may exist in Docker with them. The others take the first ids nobody kept, in order
+/// (fewer when too few are left, which admission never lets happen).
+pub fn hand_out(wanted: &[(usize, &[String])], assigned: &[String]) -> Vec<Vec<String>> {
+    let mut taken: Vec<&String> = Vec::new();
+    let mut handed: Vec<Option<Vec<String>>> = wanted
+        .iter()
+        .map(|(count, current)| {
+            let keeps = current.len() == *count
+                && current
+                    .iter()
+                    .all(|id| assigned.contains(id) && !taken.contains(&id));
+            if keeps {
+                taken.extend(current.iter());
+                Some(current.to_vec())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let mut free = assigned.iter().filter(|id| !taken.contains(id));
+    for (slot, (count, _)) in handed.iter_mut().zip(wanted) {
+        if slot.is_none() {
+            *slot = Some(free.by_ref().take(*count).cloned().collect());
+        }
+    }
+    handed.into_iter().map(Option::unwrap_or_default).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +211,53 @@ mod tests {
         // Assigning again keeps what a task holds.
         assert_eq!(pool.assign("t4", 2), ids(&["GPU-a", "GPU-b"]));
         assert_eq!(pool.held_by("t2"), ids(&["GPU-c"]));
+    }
+
+    #[test]
+    fn table_of_ids_handed_out_to_containers() {
+        let none: Vec<String> = Vec::new();
+        let ab = ids(&["GPU-a", "GPU-b"]);
+        let c = ids(&["GPU-c"]);
+        let b = ids(&["GPU-b"]);
+        // (each container's count and current ids, the task's ids, what each gets)
+        type Case<'a> = (Vec<(usize, &'a [String])>, Vec<String>, Vec<Vec<String>>);
+        let cases: Vec<Case> = vec![
+            (vec![], ids(&["GPU-a"]), vec![]),
+            (vec![(0, &none)], none.clone(), vec![none.clone()]),
+            // Fresh containers take the ids in order.
+            (
+                vec![(2, &none), (0, &none), (1, &none)],
+                ids(&["GPU-a", "GPU-b", "GPU-c"]),
+                vec![ab.clone(), none.clone(), c.clone()],
+            ),
+            // Saved ids among the task's are kept, even out of order.
+            (
+                vec![(2, &none), (1, &b)],
+                ids(&["GPU-a", "GPU-b", "GPU-c"]),
+                vec![ids(&["GPU-a", "GPU-c"]), b.clone()],
+            ),
+            // Saved ids the task no longer holds are replaced.
+            (vec![(1, &c)], ids(&["GPU-a"]), vec![ids(&["GPU-a"])]),
+            // Two containers naming the same id: the first keeps it.
+            (
+                vec![(1, &b), (1, &b)],
+                ab.clone(),
+                vec![b.clone(), ids(&["GPU-a"])],
+            ),
+            // Too few: the last gets what is left.
+            (
+                vec![(1, &none), (2, &none)],
+                ab.clone(),
+                vec![ids(&["GPU-a"]), b.clone()],
+            ),
+        ];
+        for (wanted, assigned, want) in cases {
+            assert_eq!(
+                hand_out(&wanted, &assigned),
+                want,
+                "{wanted:?} from {assigned:?}"
+            );
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@ struct LoopState {
     timers: std::collections::BTreeMap<TimerKind, std::time::Instant>,
     wait_group_ready: Option<Receiver<()>>,
     /// Fires once the host-resource queue admitted the task (§9a).
-    resources_ready: Option<Receiver<()>>,
+    resources_ready: Option<Receiver<Vec<String>>>,
     tracked_docker_ids: Vec<String>,
     /// Who waits for the desired change being handled to be durable (`AcknowledgeDesired`).
     durable_reply: Option<Sender<Result<(), String>>>,
@@ -53,8 +53,9 @@ fn next_event(
     state: &mut LoopState,
 ) -> Option<Input> {
     let never_ready = crossbeam_channel::never();
+    let never_admitted = crossbeam_channel::never();
     let ready = state.wait_group_ready.as_ref().unwrap_or(&never_ready);
-    let admitted = state.resources_ready.as_ref().unwrap_or(&never_ready);
+    let admitted = state.resources_ready.as_ref().unwrap_or(&never_admitted);
     let next_timer = state
         .timers
         .iter()
@@ -90,9 +91,9 @@ fn next_event(
             state.wait_group_ready = None;
             Some(Input::WaitGroupReady)
         },
-        recv(admitted) -> _ => {
+        recv(admitted) -> gpu_ids => {
             state.resources_ready = None;
-            Some(Input::ResourcesReady)
+            Some(Input::ResourcesReady { gpu_ids: gpu_ids.unwrap_or_default() })
         },
         recv(timer) -> _ => {
             let (kind, _) = next_timer.expect("the timer channel is `never` when no timer is armed");

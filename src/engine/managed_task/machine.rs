@@ -454,7 +454,7 @@ impl ManagedTask {
             Input::Resync => self.resync(effects),
             Input::TimerFired(TimerKind::DockerRetry) => self.docker_retry_fired(now, effects),
             Input::WaitGroupReady => self.wait_group_ready(effects),
-            Input::ResourcesReady => self.resources_ready(),
+            Input::ResourcesReady { gpu_ids } => self.resources_ready(&gpu_ids),
             Input::TimerFired(TimerKind::SteadyCheck) => self.steady_check_fired(now, effects),
             Input::TimerFired(TimerKind::DependencyPoll) => self.dependency_poll_fired(effects),
             Input::TimerFired(TimerKind::Cleanup) => self.cleanup_if_due(now, effects),
@@ -503,9 +503,10 @@ impl ManagedTask {
     }
 
     /// The task was admitted to the host's resources (§9a): it may create its containers.
-    fn resources_ready(&mut self) {
+    fn resources_ready(&mut self, gpu_ids: &[String]) {
         if self.phase == Phase::WaitingForResources {
             self.phase = Phase::Progressing;
+            self.hand_out_gpus(gpu_ids);
         }
     }
 

@@ -281,7 +281,12 @@ fn after_the_earlier_stops_the_task_waits_for_host_resources_before_any_docker_c
             .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))),
         "{effects:?}"
     );
-    let effects = machine.handle(Input::ResourcesReady, 1_003);
+    let effects = machine.handle(
+        Input::ResourcesReady {
+            gpu_ids: Vec::new(),
+        },
+        1_003,
+    );
     assert!(
         matches!(docker_calls(&effects)[..], [DockerCall::Pull { .. }]),
         "{effects:?}"
@@ -334,7 +339,12 @@ fn a_stop_while_waiting_for_host_resources_leaves_the_queue_and_stops_without_do
     assert!(docker_calls(&effects).is_empty(), "{effects:?}");
     assert_eq!(machine.task().known_status, TaskStatus::Stopped);
     // An admission that crossed the stop changes nothing.
-    let effects = machine.handle(Input::ResourcesReady, 1_003);
+    let effects = machine.handle(
+        Input::ResourcesReady {
+            gpu_ids: Vec::new(),
+        },
+        1_003,
+    );
     assert!(docker_calls(&effects).is_empty(), "{effects:?}");
 }
 

@@ -155,6 +155,7 @@ impl Parser {
         let repository_credentials = self.repository_credentials(object, path);
         let firelens_configuration = self.firelens_configuration(object, path);
         let environment_files = self.environment_files(object, path);
+        let gpus = self.resource_requirements(object, path);
         ContainerDefinition {
             name,
             image,
@@ -197,6 +198,7 @@ impl Parser {
             firelens_configuration,
             stop_signal: None,
             environment_files,
+            gpus,
         }
     }
 

@@ -114,10 +114,17 @@ pub(super) const CONTAINER_KEYS: KeySpec = KeySpec {
         "repositoryCredentials",
         "firelensConfiguration",
         "environmentFiles",
+        "resourceRequirements",
     ],
     // Image digest pinning is done by the ECS control plane at run-task time.
     ignored: &["versionConsistency"],
-    unsupported: &["resourceRequirements", "credentialSpecs", "gpu"],
+    unsupported: &["credentialSpecs", "gpu"],
+};
+
+pub(super) const RESOURCE_REQUIREMENT_KEYS: KeySpec = KeySpec {
+    supported: &["type", "value"],
+    ignored: &[],
+    unsupported: &[],
 };
 
 pub(super) const ENVIRONMENT_FILE_KEYS: KeySpec = KeySpec {

@@ -17,8 +17,9 @@
 //! tables, `document.rs` the document and task level, `container.rs` one container,
 //! `linux.rs` a container's Linux settings (`ulimits`, `linuxParameters`, DNS, sysctls, …),
 //! `firelens.rs` a FireLens router's `firelensConfiguration` and the rules of `awsfirelens`
-//! across containers, `checks.rs` the rules across containers, `order.rs` the start and stop order, `names.rs`
-//! names and image references.
+//! across containers, `resources.rs` a container's `resourceRequirements` (GPUs), `checks.rs`
+//! the rules across containers, `order.rs` the start and stop order, `names.rs` names and image
+//! references.
 //!
 //! Kept apart from the model so that other input formats can map onto the same types.
 
@@ -31,6 +32,7 @@ mod keys;
 mod linux;
 mod names;
 mod order;
+mod resources;
 
 pub use container::{
     HealthCheckDefaults, CONTAINER_MEMORY_MIN_MIB, HEALTH_DEFAULTS, HEALTH_INTERVAL_RANGE,
@@ -43,6 +45,7 @@ pub use linux::{
 };
 pub use names::{check_container_name, check_image_reference, template_placeholder};
 pub use order::{shutdown_order, start_order};
+pub use resources::{parse_gpu_count, MAX_GPUS_PER_CONTAINER};
 
 use crate::task::TaskDefinition;
 use json::Parser;

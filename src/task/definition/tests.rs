@@ -185,7 +185,6 @@ fn describe_output_errors_carry_the_wrapper_path() {
 #[test]
 fn unsupported_keys_are_errors_naming_the_path() {
     let container_keys = [
-        ("resourceRequirements", json!([{"type": "GPU", "value": "1"}])),
         ("credentialSpecs", json!(["credentialspec:arn"])),
     ];
     for (key, value) in container_keys {
@@ -1233,7 +1232,7 @@ fn a_describe_output_full_of_nulls_gives_one_line_per_object() {
         "tags: ignored: empty".to_string(),
         "taskDefinition.requiresCompatibilities: ignored: it has no effect on this host".to_string(),
         "taskDefinition: ignored, empty: executionRoleArn, inferenceAccelerators, placementConstraints, proxyConfiguration, taskRoleArn".to_string(),
-        "taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, gpu, resourceRequirements".to_string(),
+        "taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, gpu".to_string(),
     ]);
 }
 
@@ -1272,4 +1271,57 @@ fn environment_files_are_s3_arns_at_most_ten() {
     }))
     .expect("a name without .env is a warning");
     assert!(parsed.warnings.iter().any(|w| w.contains("to end in .env")), "{:?}", parsed.warnings);
+}
+
+#[test]
+fn table_of_gpu_resource_requirements() {
+    // (resourceRequirements, GPUs asked for, or the errors)
+    let path = "containerDefinitions[0].resourceRequirements";
+    let cases: Vec<(Value, Result<u32, Vec<String>>)> = vec![
+        (json!([{"type": "GPU", "value": "1"}]), Ok(1)),
+        (json!([{"type": "GPU", "value": "2"}]), Ok(2)),
+        (json!([{"type": "GPU", "value": " 4 "}]), Ok(4)),
+        (json!([]), Ok(0)),
+        (json!(null), Ok(0)),
+        (json!([{"type": "GPU", "value": "1024"}]), Ok(1024)),
+        (json!([{"type": "GPU", "value": "0"}]), Err(vec![format!("{path}[0].value: \"0\" is out of range: a whole number of GPUs in 1–1024")])),
+        (json!([{"type": "GPU", "value": "1025"}]), Err(vec![format!("{path}[0].value: \"1025\" is out of range: a whole number of GPUs in 1–1024")])),
+        (json!([{"type": "GPU", "value": "99999999999999999999"}]), Err(vec![format!("{path}[0].value: \"99999999999999999999\" is out of range: a whole number of GPUs in 1–1024")])),
+        (json!([{"type": "GPU", "value": "-1"}]), Err(vec![format!("{path}[0].value: \"-1\" is not a whole number of GPUs in 1–1024")])),
+        (json!([{"type": "GPU", "value": "1.5"}]), Err(vec![format!("{path}[0].value: \"1.5\" is not a whole number of GPUs in 1–1024")])),
+        (json!([{"type": "GPU", "value": "two"}]), Err(vec![format!("{path}[0].value: \"two\" is not a whole number of GPUs in 1–1024")])),
+        (json!([{"type": "GPU", "value": ""}]), Err(vec![format!("{path}[0].value: \"\" is not a whole number of GPUs in 1–1024")])),
+        (json!([{"type": "GPU", "value": 2}]), Err(vec![format!("{path}[0].value: expected a string, found a number")])),
+        (json!([{"type": "GPU"}]), Err(vec![format!("{path}[0].value: required")])),
+        (json!([{"type": "GPU", "value": "1"}, {"type": "GPU", "value": "2"}]), Err(vec![format!("{path}[1].type: GPU is given twice; give the container's GPUs in one requirement")])),
+        (json!([{"type": "InferenceAccelerator", "value": "device_1"}]), Err(vec![format!("{path}[0].type: InferenceAccelerator is not supported by deckhand: it has no Elastic Inference accelerators")])),
+        (json!([{"type": "gpu", "value": "1"}]), Err(vec![format!("{path}[0].type: unknown type \"gpu\": expected GPU or InferenceAccelerator")])),
+        (json!([{"type": "GPU", "value": "1", "count": 1}]), Err(vec![format!("{path}[0].count: unknown key")])),
+        (json!({"type": "GPU", "value": "1"}), Err(vec![format!("{path}: expected an array, found an object")])),
+    ];
+    for (requirements, want) in cases {
+        let definition = mutated(|d| { d["containerDefinitions"][0]["resourceRequirements"] = requirements.clone(); });
+        match (parse_value(&definition), want) {
+            (Ok(parsed), Ok(gpus)) => {
+                assert_eq!(parsed.definition.containers[0].gpus, gpus, "{requirements}");
+            }
+            (Err(_), Err(errors)) => assert_eq!(errors_of(&definition), errors, "{requirements}"),
+            (got, want) => panic!("{requirements}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn gpus_are_per_container_and_kept_in_the_model() {
+    let definition = mutated(|d| {
+        d["containerDefinitions"][0]["resourceRequirements"] = json!([{"type": "GPU", "value": "2"}]);
+    });
+    let parsed = parse_value(&definition).expect("valid");
+    assert_eq!(parsed.definition.containers[0].gpus, 2);
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    // A checkpoint keeps the count; a container without GPUs leaves it out.
+    let saved = serde_json::to_value(&parsed.definition.containers[0]).expect("serializes");
+    assert_eq!(saved["gpus"], 2);
+    let plain = serde_json::to_value(ContainerDefinition::new("a", "busybox")).expect("serializes");
+    assert!(plain.get("gpus").is_none(), "{plain}");
 }

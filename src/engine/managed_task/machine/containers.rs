@@ -1,9 +1,33 @@
 //! The state machine's container changes, whatever their origin (the statuses, exit codes,
-//! health and metadata they carry, adoption by name, §12 restarts), and the events they are due.
+//! health and metadata they carry, adoption by name, §12 restarts), the events they are due, and
+//! the GPU ids each container is given when its task is admitted.
 
 use super::*;
 
 impl ManagedTask {
+    /// The task's GPU ids go to its containers, each its count; written to the checkpoint
+    /// (before any create) when that changes what a container holds.
+    pub(super) fn hand_out_gpus(&mut self, gpu_ids: &[String]) {
+        let wanted: Vec<(usize, &[String])> = self
+            .task
+            .containers
+            .iter()
+            .map(|container| {
+                (
+                    container.definition.gpus as usize,
+                    container.gpu_ids.as_slice(),
+                )
+            })
+            .collect();
+        let handed = crate::engine::host_resources::gpus::hand_out(&wanted, gpu_ids);
+        for (container, ids) in self.task.containers.iter_mut().zip(handed) {
+            if container.gpu_ids != ids {
+                container.gpu_ids = ids;
+                self.dirty = true;
+            }
+        }
+    }
+
     pub(super) fn set_health(
         &mut self,
         index: usize,
