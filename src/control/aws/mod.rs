@@ -48,6 +48,7 @@ pub mod endpoint;
 pub mod secrets_manager;
 pub mod ssm;
 pub mod sts;
+pub mod xml;
 
 #[cfg(test)]
 mod tests;

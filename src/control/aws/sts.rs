@@ -2,8 +2,8 @@
 //! `Action=AssumeRole&Version=2011-06-15&RoleArn=…&RoleSessionName=…&DurationSeconds=…`, signed
 //! for service `sts`, answered in XML. The answer's reader ([`parse_assume_role_answer`]) and the
 //! error's ([`parse_error_answer`], `<ErrorResponse><Error><Code>…<Message>…`) read the XML with
-//! `quick-xml` ([`xml_texts`]: the text of a few element paths, entities resolved, depth
-//! bounded); pure and fuzzed. [`session_name`] makes the session name of a task's role.
+//! [`xml_texts`] (`xml`: the text of a few element paths, entities resolved, depth bounded, no
+//! `DOCTYPE`); pure and fuzzed. [`session_name`] makes the session name of a task's role.
 
 use std::fmt;
 
@@ -13,12 +13,12 @@ use crate::control::ecs::credentials::Credentials;
 use crate::control::ecs::signed_call::Answer;
 use crate::control::ecs::sigv4::uri_encode;
 
+pub use super::xml::xml_texts;
+
 /// The query protocol's API version of STS.
 pub const STS_VERSION: &str = "2011-06-15";
 /// The duration asked when the caller names none: STS's default, one hour.
 pub const DEFAULT_DURATION_SECONDS: u32 = 3600;
-/// An element nested deeper than this ends the reading: STS's answers are 4 deep.
-const MAX_XML_DEPTH: usize = 32;
 
 /// What to assume.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,77 +175,4 @@ fn xml_error(answer: &Answer) -> (String, String) {
             crate::text::truncate_chars(text.trim(), 512).to_string(),
         )
     })
-}
-
-/// The text of each element `paths` names (local names joined by `/` from the root, namespace
-/// prefixes ignored), entity and character references resolved, CDATA kept; the first
-/// occurrence of each. An error when the bytes are not UTF-8, not well-formed XML as far as
-/// read, or nest deeper than 32. Pure.
-pub fn xml_texts<const N: usize>(
-    body: &[u8],
-    paths: &[&str; N],
-) -> Result<[Option<String>; N], String> {
-    use quick_xml::events::Event;
-    let text = std::str::from_utf8(body).map_err(|_| "it is not UTF-8".to_string())?;
-    let mut reader = quick_xml::Reader::from_str(text);
-    let mut found: [Option<String>; N] = std::array::from_fn(|_| None);
-    let mut path: Vec<String> = Vec::new();
-    // The index in `paths` of the element being read, and its text so far.
-    let mut current: Option<(usize, String)> = None;
-    let bad = |error: &dyn fmt::Display| format!("it is not well-formed XML: {error}");
-    loop {
-        match reader.read_event().map_err(|error| bad(&error))? {
-            Event::Start(start) => {
-                if path.len() >= MAX_XML_DEPTH {
-                    return Err(format!("it nests deeper than {MAX_XML_DEPTH}"));
-                }
-                let local = start.local_name();
-                let name: &str = local.as_ref();
-                path.push(name.to_string());
-                let joined = path.join("/");
-                current = paths
-                    .iter()
-                    .position(|wanted| *wanted == joined)
-                    .filter(|index| found[*index].is_none())
-                    .map(|index| (index, String::new()));
-            }
-            Event::End(_) => {
-                if let Some((index, value)) = current.take() {
-                    found[index] = Some(value);
-                }
-                path.pop();
-            }
-            Event::Text(content) => {
-                if let Some((_, value)) = current.as_mut() {
-                    value.push_str(&content.xml10_content());
-                }
-            }
-            Event::CData(content) => {
-                if let Some((_, value)) = current.as_mut() {
-                    value.push_str(&content.into_inner());
-                }
-            }
-            Event::GeneralRef(reference) => {
-                if let Some((_, value)) = current.as_mut() {
-                    let resolved = match reference.resolve_char_ref().map_err(|e| bad(&e))? {
-                        Some(character) => character.to_string(),
-                        None => quick_xml::escape::resolve_predefined_entity(&reference)
-                            .ok_or_else(|| bad(&"an unknown entity"))?
-                            .to_string(),
-                    };
-                    value.push_str(&resolved);
-                }
-            }
-            Event::Eof => break,
-            Event::Empty(_)
-            | Event::Comment(_)
-            | Event::Decl(_)
-            | Event::PI(_)
-            | Event::DocType(_) => {}
-        }
-    }
-    if !path.is_empty() {
-        return Err("it ends inside an element".to_string());
-    }
-    Ok(found)
 }
