@@ -340,3 +340,31 @@ pub(super) fn read_json_object<T: serde::de::DeserializeOwned>(
         ))
     })
 }
+
+/// Field `name` of a JSON answer's object as text: `None` when absent or `null`, an error when
+/// it is another type (naming the field, never its content). Pure.
+pub(super) fn string_field(
+    object: &serde_json::Value,
+    name: &str,
+    operation: &str,
+) -> Result<Option<String>, String> {
+    match object.get(name) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(format!("the {operation} answer's {name} is not text")),
+    }
+}
+
+/// Field `name` of a JSON answer's object as a list: empty when absent or `null`, an error when
+/// it is another type. Pure.
+pub(super) fn list_field<'a>(
+    object: &'a serde_json::Value,
+    name: &str,
+    operation: &str,
+) -> Result<&'a [serde_json::Value], String> {
+    match object.get(name) {
+        None | Some(serde_json::Value::Null) => Ok(&[]),
+        Some(serde_json::Value::Array(items)) => Ok(items),
+        Some(_) => Err(format!("the {operation} answer's {name} is not a list")),
+    }
+}

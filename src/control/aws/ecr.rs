@@ -7,9 +7,7 @@
 
 use std::fmt;
 
-use serde::Deserialize;
-
-use super::call::{read_json_object, AwsClient, SigningCredentials};
+use super::call::{list_field, read_json_object, string_field, AwsClient, SigningCredentials};
 use super::endpoint::is_region;
 use super::{AwsError, Service};
 
@@ -103,44 +101,28 @@ pub fn decode_token(token: &str) -> Result<(String, String), String> {
     }
 }
 
-#[derive(Deserialize)]
-struct Answer {
-    #[serde(rename = "authorizationData", default)]
-    authorization_data: Vec<AnswerData>,
-}
-
-#[derive(Deserialize)]
-struct AnswerData {
-    #[serde(rename = "authorizationToken")]
-    authorization_token: Option<String>,
-    #[serde(rename = "expiresAt")]
-    expires_at: Option<f64>,
-    #[serde(rename = "proxyEndpoint")]
-    proxy_endpoint: Option<String>,
-}
-
 /// Reads a `GetAuthorizationToken` answer: every `authorizationData` with its token decoded
 /// and its expiry (epoch seconds, a fraction allowed); one without a token or an expiry in
 /// range is an error. Pure.
 pub fn parse_authorization_answer(body: &[u8]) -> Result<Vec<EcrAuthorization>, String> {
-    let answer: Answer = read_json_object(body, "GetAuthorizationToken")?;
-    answer
-        .authorization_data
-        .into_iter()
+    const OPERATION: &str = "GetAuthorizationToken";
+    let answer: serde_json::Value = read_json_object(body, OPERATION)?;
+    list_field(&answer, "authorizationData", OPERATION)?
+        .iter()
         .map(|data| {
-            let token = data
-                .authorization_token
+            let token = string_field(data, "authorizationToken", OPERATION)?
                 .ok_or("an authorizationData has no authorizationToken")?;
             let (username, password) = decode_token(&token)?;
             let seconds = data
-                .expires_at
+                .get("expiresAt")
+                .and_then(serde_json::Value::as_f64)
                 .filter(|seconds| seconds.is_finite() && (0.0..1e13).contains(seconds))
                 .ok_or("an authorizationData has no expiresAt in range")?;
             Ok(EcrAuthorization {
                 username,
                 password,
                 expires_at_millis: (seconds * 1000.0) as u64,
-                proxy_endpoint: data.proxy_endpoint,
+                proxy_endpoint: string_field(data, "proxyEndpoint", OPERATION)?,
             })
         })
         .collect()

@@ -7,9 +7,7 @@
 
 use std::fmt;
 
-use serde::Deserialize;
-
-use super::call::{read_json_object, AwsClient, SigningCredentials};
+use super::call::{read_json_object, string_field, AwsClient, SigningCredentials};
 use super::endpoint::is_region;
 use super::{AwsError, Service};
 
@@ -112,19 +110,13 @@ impl fmt::Debug for SecretValue {
     }
 }
 
-#[derive(Deserialize)]
-struct Answer {
-    #[serde(rename = "SecretString")]
-    secret_string: Option<String>,
-    #[serde(rename = "SecretBinary")]
-    secret_binary: Option<String>,
-}
-
 /// Reads a `GetSecretValue` answer: its `SecretString`, else its `SecretBinary` (base64). The
 /// error never quotes the answer. Pure.
 pub fn parse_get_secret_value_answer(body: &[u8]) -> Result<SecretValue, String> {
-    let answer: Answer = read_json_object(body, "GetSecretValue")?;
-    match (answer.secret_string, answer.secret_binary) {
+    const OPERATION: &str = "GetSecretValue";
+    let answer: serde_json::Value = read_json_object(body, OPERATION)?;
+    let text = string_field(&answer, "SecretString", OPERATION)?;
+    match (text, string_field(&answer, "SecretBinary", OPERATION)?) {
         (Some(text), _) => Ok(SecretValue::String(text)),
         (None, Some(encoded)) => crate::encoding::base64_standard_decode(&encoded)
             .map(SecretValue::Binary)

@@ -7,9 +7,7 @@
 
 use std::fmt;
 
-use serde::Deserialize;
-
-use super::call::{read_json_object, AwsClient, SigningCredentials};
+use super::call::{list_field, read_json_object, string_field, AwsClient, SigningCredentials};
 use super::endpoint::is_region;
 use super::{AwsError, Service};
 
@@ -140,42 +138,36 @@ impl SsmParameters {
     }
 }
 
-#[derive(Deserialize)]
-struct Answer {
-    #[serde(rename = "Parameters", default)]
-    parameters: Vec<AnswerParameter>,
-    #[serde(rename = "InvalidParameters", default)]
-    invalid_parameters: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct AnswerParameter {
-    #[serde(rename = "Name")]
-    name: Option<String>,
-    #[serde(rename = "ARN")]
-    arn: Option<String>,
-    #[serde(rename = "Value")]
-    value: Option<String>,
-}
-
 /// Reads a `GetParameters` answer: a parameter without a name or a value is an error. The
 /// error never quotes the answer (it holds secrets). Pure.
 pub fn parse_get_parameters_answer(body: &[u8]) -> Result<SsmParameters, String> {
-    let answer: Answer = read_json_object(body, "GetParameters")?;
-    let mut parameters = Vec::with_capacity(answer.parameters.len());
-    for parameter in answer.parameters {
-        let (Some(name), Some(value)) = (parameter.name, parameter.value) else {
+    const OPERATION: &str = "GetParameters";
+    let answer: serde_json::Value = read_json_object(body, OPERATION)?;
+    let items = list_field(&answer, "Parameters", OPERATION)?;
+    let mut parameters = Vec::with_capacity(items.len());
+    for item in items {
+        let name = string_field(item, "Name", OPERATION)?;
+        let value = string_field(item, "Value", OPERATION)?;
+        let (Some(name), Some(value)) = (name, value) else {
             return Err("the GetParameters answer has a parameter without a Name or Value".into());
         };
         parameters.push(SsmParameter {
             name,
-            arn: parameter.arn,
+            arn: string_field(item, "ARN", OPERATION)?,
             value,
         });
     }
+    let invalid = list_field(&answer, "InvalidParameters", OPERATION)?
+        .iter()
+        .map(|name| {
+            name.as_str().map(str::to_string).ok_or_else(|| {
+                "the GetParameters answer's InvalidParameters is not names".to_string()
+            })
+        })
+        .collect::<Result<_, _>>()?;
     Ok(SsmParameters {
         parameters,
-        invalid: answer.invalid_parameters,
+        invalid,
     })
 }
 
