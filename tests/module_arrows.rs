@@ -50,6 +50,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "metrics",
             "host",
             "role_credentials",
+            "encoding",
         ],
     ),
     (

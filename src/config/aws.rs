@@ -270,3 +270,24 @@ pub(super) fn read_environment_files(
         credential_values,
     })
 }
+
+/// The keys that say where an AWS service of tasks' roles is, as the AWS SDKs read them.
+pub const AWS_ENDPOINT_KEYS: [&str; 5] = [
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_ENDPOINT_URL_SSM",
+    "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+    "AWS_ENDPOINT_URL_ECR",
+    "AWS_ENDPOINT_URL",
+];
+
+/// The values of [`AWS_ENDPOINT_KEYS`] that are set and not empty (checked where they are
+/// used: `control::aws`, whose errors name the key).
+pub(super) fn read_aws_endpoints(sources: &Sources) -> BTreeMap<String, String> {
+    AWS_ENDPOINT_KEYS
+        .iter()
+        .filter_map(|key| {
+            let raw = sources.value(key)?;
+            (!raw.value.trim().is_empty()).then(|| (key.to_string(), raw.value.clone()))
+        })
+        .collect()
+}

@@ -216,9 +216,29 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "the S3 endpoint environment files are fetched from (empty: AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com)",
     },
     ConfigKeyDoc {
+        key: "AWS_ENDPOINT_URL_STS",
+        system_default: "",
+        meaning: "the STS endpoint tasks' roles are assumed at (empty: AWS_ENDPOINT_URL, else https://sts.<region>.amazonaws.com)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_ENDPOINT_URL_SSM",
+        system_default: "",
+        meaning: "the SSM endpoint secrets' parameters are read from (empty: AWS_ENDPOINT_URL, else https://ssm.<region>.amazonaws.com)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+        system_default: "",
+        meaning: "the Secrets Manager endpoint secrets are read from (empty: AWS_ENDPOINT_URL, else https://secretsmanager.<region>.amazonaws.com)",
+    },
+    ConfigKeyDoc {
+        key: "AWS_ENDPOINT_URL_ECR",
+        system_default: "",
+        meaning: "the ECR API endpoint registry logins are asked from (empty: AWS_ENDPOINT_URL, else https://api.ecr.<region>.amazonaws.com)",
+    },
+    ConfigKeyDoc {
         key: "AWS_ENDPOINT_URL",
         system_default: "",
-        meaning: "the endpoint of every AWS service deckhand calls that has no endpoint key of its own (today: S3, for environment files)",
+        meaning: "the endpoint of every AWS service deckhand calls that has no endpoint key of its own set (S3, STS, SSM, Secrets Manager, ECR)",
     },
     ConfigKeyDoc {
         key: "DECKHAND_LOG_DRIVER_FALLBACK",

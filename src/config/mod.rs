@@ -41,7 +41,7 @@ pub use keys::{render_packaged_config_file, ConfigKeyDoc, CONFIG_KEYS};
 pub use parse::{format_duration, parse_duration, MAXIMUM_DOCKER_CONCURRENCY};
 pub use scope::{default_config_file, scope_from_proc_status, Scope, SYSTEM_CONFIG_FILE};
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -231,6 +231,9 @@ pub struct Config {
     pub ecs: Option<EcsConfig>,
     /// Where `environmentFiles` come from when the mirror has no copy (S3).
     pub environment_files: EnvironmentFilesConfig,
+    /// `AWS_ENDPOINT_URL_<STS|SSM|SECRETS_MANAGER|ECR>` and `AWS_ENDPOINT_URL`, those set: the
+    /// lookup `control::aws::AwsClient::new` takes (`|key| aws_endpoints.get(key).cloned()`).
+    pub aws_endpoints: BTreeMap<String, String>,
     /// Whose defaults were used.
     pub scope: Scope,
     /// The config file that was read, if one existed.
@@ -581,6 +584,7 @@ impl Config {
         let aws_logs = aws::read_aws_logs(&sources, env)?;
         let ecs = aws::read_ecs(&sources, env)?;
         let environment_files = aws::read_environment_files(&sources, env)?;
+        let aws_endpoints = aws::read_aws_endpoints(&sources);
         let image_cleanup = read_image_cleanup(&sources, &mut warnings)?;
         let log_level = match sources.value("ECS_LOGLEVEL") {
             Some(raw) => raw.parse_with(parse_log_level)?,
@@ -623,6 +627,7 @@ impl Config {
             aws_logs,
             ecs,
             environment_files,
+            aws_endpoints,
             scope,
             config_file: file.map(|(path, _)| path.to_path_buf()),
             warnings,

@@ -102,6 +102,7 @@ fn system_defaults_match_the_documented_table() {
                 .into(),
                 ..EnvironmentFilesConfig::default()
             },
+            aws_endpoints: Default::default(),
             scope: Scope::System,
             config_file: None,
             warnings: vec![],
@@ -479,6 +480,50 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
         "http://127.0.0.1:9001",
         "http://127.0.0.1:9001",
         |c| c.environment_files.endpoint.clone().unwrap_or_default(),
+    ),
+    (
+        "AWS_ENDPOINT_URL_STS",
+        "http://127.0.0.1:9002",
+        "http://127.0.0.1:9002",
+        |c| {
+            c.aws_endpoints
+                .get("AWS_ENDPOINT_URL_STS")
+                .cloned()
+                .unwrap_or_default()
+        },
+    ),
+    (
+        "AWS_ENDPOINT_URL_SSM",
+        "http://127.0.0.1:9003",
+        "http://127.0.0.1:9003",
+        |c| {
+            c.aws_endpoints
+                .get("AWS_ENDPOINT_URL_SSM")
+                .cloned()
+                .unwrap_or_default()
+        },
+    ),
+    (
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+        "http://127.0.0.1:9004",
+        "http://127.0.0.1:9004",
+        |c| {
+            c.aws_endpoints
+                .get("AWS_ENDPOINT_URL_SECRETS_MANAGER")
+                .cloned()
+                .unwrap_or_default()
+        },
+    ),
+    (
+        "AWS_ENDPOINT_URL_ECR",
+        "http://127.0.0.1:9005",
+        "http://127.0.0.1:9005",
+        |c| {
+            c.aws_endpoints
+                .get("AWS_ENDPOINT_URL_ECR")
+                .cloned()
+                .unwrap_or_default()
+        },
     ),
 ];
 

@@ -4,6 +4,7 @@
 //! panics only where a parser broke its promise (a panic, or an answer that contradicts itself).
 //! Not an API: hidden from the docs, and nothing in the agent calls it.
 
+mod aws;
 mod config;
 mod ecs;
 mod gpus;
@@ -11,6 +12,7 @@ mod host_files;
 mod s3;
 mod tcs;
 
+pub use aws::{aws_answers, aws_references};
 pub use config::config_file;
 pub use ecs::{acs_frames, acs_task, ecs_credentials, ecs_http, proxy_answers, role_credentials};
 pub use gpus::gpu_list;
@@ -463,6 +465,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("proxy_answers", proxy_answers),
     ("tcs_messages", tcs_messages),
     ("environment_file", environment_file),
+    ("aws_answers", aws_answers),
+    ("aws_references", aws_references),
 ];
 
 /// Bytes handed out at most `step` at a time, as a socket does.

@@ -4,7 +4,8 @@
 //! `Content-Type: application/x-amz-json-1.1`, signed with SigV4 for service `ecs`.
 //!
 //! The HTTP is ureq's, over rustls with the host's trusted roots (`net::wire`), through the
-//! `CONNECT` proxy that [`ProxySettings`] names for the endpoint (`HTTPS_PROXY`, `NO_PROXY`).
+//! `CONNECT` proxy that [`ProxySettings`] names for the endpoint (`HTTPS_PROXY`, `NO_PROXY`),
+//! signed and sent by `signed_call`, which every AWS call of deckhand shares.
 //! One connection per call (no idle pool): calls are minutes apart, so a kept-alive connection
 //! would mostly be a dead one to detect. The answer's body is read within
 //! [`MAX_ANSWER_BYTES`], and every failure is classified ([`EcsError`]) so the caller knows
@@ -16,9 +17,8 @@ use std::time::Duration;
 use super::clock_skew::{self, Failed};
 use super::credentials::CredentialChain;
 use super::endpoint::Endpoint;
-use super::{error_from_answer, sigv4, EcsError, SIGNING_SERVICE};
+use super::{error_from_answer, signed_call, EcsError, SIGNING_SERVICE};
 use crate::net::proxy::ProxySettings;
-use crate::net::wire::{crypto_provider, trusted_roots};
 
 /// The JSON protocol's target prefix for ECS operations.
 pub const TARGET_PREFIX: &str = "AmazonEC2ContainerServiceV20141113";
@@ -84,39 +84,13 @@ impl EcsClient {
         &self.proxies
     }
 
-    /// The ureq agent for one call: TLS with the host's roots, the endpoint's proxy (or none:
-    /// ureq would otherwise read the environment itself), no redirects, no idle connections,
-    /// and error statuses returned as answers, to classify here.
+    /// The ureq agent for this client's calls ([`signed_call::agent_for`]), made once.
     fn agent(&self) -> Result<ureq::Agent, EcsError> {
         if let Some(agent) = self.agent.get() {
             return Ok(agent.clone());
         }
-        let mut tls = ureq::tls::TlsConfig::builder()
-            .provider(ureq::tls::TlsProvider::Rustls)
-            .unversioned_rustls_crypto_provider(crypto_provider());
-        if self.endpoint.tls {
-            let roots = trusted_roots().map_err(EcsError::Config)?;
-            tls = tls.root_certs(ureq::tls::RootCerts::Specific(roots.certificates));
-        }
-        let proxy = match self
-            .proxies
-            .proxy_for(self.endpoint.tls, &self.endpoint.host)
-        {
-            Some(proxy) => Some(ureq::Proxy::new(&proxy.url).map_err(|error| {
-                EcsError::Config(format!("the proxy {}: {error}", proxy.display()))
-            })?),
-            None => None,
-        };
-        let config = ureq::Agent::config_builder()
-            .tls_config(tls.build())
-            .proxy(proxy)
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_idle_connections(0)
-            .user_agent(format!("deckhand/{}", crate::VERSION))
-            .timeout_global(Some(self.timeout))
-            .build();
-        Ok(self.agent.get_or_init(|| config.new_agent()).clone())
+        let agent = signed_call::agent_for(&self.endpoint, &self.proxies, self.timeout)?;
+        Ok(self.agent.get_or_init(|| agent).clone())
     }
 
     /// Calls `operation` (`"RegisterContainerInstance"`) with `request` as its JSON body and
@@ -140,75 +114,36 @@ impl EcsClient {
         let credentials = self.credentials.current().map_err(EcsError::Credentials)?;
         let body = serde_json::to_vec(request)
             .map_err(|error| EcsError::Protocol(format!("encoding {operation}: {error}")))?;
-        let host = self.endpoint.host_header();
         let target = format!("{TARGET_PREFIX}.{operation}");
-        let signed = sigv4::sign(
-            &sigv4::SignInput {
-                method: "POST",
-                path: &self.endpoint.path,
-                query: &[],
-                headers: &[
-                    ("Host", &host),
-                    ("Content-Type", CONTENT_TYPE),
-                    ("X-Amz-Target", &target),
-                ],
-                payload: &body,
-            },
-            &credentials,
-            &self.region,
-            SIGNING_SERVICE,
-            &clock_skew::signing_clock().amz_date(),
-        );
-        let scheme = if self.endpoint.tls { "https" } else { "http" };
-        let url = format!(
-            "{scheme}://{host}{}",
-            sigv4::request_target(&self.endpoint.path, &[])
-        );
-        let mut call = self
-            .agent()?
-            .post(&url)
-            // The Host signed, exactly (ureq would write its own from the URL otherwise).
-            .header("Host", &host)
-            .header("Content-Type", CONTENT_TYPE)
-            .header("X-Amz-Target", &target);
-        for (name, value) in &signed.headers {
-            call = call.header(*name, value);
-        }
-        let failed = |error: ureq::Error| {
-            let error = classify(error);
-            match error {
-                EcsError::Unreachable(message) => {
-                    EcsError::Unreachable(format!("{operation} to {}: {message}", self.endpoint))
-                }
-                EcsError::Protocol(message) => {
-                    EcsError::Protocol(format!("{operation} to {}: {message}", self.endpoint))
-                }
-                other => other,
-            }
+        let request = signed_call::SignedRequest {
+            method: "POST",
+            endpoint: &self.endpoint,
+            path: &self.endpoint.path,
+            headers: &[("Content-Type", CONTENT_TYPE), ("X-Amz-Target", &target)],
+            body: &body,
+            region: &self.region,
+            service: SIGNING_SERVICE,
+            max_answer_bytes: MAX_ANSWER_BYTES,
         };
-        let mut answer = call.send(&body[..]).map_err(failed)?;
-        let status = answer.status();
-        let date = answer
-            .headers()
-            .get("Date")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_string);
-        let error_type = answer
-            .headers()
-            .get("x-amzn-ErrorType")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_string);
-        let bytes = answer
-            .body_mut()
-            .with_config()
-            .limit(MAX_ANSWER_BYTES)
-            .read_to_vec()
-            .map_err(failed)?;
+        let answer = signed_call::send(
+            &self.agent()?,
+            &request,
+            &credentials,
+            &clock_skew::signing_clock().amz_date(),
+        )
+        .map_err(|error| match error {
+            EcsError::Unreachable(message) => {
+                EcsError::Unreachable(format!("{operation} to {message}"))
+            }
+            EcsError::Protocol(message) => EcsError::Protocol(format!("{operation} to {message}")),
+            other => other,
+        })?;
+        let date = answer.date;
         parse_answer(
-            status.as_u16(),
-            status.canonical_reason().unwrap_or(""),
-            error_type.as_deref(),
-            &bytes,
+            answer.status,
+            answer.reason,
+            answer.error_type.as_deref(),
+            &answer.body,
         )
         .map_err(|error| Failed {
             error: match error {
@@ -219,25 +154,6 @@ impl EcsClient {
             },
             date,
         })
-    }
-}
-
-/// What a failed ureq call means for the caller: the configuration (a URL or proxy that cannot
-/// work) is [`EcsError::Config`], an answer that breaks HTTP or its limit
-/// [`EcsError::Protocol`], everything else (refused, reset, timed out, TLS refused, the proxy
-/// refusing the tunnel) [`EcsError::Unreachable`].
-fn classify(error: ureq::Error) -> EcsError {
-    match error {
-        ureq::Error::BadUri(_) | ureq::Error::InvalidProxyUrl => {
-            EcsError::Config(error.to_string())
-        }
-        ureq::Error::BodyExceedsLimit(limit) => {
-            EcsError::Protocol(format!("the answer is over its limit of {limit} bytes"))
-        }
-        ureq::Error::Protocol(_) => EcsError::Protocol(format!("the answer: {error}")),
-        ureq::Error::Timeout(which) => EcsError::Unreachable(format!("timed out ({which})")),
-        ureq::Error::Rustls(tls) => EcsError::Unreachable(format!("TLS: {tls}")),
-        other => EcsError::Unreachable(other.to_string()),
     }
 }
 

@@ -20,6 +20,7 @@ pub mod reporter;
 pub mod s3;
 pub mod session;
 pub mod session_driver;
+pub mod signed_call;
 pub mod sigv4;
 pub mod telemetry;
 pub mod websocket;
@@ -126,16 +127,37 @@ const THROTTLING_TYPES: &[&str] = &[
     "RequestTimeoutException",
 ];
 
-/// The error an HTTP error answer means: its type and message from the JSON body (the API's
-/// `{"__type": "prefix#Type", "message": …}`, or ACS's `{"type": …, "message": …}` and
-/// `{"Type": "message"}` forms), else `x-amzn-ErrorType`, else the status's reason; 5xx and
-/// throttling are [`EcsError::Unreachable`]. Pure.
+/// The error an HTTP error answer means: its type and message ([`error_parts`]); 5xx and
+/// throttling ([`is_throttling`]) are [`EcsError::Unreachable`]. Pure.
 pub fn error_from_answer(
     status: u16,
     reason: &str,
     error_type_header: Option<&str>,
     body: &[u8],
 ) -> EcsError {
+    let (error_type, message) = error_parts(error_type_header, body);
+    let throttled = status == 429 || error_type.as_deref().is_some_and(is_throttling);
+    if status >= 500 || throttled {
+        let named = error_type.unwrap_or_else(|| reason.to_string());
+        return EcsError::Unreachable(format!("ECS answered {status} {named}: {message}"));
+    }
+    EcsError::Service {
+        status,
+        error_type: error_type.unwrap_or_else(|| reason.to_string()),
+        message,
+    }
+}
+
+/// Whether an error type means "slow down" or "try again" whatever the status.
+pub fn is_throttling(error_type: &str) -> bool {
+    THROTTLING_TYPES.contains(&error_type)
+}
+
+/// The type and message of an AWS JSON protocol error answer: from the JSON body (the API's
+/// `{"__type": "prefix#Type", "message": …}`, or ACS's `{"type": …, "message": …}` and
+/// `{"Type": "message"}` forms), else `x-amzn-ErrorType`; the type without its `prefix#` (and
+/// a header's `:…` tail), the message else the body's text (its first 512 characters). Pure.
+pub fn error_parts(error_type_header: Option<&str>, body: &[u8]) -> (Option<String>, String) {
     let document: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let text = |value: Option<&serde_json::Value>| {
         value
@@ -171,17 +193,5 @@ pub fn error_from_answer(
         let body_text = String::from_utf8_lossy(body);
         crate::text::truncate_chars(body_text.trim(), 512).to_string()
     });
-    let throttled = status == 429
-        || error_type
-            .as_deref()
-            .is_some_and(|name| THROTTLING_TYPES.contains(&name));
-    if status >= 500 || throttled {
-        let named = error_type.unwrap_or_else(|| reason.to_string());
-        return EcsError::Unreachable(format!("ECS answered {status} {named}: {message}"));
-    }
-    EcsError::Service {
-        status,
-        error_type: error_type.unwrap_or_else(|| reason.to_string()),
-        message,
-    }
+    (error_type, message)
 }

@@ -6,8 +6,8 @@
 //! else `https://<bucket>.s3.<region>.amazonaws.com/<key>`.
 //!
 //! The S3 request is made in one function, [`S3EnvironmentFiles::get_object`]: ureq over rustls
-//! with the host's trusted roots and the proxies of `HTTPS_PROXY`/`NO_PROXY`, as the ECS client
-//! makes its calls, signed with the skew-corrected signing clock (`clock_skew`) that ECS's
+//! with the host's trusted roots and the proxies of `HTTPS_PROXY`/`NO_PROXY`, sent by
+//! `signed_call` as every AWS call is, signed with the skew-corrected signing clock (`clock_skew`) that ECS's
 //! answers teach and that a refused GET's `Date` corrects too.
 
 use std::io::Read;
@@ -18,9 +18,8 @@ use std::time::Duration;
 use super::clock_skew;
 use super::credentials::CredentialChain;
 use super::endpoint::Endpoint;
-use super::{sigv4, EcsError};
+use super::{signed_call, sigv4, EcsError};
 use crate::net::proxy::ProxySettings;
-use crate::net::wire::{crypto_provider, trusted_roots};
 use crate::task::environment_files::MAX_ENVIRONMENT_FILE_BYTES;
 
 /// S3's SigV4 service name.
@@ -152,114 +151,57 @@ impl S3EnvironmentFiles {
             retry: true,
         };
         let credentials = self.credentials.current().map_err(fatal)?;
-        let host = endpoint.host_header();
+        let proxies = self
+            .proxies
+            .as_ref()
+            .map_err(|error| fatal(format!("the proxy settings: {error}")))?;
+        let agent = signed_call::agent_for(endpoint, proxies, S3_TIMEOUT)
+            .map_err(|error| fatal(error.to_string()))?;
         let payload_hash = sigv4::sha256_hex(b"");
         let clock = clock_skew::signing_clock();
-        let signed = sigv4::sign(
-            &sigv4::SignInput {
-                method: "GET",
-                path,
-                query: &[],
-                headers: &[("Host", &host), ("x-amz-content-sha256", &payload_hash)],
-                payload: b"",
-            },
-            &credentials,
+        let request = signed_call::SignedRequest {
+            method: "GET",
+            endpoint,
+            path,
+            headers: &[("x-amz-content-sha256", &payload_hash)],
+            body: b"",
             region,
-            S3_SERVICE,
-            &clock.amz_date(),
-        );
-        let scheme = if endpoint.tls { "https" } else { "http" };
-        let url = format!("{scheme}://{host}{}", sigv4::request_target(path, &[]));
-        let mut call = self
-            .agent(endpoint)
-            .map_err(fatal)?
-            .get(&url)
-            // The Host signed, exactly (ureq would write its own from the URL otherwise).
-            .header("Host", &host)
-            .header("x-amz-content-sha256", &payload_hash);
-        for (name, value) in &signed.headers {
-            call = call.header(*name, value);
-        }
-        let failed = |error: ureq::Error| match error {
-            ureq::Error::BadUri(_) | ureq::Error::InvalidProxyUrl => {
-                fatal(format!("S3 at {}: {error}", endpoint.url()))
-            }
-            ureq::Error::BodyExceedsLimit(limit) => fatal(format!(
-                "the object is larger than {} bytes",
-                limit.saturating_sub(1)
-            )),
-            other => unreachable(format!("S3 at {}: {other}", endpoint.url())),
+            service: S3_SERVICE,
+            max_answer_bytes: MAX_ENVIRONMENT_FILE_BYTES as u64 + 1,
         };
-        let mut answer = call.call().map_err(failed)?;
-        let status = answer.status();
-        let reason = status.canonical_reason().unwrap_or("");
-        match status.as_u16() {
-            200 => answer
-                .body_mut()
-                .with_config()
-                .limit(MAX_ENVIRONMENT_FILE_BYTES as u64 + 1)
-                .read_to_vec()
-                .map_err(failed),
+        let answer = signed_call::send(&agent, &request, &credentials, &clock.amz_date()).map_err(
+            |error| match error {
+                EcsError::Unreachable(message) => unreachable(format!("S3 at {message}")),
+                EcsError::Protocol(message) if message.contains("over its limit") => fatal(
+                    format!("the object is larger than {MAX_ENVIRONMENT_FILE_BYTES} bytes"),
+                ),
+                EcsError::Protocol(message) => unreachable(format!("S3 at {message}")),
+                other => fatal(format!("S3 at {other}")),
+            },
+        )?;
+        let (status, reason) = (answer.status, answer.reason);
+        match status {
+            200 => Ok(answer.body),
             404 => Err(fatal("S3 has no such object (404)".to_string())),
             // Throttling or a server error: again.
-            429 | 500..=599 => Err(unreachable(format!("S3 answered {status}"))),
+            429 | 500..=599 => Err(unreachable(format!("S3 answered {status} {reason}"))),
             // 400/403 may be an expired token or a skewed clock: the next attempt signs again
             // with the chain's current credentials and, when the answer's `Date` says this
             // host's clock is off, with the corrected signing clock (as every ECS call).
             code => {
-                let date = answer
-                    .headers()
-                    .get("Date")
-                    .and_then(|value| value.to_str().ok())
-                    .map(str::to_string);
                 let message = format!("S3 refused the GET: {code} {reason}");
                 let refusal = EcsError::Service {
                     status: code,
                     error_type: String::new(),
                     message: message.clone(),
                 };
-                clock.correct(&refusal, date.as_deref());
+                clock.correct(&refusal, answer.date.as_deref());
                 Err(GetFailure {
                     message,
                     retry: matches!(code, 400 | 403),
                 })
             }
         }
-    }
-
-    /// The ureq agent for one endpoint: TLS (rustls, ring) with the host's trusted roots, the
-    /// endpoint's proxy from `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (or none: ureq would
-    /// otherwise read the environment itself), no redirects, no idle connections, and error
-    /// statuses returned as answers, to classify here.
-    fn agent(&self, endpoint: &Endpoint) -> Result<ureq::Agent, String> {
-        let proxies = self
-            .proxies
-            .as_ref()
-            .map_err(|error| format!("the proxy settings: {error}"))?;
-        let mut tls = ureq::tls::TlsConfig::builder()
-            .provider(ureq::tls::TlsProvider::Rustls)
-            .unversioned_rustls_crypto_provider(crypto_provider());
-        if endpoint.tls {
-            let roots = trusted_roots()?;
-            tls = tls.root_certs(ureq::tls::RootCerts::Specific(roots.certificates));
-        }
-        let proxy = match proxies.proxy_for(endpoint.tls, &endpoint.host) {
-            Some(proxy) => Some(
-                ureq::Proxy::new(&proxy.url)
-                    .map_err(|error| format!("the proxy {}: {error}", proxy.display()))?,
-            ),
-            None => None,
-        };
-        let config = ureq::Agent::config_builder()
-            .tls_config(tls.build())
-            .proxy(proxy)
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_idle_connections(0)
-            .user_agent(format!("deckhand/{}", crate::VERSION))
-            .timeout_global(Some(S3_TIMEOUT))
-            .build();
-        Ok(config.new_agent())
     }
 }
 
