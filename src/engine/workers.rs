@@ -580,9 +580,11 @@ fn create_or_adopt(
 }
 
 /// Stops a container, retrying with back-off unless it does not exist. After the retries,
-/// Docker is pinged: if it answers, the container is treated as stopped so that a wedged stop
-/// cannot pin the task; if not, the daemon is down and the stop fails as "unreachable", which
-/// the task waits out (the container stays RUNNING until Docker confirms the stop).
+/// Docker is pinged: if it answers, the stop is asked once more, and only a stop Docker answered
+/// and still did not confirm (a wedged stop: a timeout, an error status) is treated as done, so
+/// that it cannot pin the task; if Docker does not answer, the daemon is down and the stop fails
+/// as "unreachable", which the task waits out (the container stays RUNNING until Docker confirms
+/// the stop).
 fn stop_with_retries(
     runtime: &dyn ContainerRuntime,
     retry: StopRetry,
@@ -609,10 +611,26 @@ fn stop_with_retries(
         }
     }
     match runtime.ping() {
-        Ok(()) => {
-            log::warn!("container {docker_id} did not confirm its stop; Docker answers, so treating it as stopped");
-            Ok(())
-        }
+        // Docker answers now, but the failures may have been Docker being away (restarting, its
+        // socket cut) rather than a wedged stop: ask once more before deciding. A connection
+        // failure again is Docker away, which the task waits out with the container RUNNING.
+        Ok(()) => match runtime.stop_container(docker_id, grace) {
+            Ok(()) => Ok(()),
+            Err(error @ RuntimeError::NoSuchContainer { .. }) => Err(error),
+            Err(error @ (RuntimeError::Unreachable { .. } | RuntimeError::Protocol { .. })) => {
+                Err(RuntimeError::Unreachable {
+                    message: format!(
+                        "the stop failed again after Docker answered a ping ({error})"
+                    ),
+                })
+            }
+            Err(error) => {
+                log::warn!(
+                    "container {docker_id} did not confirm its stop ({error}); Docker answers, so treating it as stopped"
+                );
+                Ok(())
+            }
+        },
         Err(ping_error) => Err(RuntimeError::Unreachable {
             message: match last_error {
                 Some(error) => format!(
