@@ -7,6 +7,11 @@
 //! microseconds, and it means no shared connection state between threads, and a blocking stream
 //! (events, pull) never holds up other calls.
 
+mod call;
+mod events;
+
+use call::{read_error, Call, OpenResponse};
+use events::DockerEventStream;
 use std::io::{self, BufReader};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
@@ -63,141 +68,6 @@ pub struct DockerClient {
     host: DockerHost,
     api_version: ApiVersion,
     timeouts: Timeouts,
-}
-
-/// One call's description.
-struct Call<'a> {
-    /// For messages: "start container web".
-    operation: String,
-    method: &'static str,
-    /// Without the version prefix.
-    path: String,
-    query: Vec<(&'a str, String)>,
-    headers: Vec<(&'a str, String)>,
-    body: Option<(&'a str, &'a [u8])>,
-    /// Deadline for the whole call; `None` for none.
-    total: Option<Duration>,
-    /// Longest silence allowed between two reads.
-    no_progress: Option<Duration>,
-    /// `false` only for the negotiation itself.
-    versioned: bool,
-}
-
-impl<'a> Call<'a> {
-    fn new(operation: String, method: &'static str, path: String, total: Duration) -> Call<'a> {
-        Call {
-            operation,
-            method,
-            path,
-            query: Vec::new(),
-            headers: Vec::new(),
-            body: None,
-            total: Some(total),
-            no_progress: None,
-            versioned: true,
-        }
-    }
-}
-
-/// A response whose head was read; the body is still on the wire.
-struct OpenResponse {
-    head: ResponseHead,
-    body: BodyReader<BufReader<TimedStream>>,
-    operation: String,
-    total: Option<Duration>,
-    no_progress: Option<Duration>,
-}
-
-impl OpenResponse {
-    fn stream(&self) -> &TimedStream {
-        self.body.get_ref().get_ref()
-    }
-
-    /// An I/O error while reading this response, as a runtime error.
-    fn read_error(&self, error: io::Error) -> RuntimeError {
-        read_error(
-            error,
-            &self.operation,
-            self.stream().timeout_cause(),
-            self.total,
-            self.no_progress,
-        )
-    }
-
-    fn read_body(&mut self) -> Result<Vec<u8>, RuntimeError> {
-        match self.body.read_to_end_limited(MAX_BODY_BYTES) {
-            Ok(body) => Ok(body),
-            Err(error) => Err(self.read_error(error)),
-        }
-    }
-
-    /// Fails unless the status is one of `accepted`, reading Docker's message from the body.
-    fn accept(self, accepted: &[u16], missing: MissingMeans) -> Result<Self, RuntimeError> {
-        if accepted.contains(&self.head.status) {
-            return Ok(self);
-        }
-        let status = self.head.status;
-        Err(error_for_status(status, self.error_message(), missing))
-    }
-
-    /// Docker's message from an error answer's body (the reason phrase if the body is unreadable).
-    fn error_message(mut self) -> String {
-        let body = self
-            .body
-            .read_to_end_limited(MAX_ERROR_BODY_BYTES)
-            .unwrap_or_default();
-        wire::error_message(&body, &self.head.reason)
-    }
-
-    /// Feeds each non-empty line of a streamed body to `on_line` until the body ends.
-    fn for_each_line(
-        self,
-        mut on_line: impl FnMut(&[u8]) -> Result<(), RuntimeError>,
-    ) -> Result<(), RuntimeError> {
-        let OpenResponse {
-            body,
-            operation,
-            total,
-            no_progress,
-            ..
-        } = self;
-        let mut lines = BufReader::new(body);
-        let mut line = Vec::new();
-        loop {
-            match read_line_limited(&mut lines, MAX_STREAM_LINE_BYTES, &mut line) {
-                Ok(false) => return Ok(()),
-                Ok(true) => on_line(&line)?,
-                Err(error) => {
-                    let cause = lines.get_ref().get_ref().get_ref().timeout_cause();
-                    return Err(read_error(error, &operation, cause, total, no_progress));
-                }
-            }
-        }
-    }
-}
-
-fn read_error(
-    error: io::Error,
-    operation: &str,
-    cause: Option<TimeoutCause>,
-    total: Option<Duration>,
-    no_progress: Option<Duration>,
-) -> RuntimeError {
-    if error.kind() == io::ErrorKind::TimedOut {
-        return match (cause, no_progress) {
-            (Some(TimeoutCause::NoProgress), Some(idle)) => RuntimeError::Timeout {
-                operation: format!("{operation} (no progress)"),
-                after: idle,
-            },
-            _ => RuntimeError::Timeout {
-                operation: operation.to_string(),
-                after: total.or(no_progress).unwrap_or_default(),
-            },
-        };
-    }
-    RuntimeError::Protocol {
-        message: format!("{operation}: {error}"),
-    }
 }
 
 impl DockerClient {
@@ -435,66 +305,6 @@ impl DockerClient {
         }
         let body = self.call_for_body(call, &[200], MissingMeans::Nothing)?;
         wire::parse_volume_list(&body)
-    }
-}
-
-/// A live `GET /events` subscription.
-struct DockerEventStream {
-    lines: BufReader<BodyReader<BufReader<TimedStream>>>,
-    socket: Arc<UnixStream>,
-    cancelled: Arc<AtomicBool>,
-    line: Vec<u8>,
-    ended: bool,
-}
-
-impl EventStream for DockerEventStream {
-    fn next_event(&mut self) -> Result<Option<RuntimeEvent>, RuntimeError> {
-        loop {
-            if self.ended || self.cancelled.load(Ordering::SeqCst) {
-                self.ended = true;
-                return Ok(None);
-            }
-            match read_line_limited(&mut self.lines, MAX_STREAM_LINE_BYTES, &mut self.line) {
-                Ok(false) => {
-                    self.ended = true;
-                    return Ok(None);
-                }
-                Ok(true) => {
-                    if self.line.iter().all(u8::is_ascii_whitespace) {
-                        continue;
-                    }
-                    if let Some(event) = wire::parse_event(&self.line)? {
-                        return Ok(Some(event));
-                    }
-                }
-                // Cancelled, or Docker went away (restart): the stream ended. The owner
-                // reconnects and re-lists.
-                Err(_) if self.cancelled.load(Ordering::SeqCst) => {
-                    self.ended = true;
-                    return Ok(None);
-                }
-                Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => {
-                    self.ended = true;
-                    return Ok(None);
-                }
-                Err(error) => {
-                    self.ended = true;
-                    return Err(RuntimeError::Protocol {
-                        message: format!("Docker event stream: {error}"),
-                    });
-                }
-            }
-        }
-    }
-
-    fn canceller(&self) -> StreamCanceller {
-        let socket = Arc::clone(&self.socket);
-        let cancelled = Arc::clone(&self.cancelled);
-        StreamCanceller::new(move || {
-            cancelled.store(true, Ordering::SeqCst);
-            // Wakes a read blocked in another thread; an error means it is already closed.
-            let _ = socket.shutdown(Shutdown::Both);
-        })
     }
 }
 
