@@ -30,6 +30,12 @@ pub enum RuntimeError {
     CannotPull {
         message: String,
     },
+    /// The registry login of an image in Amazon ECR could not be had (`GetAuthorizationToken`
+    /// refused or unreachable, no credentials): ECS's `CannotPullECRContainerError`. Made by
+    /// the engine's workers before the pull; the message never holds a token.
+    CannotPullEcr {
+        message: String,
+    },
     /// Any other non-success answer.
     Api {
         status: u16,
@@ -88,6 +94,9 @@ impl fmt::Display for RuntimeError {
             RuntimeError::NoSuchImage { message } => write!(f, "no such image: {message}"),
             RuntimeError::Conflict { message } => write!(f, "conflict: {message}"),
             RuntimeError::CannotPull { message } => write!(f, "cannot pull image: {message}"),
+            RuntimeError::CannotPullEcr { message } => {
+                write!(f, "CannotPullECRContainerError: {message}")
+            }
             RuntimeError::Api { status, message } => {
                 write!(f, "Docker API error {status}: {message}")
             }

@@ -236,13 +236,18 @@ fn an_ecs_task_runs_under_its_arn_is_reported_verified_and_stopped() {
         "com.amazonaws.ecs.capability.docker-remote-api.1.17",
         "com.amazonaws.ecs.capability.task-iam-role",
         "ecs.capability.execution-role-awslogs",
+        "ecs.capability.execution-role-ecr-pull",
+        "com.amazonaws.ecs.capability.ecr-auth",
+        "ecs.capability.secrets.ssm.environment-variables",
+        "ecs.capability.secrets.asm.environment-variables",
+        "ecs.capability.private-registry-authentication.secretsmanager",
         "stack",
     ] {
         assert!(attributes.contains(&expected), "{expected}: {attributes:?}");
     }
     for absent in [
         "ecs.capability.task-eni",
-        "ecs.capability.execution-role-ecr-pull",
+        "ecs.capability.secrets.ssm.bootstrap.log-driver",
     ] {
         assert!(!attributes.contains(&absent), "{absent}: {attributes:?}");
     }

@@ -42,6 +42,7 @@ impl EngineConfig {
                 &config.environment_files,
                 config.environment_files_dir.clone(),
             ),
+            execution_role: execution_role(config),
             ..EngineConfig::default()
         }
     }
@@ -54,6 +55,20 @@ impl crate::engine::environment_files::EnvironmentFileSource
 {
     fn fetch(&self, _arn: &str, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
         crate::control::ecs::s3::S3EnvironmentFiles::fetch(self, bucket, key)
+    }
+}
+
+/// SSM, Secrets Manager and ECR for the execution role's pulls and secrets; `None` (with a
+/// warning) when a proxy variable cannot be used, so only the local secret store answers.
+fn execution_role(config: &Config) -> Option<Arc<dyn crate::engine::workers::ExecutionRoleAws>> {
+    match crate::net::proxy::ProxySettings::from_env() {
+        Ok(proxies) => Some(Arc::new(super::execution_role::AwsExecutionRole::new(
+            config, proxies,
+        ))),
+        Err(error) => {
+            log::warn!("SSM, Secrets Manager and ECR cannot be reached: {error}");
+            None
+        }
     }
 }
 

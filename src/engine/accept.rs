@@ -159,13 +159,17 @@ impl TaskEngine {
     /// A task whose secrets (`secrets`, `secretOptions`, `repositoryCredentials`) the local
     /// secret store cannot answer would fail at its first create: refused now, naming every
     /// missing reference (or the store's problem). The store is read again at each create.
+    /// A task with an execution role, on an engine that reaches AWS, is let through: SSM and
+    /// Secrets Manager answer what the store lacks at the create (and name what they lack).
     fn reject_if_secrets_missing(&self, task: &Task) -> Result<(), EngineError> {
         let wanted: Vec<&str> = task
             .containers
             .iter()
             .flat_map(|container| container.definition.secret_references())
             .collect();
-        if wanted.is_empty() {
+        let aws_answers = self.shared.config.execution_role.is_some()
+            && task.credentials_ids.execution_role.is_some();
+        if wanted.is_empty() || aws_answers {
             return Ok(());
         }
         let Some(path) = &self.shared.config.secrets_file else {

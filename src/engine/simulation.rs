@@ -623,6 +623,8 @@ impl Simulation {
             secrets_file: None,
             environment_files: None,
             images: None,
+            execution_role: None,
+            role_credentials: Default::default(),
         }
     }
 

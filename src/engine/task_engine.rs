@@ -121,6 +121,9 @@ pub struct EngineConfig {
     /// The credentials of tasks' IAM roles, in memory: the engine marks a task's ids expected
     /// when it accepts or restores the task, and forgets them when it removes the task.
     pub role_credentials: CredentialsStore,
+    /// SSM, Secrets Manager and ECR, for what the local secret store lacks (with a task's
+    /// execution role) and ECR images' logins; `None`: no AWS.
+    pub execution_role: Option<Arc<dyn crate::engine::workers::ExecutionRoleAws>>,
 }
 
 impl Default for EngineConfig {
@@ -155,6 +158,7 @@ impl Default for EngineConfig {
             data_dir: None,
             environment_files_dir: None,
             role_credentials: CredentialsStore::new(),
+            execution_role: None,
         }
     }
 }
@@ -289,6 +293,8 @@ impl TaskEngine {
                     registry_credentials: Arc::clone(&config.registry_credentials),
                     secrets_file: config.secrets_file.clone(),
                     environment_files: config.environment_files.clone(),
+                    execution_role: config.execution_role.clone(),
+                    role_credentials: config.role_credentials.clone(),
                     images: Some(Arc::new(ImageTracker::new(
                         store
                             .as_ref()

@@ -19,8 +19,11 @@
 //!
 //! Rooms: `pull.rs` the pull decisions (§13: whether to pull, whether a failed pull falls back
 //! to the local image, the registry credential), `secrets.rs` the secret store's values a create
-//! or a pull takes, `volumes.rs` the Docker volumes a create makes ready and cleanup removes.
+//! or a pull takes, `execution_role.rs` what AWS answers for them with the task's execution
+//! role (SSM, Secrets Manager, the ECR login), `volumes.rs` the Docker volumes a create makes
+//! ready and cleanup removes.
 
+mod execution_role;
 mod pull;
 mod secrets;
 mod volumes;
@@ -41,6 +44,8 @@ use crate::state::StateStore;
 use crate::task::sandbox::SANDBOX_IMAGE;
 use crate::task::{ContainerStatus, PullBehavior};
 use crate::text::panic_message;
+use execution_role::ecr_auth;
+pub use execution_role::{names_secrets_manager, ExecutionRoleAws};
 pub use pull::{falls_back_to_cached_image, registry_auth_for, should_pull};
 use pull::{pull_behavior_name, pull_fallback_logged};
 use secrets::{add_secrets, repository_credentials};
@@ -88,6 +93,11 @@ pub struct WorkerContext {
     pub images: Option<Arc<ImageTracker>>,
     /// Where `environmentFiles` are read from; `None`: nowhere (such a create fails).
     pub environment_files: Option<Arc<dyn EnvironmentFileSource>>,
+    /// SSM, Secrets Manager and ECR for the execution role; `None`: no AWS (the local secret
+    /// store alone, no ECR login).
+    pub execution_role: Option<Arc<dyn ExecutionRoleAws>>,
+    /// Where a task's execution-role credentials are, by its credentials id.
+    pub role_credentials: crate::role_credentials::CredentialsStore,
 }
 
 impl WorkerContext {
@@ -328,14 +338,15 @@ impl ContainerRuntime for PanicGuard {
 pub fn run_task_docker_call(
     context: &WorkerContext,
     task_id: &str,
+    execution_id: Option<&str>,
     call: DockerCall,
 ) -> Option<Input> {
     let (Some(images), DockerCall::Pull { image, .. }) = (&context.images, &call) else {
-        return run_docker_call(context, call);
+        return run_docker_call_for(context, call, execution_id);
     };
     let (images, image) = (Arc::clone(images), image.clone());
     images.before_pull();
-    let answer = run_docker_call(context, call);
+    let answer = run_docker_call_for(context, call, execution_id);
     if let Some(Input::Transition { result: Ok(_), .. }) = &answer {
         match guarded(DockerOperation::ImageInspect, || {
             context.runtime.inspect_image(&image)
@@ -350,8 +361,18 @@ pub fn run_task_docker_call(
     answer
 }
 
-/// Runs one call and returns the input to post to the task (`None`: nothing to post).
+/// Runs one call of a task without an execution role and returns the input to post to the task.
 pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Input> {
+    run_docker_call_for(context, call, None)
+}
+
+/// Runs one call of a task whose execution-role credentials id is `execution_id` and returns
+/// the input to post to the task (`None`: nothing to post).
+pub fn run_docker_call_for(
+    context: &WorkerContext,
+    call: DockerCall,
+    execution_id: Option<&str>,
+) -> Option<Input> {
     let guard = PanicGuard(Arc::clone(&context.runtime));
     let runtime: &dyn ContainerRuntime = &guard;
     match call {
@@ -368,23 +389,30 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
             image,
             credentials_parameter,
         } => {
-            // repositoryCredentials: read from the store now, over ECS_ENGINE_AUTH_* for this
-            // pull; a reference the store cannot answer fails the pull without calling Docker.
+            // repositoryCredentials: read from the store (else Secrets Manager) now, over
+            // ECS_ENGINE_AUTH_* for this pull; a reference that cannot be answered fails the
+            // pull without calling Docker. An ECR image the configuration has no credentials
+            // for gets ECR's login; a login that cannot be had is the pull's error.
             let auth = match &credentials_parameter {
-                Some(reference) => match repository_credentials(context, reference, &image) {
-                    Ok(auth) => Some(auth),
-                    Err(error) => {
-                        return transition(container, ContainerStatus::Pulled, Err(error));
+                Some(reference) => {
+                    match repository_credentials(context, reference, &image, execution_id) {
+                        Ok(auth) => Ok(Some(auth)),
+                        Err(error) => {
+                            return transition(container, ContainerStatus::Pulled, Err(error));
+                        }
                     }
+                }
+                None => match registry_auth_for(context, &image) {
+                    Some(auth) => Ok(Some(auth)),
+                    None => ecr_auth(context, execution_id, &image).transpose(),
                 },
-                None => registry_auth_for(context, &image),
             };
             let pulled_before = context.pulled_before(&image);
             let pull = should_pull(context.pull_behavior, pulled_before, || {
                 runtime.inspect_image(&image).is_ok()
             });
             let result = if pull {
-                match runtime.pull_image(&image, auth.as_ref()) {
+                match auth.and_then(|auth| runtime.pull_image(&image, auth.as_ref())) {
                     Ok(()) => {
                         context.record_pulled(&image);
                         pull_fallback_logged(&image, false);
@@ -428,7 +456,7 @@ pub fn run_docker_call(context: &WorkerContext, call: DockerCall) -> Option<Inpu
                 &mut spec,
                 &environment_files,
             )
-            .and_then(|()| add_secrets(context, &mut spec, &secrets))
+            .and_then(|()| add_secrets(context, &mut spec, &secrets, execution_id))
             .and_then(|()| files.map_or(Ok(()), |files| write_files(&files)))
             .and_then(|()| prepare_volumes(runtime, &volumes))
             .and_then(|()| create_or_adopt(runtime, &spec));
@@ -999,6 +1027,8 @@ mod tests {
             secrets_file: None,
             environment_files: None,
             images: None,
+            execution_role: None,
+            role_credentials: Default::default(),
         };
         let table = [
             (

@@ -47,6 +47,8 @@ pub enum ContainerErrorKind {
     NoSuchContainer,
     /// The image could not be pulled.
     CannotPull,
+    /// The registry login of an image in Amazon ECR could not be had.
+    CannotPullEcr,
     /// Docker refused to create the container.
     CannotCreate,
     /// Docker refused to inspect a volume the container mounts, before its create.

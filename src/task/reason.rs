@@ -16,6 +16,7 @@ impl ContainerErrorKind {
         match self {
             ContainerErrorKind::Timeout => "DockerTimeoutError",
             ContainerErrorKind::CannotPull => "CannotPullContainerError",
+            ContainerErrorKind::CannotPullEcr => "CannotPullECRContainerError",
             ContainerErrorKind::CannotCreate => "CannotCreateContainerError",
             ContainerErrorKind::CannotInspectVolume => "CannotInspectVolumeError",
             ContainerErrorKind::CannotCreateVolume => "CannotCreateVolumeError",
@@ -74,12 +75,13 @@ impl ContainerError {
 mod tests {
     use super::*;
 
-    const EVERY_KIND: [ContainerErrorKind; 17] = [
+    const EVERY_KIND: [ContainerErrorKind; 18] = [
         ContainerErrorKind::Timeout,
         ContainerErrorKind::CannotInspectVolume,
         ContainerErrorKind::CannotCreateVolume,
         ContainerErrorKind::NoSuchContainer,
         ContainerErrorKind::CannotPull,
+        ContainerErrorKind::CannotPullEcr,
         ContainerErrorKind::CannotCreate,
         ContainerErrorKind::CannotStart,
         ContainerErrorKind::StartEof,
@@ -104,6 +106,10 @@ mod tests {
                 "CannotStopContainerError",
             ),
             (ContainerErrorKind::CannotPull, "CannotPullContainerError"),
+            (
+                ContainerErrorKind::CannotPullEcr,
+                "CannotPullECRContainerError",
+            ),
             (
                 ContainerErrorKind::CannotCreate,
                 "CannotCreateContainerError",

@@ -1,6 +1,6 @@
 //! Amazon ECR: `AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken` (JSON 1.1, signed
 //! for `ecr`) and the readers around it (pure, fuzzed): whether an image lives in ECR
-//! ([`parse_ecr_image`]: `<account>.dkr.ecr.<region>.<partition suffix>/repo:tag`, the FIPS
+//! ([`parse_ecr_image`]: `<account>.dkr.ecr.<region>.<partition suffix>[:port]/repo:tag`, the FIPS
 //! `dkr.ecr-fips` hosts and the dual-stack `dkr-ecr` ones, as Amazon's credential helper knows
 //! them) and the answer ([`parse_authorization_answer`]: each `authorizationData`'s token
 //! decoded into the registry user and password, `expiresAt` in epoch seconds, `proxyEndpoint`).
@@ -31,7 +31,8 @@ const REGISTRY_SUFFIXES: &[&str] = &[
 /// The ECR registry of an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EcrRegistry {
-    /// The registry's host (`123456789012.dkr.ecr.us-west-2.amazonaws.com`).
+    /// The registry's host as the image names it (`123456789012.dkr.ecr.us-west-2.amazonaws.com`,
+    /// with its `:port` when it has one).
     pub host: String,
     /// The registry id: the account's 12 digits.
     pub account: String,
@@ -43,7 +44,14 @@ pub struct EcrRegistry {
 /// The ECR registry `image` is in; `None` for an image elsewhere. Pure.
 pub fn parse_ecr_image(image: &str) -> Option<EcrRegistry> {
     let (host, _repository) = image.split_once('/')?;
-    let (account, rest) = host.split_once('.')?;
+    // A port after the host name is the registry's own business, as Amazon's credential
+    // helper reads the host name alone.
+    let name = match host.split_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        Some(_) => return None,
+        None => host,
+    };
+    let (account, rest) = name.split_once('.')?;
     if account.len() != 12 || !account.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;
     }

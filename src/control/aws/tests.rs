@@ -666,7 +666,17 @@ fn ecr_images_are_recognised_by_their_registry_host() {
             "123456789012.dkr.ecr.us-west-2.amazonaws.com.evil.example/app",
             None,
         ),
-        ("123456789012.dkr.ecr.us-west-2.amazonaws.com:443/app", None),
+        // A port is the registry's (Amazon's credential helper reads the host name alone).
+        (
+            "123456789012.dkr.ecr.us-west-2.amazonaws.com:5443/app",
+            registry(
+                "123456789012.dkr.ecr.us-west-2.amazonaws.com:5443",
+                "us-west-2",
+                false,
+            ),
+        ),
+        ("123456789012.dkr.ecr.us-west-2.amazonaws.com:/app", None),
+        ("123456789012.dkr.ecr.us-west-2.amazonaws.com:44x/app", None),
         ("123456789012.dkr.ecr..amazonaws.com/app", None),
         ("public.ecr.aws/nginx/nginx:latest", None),
         ("localhost:5000/app", None),

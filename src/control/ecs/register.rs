@@ -339,6 +339,14 @@ pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
 /// - `ecs.capability.execution-role-awslogs`: Docker's awslogs driver ships an awslogs
 ///   container's logs with its task's execution-role credentials
 ///   (`awslogs-credentials-endpoint`).
+/// - `com.amazonaws.ecs.capability.ecr-auth` and `ecs.capability.execution-role-ecr-pull`: an
+///   image in ECR is pulled with the login of `GetAuthorizationToken`, signed with the task's
+///   execution role (else the host's credentials).
+/// - `ecs.capability.secrets.ssm.environment-variables`, `.secrets.asm.environment-variables`:
+///   a container's `secrets` come from SSM Parameter Store and Secrets Manager with the
+///   execution role, where the local secret store does not hold them.
+/// - `ecs.capability.private-registry-authentication.secretsmanager`: a pull's
+///   `repositoryCredentials` (ECS's `asmAuthData`) come from Secrets Manager likewise.
 /// - `ecs.capability.container-ordering`: `dependsOn` (START, COMPLETE, SUCCESS, HEALTHY).
 /// - `ecs.capability.container-health-check`: Docker health checks, and HEALTHY conditions.
 /// - `ecs.capability.container-restart-policy`: a container's `restartPolicy`.
@@ -350,10 +358,10 @@ pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
 ///   a task definition's `runtimePlatform.cpuArchitecture`.
 ///
 /// Left out because deckhand does not do them: `task-cpu-mem-limit` (task-level cpu and memory
-/// are admitted against the host, not enforced with a task cgroup), `ecr-auth` and
-/// `execution-role-ecr-pull` (no AWS credentials are handed to registries),
-/// `secrets.ssm.*`/`secrets.asm.*` and `private-registry-authentication.secretsmanager`
-/// (secret values come from the local secret store, not from AWS), `full-sync`, `efs`,
+/// are admitted against the host, not enforced with a task cgroup), `ecr-endpoint` (ECS's
+/// ECR endpoint override is not read), `secrets.ssm.bootstrap.log-driver` and
+/// `secrets.asm.bootstrap.log-driver` (an ECS payload's log-driver secrets are refused),
+/// `full-sync`, `efs`,
 /// `firelens.*`, `execute-command`, `task-eni*`, `aws-appmesh`, `service-connect-v1`, GPUs
 /// and the other logging drivers (gelf, fluentd, splunk: not checked with deckhand).
 pub fn capability_attributes(input: &RegistrationInput) -> Vec<(String, Option<String>)> {
@@ -370,11 +378,15 @@ pub fn capability_attributes(input: &RegistrationInput) -> Vec<(String, Option<S
     if !input.privileged_disabled {
         name_only(format!("{CAPABILITY_PREFIX}privileged-container"));
     }
-    for capability in ["task-iam-role", "task-iam-role-network-host"] {
+    for capability in ["task-iam-role", "task-iam-role-network-host", "ecr-auth"] {
         name_only(format!("{CAPABILITY_PREFIX}{capability}"));
     }
     for capability in [
         "execution-role-awslogs",
+        "execution-role-ecr-pull",
+        "secrets.ssm.environment-variables",
+        "secrets.asm.environment-variables",
+        "private-registry-authentication.secretsmanager",
         "container-ordering",
         "container-health-check",
         "container-restart-policy",
@@ -554,7 +566,12 @@ mod tests {
             "com.amazonaws.ecs.capability.privileged-container",
             "com.amazonaws.ecs.capability.task-iam-role",
             "com.amazonaws.ecs.capability.task-iam-role-network-host",
+            "com.amazonaws.ecs.capability.ecr-auth",
             "ecs.capability.execution-role-awslogs",
+            "ecs.capability.execution-role-ecr-pull",
+            "ecs.capability.secrets.ssm.environment-variables",
+            "ecs.capability.secrets.asm.environment-variables",
+            "ecs.capability.private-registry-authentication.secretsmanager",
             "ecs.capability.container-ordering",
             "ecs.capability.container-health-check",
             "ecs.capability.container-restart-policy",

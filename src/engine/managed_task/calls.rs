@@ -34,6 +34,7 @@ pub(super) fn spawn_worker(
     let family = task.family.clone();
     let label = worker_label(&task.id, operation_name(&call));
     let task_id = task.id.clone();
+    let execution_id = task.credentials_ids.execution_role.clone();
     let context = shared.worker_context.clone();
     let results_for_work = results.clone();
     let results_for_panic = results.clone();
@@ -51,7 +52,7 @@ pub(super) fn spawn_worker(
             let stopping = task_stopping.load(std::sync::atomic::Ordering::Relaxed);
             let answer = match answer_without_calling(&call, stopping) {
                 Some(answer) => Some(answer),
-                None => run_task_docker_call(&context, &task_id, call),
+                None => run_task_docker_call(&context, &task_id, execution_id.as_deref(), call),
             };
             if let Some(input) = answer {
                 // The task may be gone (shut down); then nobody needs the answer.

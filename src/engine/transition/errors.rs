@@ -78,6 +78,7 @@ pub fn error_outcome(
             | ContainerErrorKind::InspectFailed
             | ContainerErrorKind::StartEof
             | ContainerErrorKind::CannotPull
+            | ContainerErrorKind::CannotPullEcr
             | ContainerErrorKind::CannotCreate
             | ContainerErrorKind::CannotInspectVolume
             | ContainerErrorKind::CannotCreateVolume
@@ -178,6 +179,7 @@ pub fn docker_away(call: DockerCallKind, error: &RuntimeError) -> bool {
         | RuntimeError::NoSuchImage { .. }
         | RuntimeError::Conflict { .. }
         | RuntimeError::CannotPull { .. }
+        | RuntimeError::CannotPullEcr { .. }
         | RuntimeError::Api { .. }
         | RuntimeError::Panicked { .. }
         | RuntimeError::Volume { .. }
@@ -251,6 +253,7 @@ pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> Containe
         (_, RuntimeError::ResourceInitialization { .. }) => {
             ContainerErrorKind::ResourceInitialization
         }
+        (_, RuntimeError::CannotPullEcr { .. }) => ContainerErrorKind::CannotPullEcr,
         (ContainerStatus::Pulled, _) => ContainerErrorKind::CannotPull,
         // A volume the create needs could not be made ready: named for the volume call that
         // failed, as ECS names it; a volume the task may not use is a failed create.
@@ -287,7 +290,8 @@ pub fn classify_error(target: ContainerStatus, error: &RuntimeError) -> Containe
         RuntimeError::CannotPull { message } => message.clone(),
         // The kind carries the volume call's name; the message says which volume and why.
         RuntimeError::Volume { message, .. } => message.clone(),
-        RuntimeError::ResourceInitialization { message } => message.clone(),
+        RuntimeError::ResourceInitialization { message }
+        | RuntimeError::CannotPullEcr { message } => message.clone(),
         other => other.to_string(),
     };
     ContainerError { kind, message }

@@ -144,9 +144,7 @@ const PASSED_CONTAINER_KEYS: &[&str] = &[
 /// Container keys that say nothing about how the container runs on this host.
 const IGNORED_CONTAINER_KEYS: &[&str] = &[
     "containerArn",
-    // Pull credentials the ECS agent fetches itself (ECR tokens, Secrets Manager); deckhand
-    // pulls with its own registry credentials (ECS_ENGINE_AUTH_DATA), so an ECR image it has
-    // none for fails its pull with Docker's message.
+    // Read apart (`registry_authentication`): an ECR image's login comes from its name.
     "registryAuthentication",
     "logsAuthStrategy",
     "networkInterfaceNames",
@@ -594,6 +592,19 @@ impl Mapper {
         }
         if let Some(secrets) = self.secrets(object, path)? {
             document.insert("secrets".into(), Value::Array(secrets));
+        }
+        // `asmAuthData`: the pull's `repositoryCredentials`, from Secrets Manager.
+        let parameter = object
+            .get("registryAuthentication")
+            .filter(|auth| auth.get("type").and_then(Value::as_str) == Some("asm"))
+            .and_then(|auth| auth.get("asmAuthData")?.get("credentialsParameter"))
+            .and_then(Value::as_str)
+            .filter(|parameter| !parameter.is_empty());
+        if let Some(parameter) = parameter {
+            document.insert(
+                "repositoryCredentials".into(),
+                json!({ "credentialsParameter": parameter }),
+            );
         }
 
         let DockerConfigRead {

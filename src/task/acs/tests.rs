@@ -136,3 +136,22 @@ fn a_payload_tasks_role_credentials_are_read_and_their_ids_kept() {
     assert_eq!((error.path.as_str(), error.message.as_str()), ("executionRoleCredentials", "credentialsId: required"));
     assert!(!error.to_string().contains("SECRETEXEC"));
 }
+
+#[test]
+fn a_payloads_secrets_manager_pull_credentials_are_the_containers_repository_credentials() {
+    let arn = "arn:aws:secretsmanager:us-east-1:1:secret:hub-AbCdEf";
+    // (registryAuthentication, repositoryCredentials read)
+    let table = [
+        (json!({"type": "asm", "asmAuthData": {"credentialsParameter": arn, "region": "us-east-1"}}), Some(arn)),
+        (json!({"type": "ecr", "ecrAuthData": {"region": "us-east-1", "registryId": "1"}}), None),
+        (json!({"type": "asm", "asmAuthData": {"credentialsParameter": ""}}), None),
+        (json!({"type": "asm"}), None),
+        (json!(null), None),
+    ];
+    for (auth, expected) in table {
+        let mut container = web();
+        container["registryAuthentication"] = auth.clone();
+        let parsed = parse_acs_task(&task(json!([container]))).expect("maps");
+        assert_eq!(parsed.definition.containers[0].repository_credentials.as_deref(), expected, "{auth}");
+    }
+}
