@@ -81,6 +81,9 @@ pub fn aws_references(data: &[u8]) {
         assert!(text.starts_with(&format!("{}/", registry.host)));
         assert!(registry.account.len() == 12 && registry.host.contains(&registry.region));
     }
+    if crate::engine::workers::names_secrets_manager(text) {
+        assert!(text.starts_with("arn:"));
+    }
     let _ = ecr::decode_token(text);
     let _ = secrets_manager::json_key_value(text, "password");
     for service in [
