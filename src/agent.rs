@@ -16,7 +16,7 @@
 
 mod ecs_start;
 mod engine_settings;
-mod execution_role;
+pub mod execution_role;
 mod redirect;
 
 use crate::api::{ApiServers, TaskMetadataServers};

@@ -27,7 +27,7 @@ struct CachedLogin {
 }
 
 /// SSM, Secrets Manager and ECR for the execution role. `Debug` shows no login.
-pub(super) struct AwsExecutionRole {
+pub struct AwsExecutionRole {
     client: AwsClient,
     region: Option<String>,
     host_credentials: Arc<CredentialChain>,
@@ -61,23 +61,33 @@ pub(super) fn refresh_at(now: u64, expires_at: u64) -> u64 {
 }
 
 impl AwsExecutionRole {
+    /// The agent's: its endpoints, region and host credentials from the configuration.
     pub(super) fn new(
         config: &crate::config::Config,
         proxies: crate::net::proxy::ProxySettings,
     ) -> AwsExecutionRole {
         let endpoints = config.aws_endpoints.clone();
         let lookup = move |key: &str| endpoints.get(key).cloned();
-        let region = config
-            .environment_files
-            .region
-            .clone()
-            .filter(|region| !region.is_empty());
-        AwsExecutionRole {
-            client: AwsClient::new(&lookup, proxies),
-            region,
-            host_credentials: Arc::new(CredentialChain::from_values(
+        AwsExecutionRole::from_parts(
+            AwsClient::new(&lookup, proxies),
+            config.environment_files.region.clone(),
+            Arc::new(CredentialChain::from_values(
                 &config.environment_files.credential_values,
             )),
+        )
+    }
+
+    /// One over `client`, asking `region` for references without one, and signing ECR logins
+    /// of tasks without an execution role with `host_credentials`.
+    pub fn from_parts(
+        client: AwsClient,
+        region: Option<String>,
+        host_credentials: Arc<CredentialChain>,
+    ) -> AwsExecutionRole {
+        AwsExecutionRole {
+            client,
+            region: region.filter(|region| !region.is_empty()),
+            host_credentials,
             logins: Mutex::new(Vec::new()),
         }
     }

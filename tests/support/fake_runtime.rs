@@ -122,6 +122,8 @@ pub struct FakeContainer {
 #[derive(Default)]
 struct FakeState {
     calls: Vec<Call>,
+    /// Each pull's image and registry credentials.
+    pull_auths: Vec<(String, Option<RegistryAuth>)>,
     scripts: HashMap<(Op, String), VecDeque<Script>>,
     next_gate: u64,
     released_gates: HashSet<u64>,
@@ -292,6 +294,11 @@ impl FakeRuntime {
 
     pub fn add_image(&self, image: &str) {
         self.state().images.insert(image.to_string());
+    }
+
+    /// Each pull's image and the registry credentials it was given, in order.
+    pub fn pull_auths(&self) -> Vec<(String, Option<RegistryAuth>)> {
+        self.state().pull_auths.clone()
     }
 
     pub fn has_image(&self, image: &str) -> bool {
@@ -603,7 +610,10 @@ impl FakeRuntime {
 }
 
 impl ContainerRuntime for FakeRuntime {
-    fn pull_image(&self, image: &str, _auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+    fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+        self.state()
+            .pull_auths
+            .push((image.to_string(), auth.cloned()));
         let after = self.begin(Op::Pull, image, None, None, None)?;
         self.state().images.insert(image.to_string());
         self.finish(after)
