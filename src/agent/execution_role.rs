@@ -166,23 +166,33 @@ impl ExecutionRoleAws for AwsExecutionRole {
             }
             // Every parameter of this one's region, in one call (ten names a request).
             let region = parsed[start].region_or(default).to_string();
-            let mut group = Vec::new();
+            let mut names = Vec::new();
             let mut indices = Vec::new();
             for (index, reference) in parsed.iter().enumerate() {
                 if !done[index] && reference.region_or(default) == region {
-                    group.push(reference.clone());
+                    names.push(reference.asked.clone());
                     indices.push(index);
                     done[index] = true;
                 }
             }
-            let answers = self
+            let failed = |message: String| {
+                format!("fetching secret data from SSM Parameter Store in {region}: {message}")
+            };
+            let answer = self
                 .client
-                .parameter_values(&region, &group, &signing)
-                .map_err(|error| {
-                    format!("fetching secret data from SSM Parameter Store in {region}: {error}")
+                .get_parameters(&region, &names, &signing)
+                .map_err(|error| failed(error.to_string()))?;
+            if !answer.invalid.is_empty() {
+                // The Go agent's words.
+                let invalid = answer.invalid.join(",");
+                return Err(failed(format!("invalid parameters: {invalid}")));
+            }
+            for index in indices {
+                let asked = &parsed[index].asked;
+                let value = answer.value_of(asked).ok_or_else(|| {
+                    failed(format!("the GetParameters answer has no value for {asked}"))
                 })?;
-            for (index, value) in indices.into_iter().zip(answers) {
-                values[index] = value;
+                values[index] = value.to_string();
             }
         }
         Ok(values)
