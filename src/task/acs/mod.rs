@@ -146,8 +146,6 @@ const PASSED_CONTAINER_KEYS: &[&str] = &[
 /// Container keys that say nothing about how the container runs on this host.
 const IGNORED_CONTAINER_KEYS: &[&str] = &[
     "containerArn",
-    // Read apart (`registry_authentication`): an ECR image's login comes from its name.
-    "registryAuthentication",
     "logsAuthStrategy",
     "networkInterfaceNames",
     // ECS Exec's agent: the container runs the same without it.
@@ -547,6 +545,9 @@ impl Mapper {
             "secrets",
             "dockerConfig",
             "healthCheckType",
+            // `asmAuthData` is read (`container_fields`); an ECR image's login comes from its
+            // name, so `ecrAuthData` says nothing more.
+            "registryAuthentication",
         ]);
         self.sort_keys(
             object,

@@ -153,5 +153,6 @@ fn a_payloads_secrets_manager_pull_credentials_are_the_containers_repository_cre
         container["registryAuthentication"] = auth.clone();
         let parsed = parse_acs_task(&task(json!([container]))).expect("maps");
         assert_eq!(parsed.definition.containers[0].repository_credentials.as_deref(), expected, "{auth}");
+        assert!(parsed.warnings.iter().all(|warning| !warning.contains("registryAuthentication")), "{:?}", parsed.warnings);
     }
 }
