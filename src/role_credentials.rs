@@ -30,8 +30,9 @@
 //! task metadata server, the local API and `EcsSettings::role_credentials`. A task's ids are
 //! `Task::credentials_ids` ([`crate::task::RoleCredentialsIds`], checkpointed), fixed at
 //! acceptance (`EngineHandle::submit_with_arn` takes them). Code that acts for a task with its
-//! execution role (pulls, secrets) asks
-//! `task_credentials(&task.arn, RoleType::TaskExecution)`; code that makes credentials itself
+//! execution role (the engine's pulls and secrets, `engine::workers::execution_role`) looks up
+//! the task's execution credentials id ([`CredentialsStore::lookup`]; by ARN:
+//! `task_credentials(&task.arn, RoleType::TaskExecution)`); code that makes credentials itself
 //! (local mode) takes ids from [`new_credentials_id`], [`CredentialsStore::set`]s what it got,
 //! and [`CredentialsStore::record_failure`]s what it could not get.
 
