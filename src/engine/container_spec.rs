@@ -171,7 +171,7 @@ pub fn task_volume_names(task: &Task) -> Vec<String> {
         .filter(|volume| mounted(task, volume))
         .map(|volume| task_volume_name(&task.id, &volume.name))
         .collect();
-    names.sort();
+    crate::sorting::sort(&mut names);
     names.dedup();
     names
 }

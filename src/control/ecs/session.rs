@@ -414,7 +414,7 @@ impl AcsSession {
             .collect();
         // Stops first, so a replacement finds its resources free (the ECS agent's order); a
         // task that failed to map is reported stopped, so it sorts with the stops.
-        tasks.sort_by_key(|task| match task {
+        crate::sorting::sort_by_key(&mut tasks, |task| match task {
             Ok(task) => task.desired_status != TaskStatus::Stopped,
             Err(_) => false,
         });

@@ -323,7 +323,7 @@ pub fn declared_images(directory: &Path) -> Result<Vec<String>, String> {
             }
         }
     }
-    images.sort();
+    crate::sorting::sort(&mut images);
     images.dedup();
     Ok(images)
 }

@@ -390,7 +390,7 @@ impl TaskBuilder {
         }
         // Links are how services find each other by name on Docker's default bridge; other
         // network modes share the host's (or no) network, where names do not apply.
-        links.sort();
+        crate::sorting::sort(&mut links);
         links.dedup();
         if !links.is_empty()
             && self.network_mode == "bridge"
