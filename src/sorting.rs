@@ -4,8 +4,37 @@
 //! instead, through one non-generic comparison, then move the items into that order, so the
 //! binary holds the sort once. The order is exactly `slice::sort_by`'s: stable, equal items keep
 //! their order.
+//!
+//! Maps and sets are built here too: `collect` into a `BTreeMap` or `BTreeSet` (or a JSON
+//! object, a map underneath) sorts its items first, with a copy of the sort for every iterator
+//! it is given; inserting them one by one gives the same map (a later value for a key replaces
+//! an earlier one, as `collect` keeps the last) with the map's own code only.
 
 use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The map of `pairs`, the last value of a key kept (as `collect` builds it).
+pub fn map_of<K: Ord, V>(pairs: impl IntoIterator<Item = (K, V)>) -> BTreeMap<K, V> {
+    let mut map = BTreeMap::new();
+    map.extend(pairs);
+    map
+}
+
+/// The set of `items` (as `collect` builds it).
+pub fn set_of<T: Ord>(items: impl IntoIterator<Item = T>) -> BTreeSet<T> {
+    let mut set = BTreeSet::new();
+    set.extend(items);
+    set
+}
+
+/// The JSON object of `pairs`, the last value of a key kept (as `collect` builds it).
+pub fn json_object_of(
+    pairs: impl IntoIterator<Item = (String, serde_json::Value)>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut object = serde_json::Map::new();
+    object.extend(pairs);
+    object
+}
 
 /// `items` sorted by `compare`, equal items in their order (as `slice::sort_by`).
 pub fn sort_by<T>(items: &mut [T], compare: impl Fn(&T, &T) -> Ordering) {
@@ -87,6 +116,20 @@ mod tests {
             expected_plain.sort();
             assert_eq!(plain, expected_plain);
         }
+    }
+
+    #[test]
+    fn maps_keep_the_last_value_of_a_key_as_collect_does() {
+        let pairs = [("b", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 5)];
+        let collected: BTreeMap<&str, i32> = pairs.iter().copied().collect();
+        assert_eq!(map_of(pairs.iter().copied()), collected);
+        let json_pairs = pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), serde_json::json!(value)));
+        let collected: serde_json::Map<String, serde_json::Value> = json_pairs.clone().collect();
+        assert_eq!(json_object_of(json_pairs), collected);
+        let collected: BTreeSet<&str> = pairs.iter().map(|(key, _)| *key).collect();
+        assert_eq!(set_of(pairs.iter().map(|(key, _)| *key)), collected);
     }
 
     #[test]

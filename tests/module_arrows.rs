@@ -92,7 +92,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["runtime", "encoding", "text", "ports", "net", "sorting"],
     ),
     ("net", &["encoding"]),
-    ("config", &["text", "registry", "host"]),
+    ("config", &["text", "registry", "host", "sorting"]),
     ("registry", &["encoding", "sorting"]),
     ("secrets", &[]),
     ("runtime", &["ports"]),
