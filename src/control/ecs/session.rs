@@ -544,7 +544,7 @@ impl AcsSession {
         // The candidates name the manifest's cluster (`taskClusterArn`), as the ECS agent's do.
         self.manifest = Some(TakenManifest {
             message_id: message_id.clone(),
-            running: manifest_arns.iter().cloned().collect(),
+            running: crate::sorting::set_of(manifest_arns.iter().cloned()),
             cluster_arn: messages::text(body, "clusterArn"),
         });
         let (cluster, container_instance) = self.addressed(body);
