@@ -23,6 +23,7 @@ pub mod report;
 pub mod role_credentials;
 pub mod runtime;
 pub mod secrets;
+pub mod sorting;
 pub mod state;
 pub mod task;
 pub mod text;

@@ -222,7 +222,9 @@ pub fn parse_auth_data(format: AuthDataFormat, data: &str) -> Result<RegistryCre
             credential,
         });
     }
-    entries.sort_by(|a, b| (&a.host, &a.namespace).cmp(&(&b.host, &b.namespace)));
+    crate::sorting::sort_by(&mut entries, |a, b| {
+        (&a.host, &a.namespace).cmp(&(&b.host, &b.namespace))
+    });
     Ok(RegistryCredentials { entries })
 }
 

@@ -398,7 +398,9 @@ impl CredentialsStore {
                 failure: entry.failure.clone(),
             })
             .collect();
-        states.sort_by(|a, b| (a.role, &a.credentials_id).cmp(&(b.role, &b.credentials_id)));
+        crate::sorting::sort_by(&mut states, |a, b| {
+            (a.role, &a.credentials_id).cmp(&(b.role, &b.credentials_id))
+        });
         states
     }
 

@@ -24,22 +24,22 @@ pub(super) fn prepare_ecs(
     register::check_ecs_architecture(std::env::consts::ARCH)?;
     let endpoint =
         Endpoint::parse(&ecs.backend_host).map_err(|error| format!("ECS_BACKEND_HOST: {error}"))?;
-    let attributes: serde_json::Map<String, serde_json::Value> = ecs
-        .instance_attributes
-        .iter()
-        .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone())))
-        .collect();
+    let attributes = crate::sorting::json_object_of(
+        ecs.instance_attributes
+            .iter()
+            .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone()))),
+    );
     let custom_attributes =
         register::parse_instance_attributes(&serde_json::Value::Object(attributes).to_string())
             .map_err(|error| format!("ECS_INSTANCE_ATTRIBUTES: {error}"))?;
     // The proxy variables come from the process environment (a systemd drop-in), as curl and
     // the ECS agent read them; one that cannot be used stops the start, naming it.
     let proxies = crate::net::proxy::ProxySettings::from_env()?;
-    let tags: serde_json::Map<String, serde_json::Value> = ecs
-        .instance_tags
-        .iter()
-        .map(|(key, value)| (key.clone(), serde_json::Value::String(value.clone())))
-        .collect();
+    let tags = crate::sorting::json_object_of(
+        ecs.instance_tags
+            .iter()
+            .map(|(key, value)| (key.clone(), serde_json::Value::String(value.clone()))),
+    );
     let tags = register::parse_instance_tags(&serde_json::Value::Object(tags).to_string())
         .map_err(|error| error.to_string())?;
     let mut values = std::collections::BTreeMap::new();

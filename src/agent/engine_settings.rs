@@ -133,8 +133,8 @@ pub fn host_capacity(
             total.saturating_sub(config.reserved_memory_mib)
         }),
         cpu_units: cpu_cores.saturating_mul(1024),
-        reserved_tcp_ports: config.reserved_ports.iter().copied().collect(),
-        reserved_udp_ports: config.reserved_ports_udp.iter().copied().collect(),
+        reserved_tcp_ports: crate::sorting::set_of(config.reserved_ports.iter().copied()),
+        reserved_udp_ports: crate::sorting::set_of(config.reserved_ports_udp.iter().copied()),
     }
 }
 

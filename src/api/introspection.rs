@@ -86,7 +86,9 @@ impl IntrospectionApi {
             }
         }
         let mut tasks = self.engine.tasks();
-        tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        crate::sorting::sort_by(&mut tasks, |a, b| {
+            a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id))
+        });
         match (task_arn, docker_id) {
             (Some(_), Some(_)) => {
                 HttpResponse::error(400, "give either taskarn or dockerid, not both")

@@ -218,7 +218,9 @@ impl LocalApi {
     fn list_tasks(&self) -> HttpResponse {
         let cluster = self.engine.cluster();
         let mut tasks = self.engine.tasks();
-        tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        crate::sorting::sort_by(&mut tasks, |a, b| {
+            a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id))
+        });
         let views: Vec<serde_json::Value> = tasks
             .iter()
             .map(|task| self.task_view(task, &cluster))

@@ -36,7 +36,9 @@ pub struct StatsSources {
 pub fn stats_view(tasks: &[Task], sources: &StatsSources, now: Millis) -> Value {
     let layouts = sources.usage.cgroups.present_layouts();
     let mut tasks: Vec<&Task> = tasks.iter().collect();
-    tasks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+    crate::sorting::sort_by(&mut tasks, |a, b| {
+        a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id))
+    });
     let task_views: Vec<Value> = tasks
         .iter()
         .map(|task| {

@@ -331,7 +331,7 @@ fn task_stats(engine: &dyn EngineHandle, task: &Task) -> Value {
             })
             .collect()
     });
-    Value::Object(samples.into_iter().collect())
+    Value::Object(crate::sorting::json_object_of(samples))
 }
 
 #[cfg(test)]

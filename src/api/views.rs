@@ -489,7 +489,7 @@ pub fn find_task<'a>(tasks: &'a [Task], query: &str) -> Result<&'a Task, LookupE
         [task] => Ok(task),
         many => {
             let mut candidates: Vec<String> = many.iter().map(|task| task.id.clone()).collect();
-            candidates.sort();
+            crate::sorting::sort(&mut candidates);
             Err(LookupError::Ambiguous {
                 query: query.to_string(),
                 candidates,
@@ -546,7 +546,7 @@ pub fn find_task_by_docker_id<'a>(
         [task] if container_matches == 1 => Ok(task),
         _ => {
             let mut candidates: Vec<String> = owners.iter().map(|task| task.arn.clone()).collect();
-            candidates.sort();
+            crate::sorting::sort(&mut candidates);
             candidates.dedup();
             Err(LookupError::Ambiguous {
                 query: docker_id.to_string(),

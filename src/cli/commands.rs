@@ -571,7 +571,7 @@ pub fn ps_table(tasks: &[Value], all: bool, now: Millis) -> String {
             .and_then(millis_from_rfc3339)
     };
     let mut tasks: Vec<&Value> = tasks.iter().collect();
-    tasks.sort_by_key(|task| std::cmp::Reverse(created(task)));
+    crate::sorting::sort_by_key(&mut tasks, |task| std::cmp::Reverse(created(task)));
     for task in tasks {
         let known = text(task, "KnownStatus");
         if !all && known == "STOPPED" {

@@ -264,7 +264,7 @@ impl TopView {
             totals.tasks_memory_used_bytes += task_row.memory_used_bytes.unwrap_or(0);
             groups.push((task_row, containers));
         }
-        groups.sort_by(|(a, _), (b, _)| {
+        crate::sorting::sort_by(&mut groups, |(a, _), (b, _)| {
             cpu_key(b)
                 .total_cmp(&cpu_key(a))
                 .then_with(|| a.name.cmp(&b.name))
@@ -339,7 +339,7 @@ fn cpu_key(row: &Row) -> f64 {
 }
 
 fn sort_by_cpu(rows: &mut [Row]) {
-    rows.sort_by(|a, b| {
+    crate::sorting::sort_by(rows, |a, b| {
         cpu_key(b)
             .total_cmp(&cpu_key(a))
             .then_with(|| a.name.cmp(&b.name))

@@ -159,9 +159,11 @@ pub fn parse_input(source: &str, bytes: &[u8]) -> Result<Input, Vec<ValidationEr
 /// The process environment; variables whose name or value is not UTF-8 are left out (Compose
 /// files are text).
 pub fn environment() -> BTreeMap<String, String> {
-    std::env::vars_os()
-        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
-        .collect()
+    crate::sorting::map_of(
+        std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        }),
+    )
 }
 
 /// Reads a text file of at most [`MAX_TASK_DEFINITION_BYTES`] (a `.env` or an `env_file`).

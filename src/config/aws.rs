@@ -283,11 +283,8 @@ pub const AWS_ENDPOINT_KEYS: [&str; 5] = [
 /// The values of [`AWS_ENDPOINT_KEYS`] that are set and not empty (checked where they are
 /// used: `control::aws`, whose errors name the key).
 pub(super) fn read_aws_endpoints(sources: &Sources) -> BTreeMap<String, String> {
-    AWS_ENDPOINT_KEYS
-        .iter()
-        .filter_map(|key| {
-            let raw = sources.value(key)?;
-            (!raw.value.trim().is_empty()).then(|| (key.to_string(), raw.value.clone()))
-        })
-        .collect()
+    crate::sorting::map_of(AWS_ENDPOINT_KEYS.iter().filter_map(|key| {
+        let raw = sources.value(key)?;
+        (!raw.value.trim().is_empty()).then(|| (key.to_string(), raw.value.clone()))
+    }))
 }

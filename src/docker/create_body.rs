@@ -24,11 +24,8 @@ pub fn create_body(spec: &CreateContainer) -> Value {
             .or_default()
             .push(json!({ "HostIp": binding.host_ip, "HostPort": host_port }));
     }
-    let volumes: serde_json::Map<String, Value> = spec
-        .volumes
-        .iter()
-        .map(|path| (path.clone(), json!({})))
-        .collect();
+    let volumes =
+        crate::sorting::json_object_of(spec.volumes.iter().map(|path| (path.clone(), json!({}))));
     let mut host_config = json!({
         "Binds": spec.binds,
         "VolumesFrom": spec.volumes_from,

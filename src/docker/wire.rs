@@ -236,7 +236,7 @@ pub fn parse_container_info(body: &[u8]) -> Result<ContainerInfo, RuntimeError> 
             });
         }
     }
-    ports.sort_by(|left, right| {
+    crate::sorting::sort_by(&mut ports, |left, right| {
         (left.container_port, &left.protocol, &left.host_ip).cmp(&(
             right.container_port,
             &right.protocol,

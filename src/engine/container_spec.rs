@@ -171,7 +171,7 @@ pub fn task_volume_names(task: &Task) -> Vec<String> {
         .filter(|volume| mounted(task, volume))
         .map(|volume| task_volume_name(&task.id, &volume.name))
         .collect();
-    names.sort();
+    crate::sorting::sort(&mut names);
     names.dedup();
     names
 }
@@ -418,11 +418,12 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
                 cgroup_permissions: cgroup_permissions(&device.permissions),
             })
             .collect(),
-        tmpfs: linux
-            .tmpfs
-            .iter()
-            .map(|mount| (mount.container_path.clone(), tmpfs_options(mount)))
-            .collect(),
+        tmpfs: crate::sorting::map_of(
+            linux
+                .tmpfs
+                .iter()
+                .map(|mount| (mount.container_path.clone(), tmpfs_options(mount))),
+        ),
         // A container that joins the sandbox's IPC namespace has the sandbox's /dev/shm.
         shm_size: linux
             .shared_memory_size_mib
@@ -448,11 +449,12 @@ pub fn create_request(task: &Task, index: usize, cluster: &str) -> Result<Create
             .collect(),
         dns: definition.dns_servers.clone(),
         dns_search: definition.dns_search_domains.clone(),
-        sysctls: definition
-            .system_controls
-            .iter()
-            .map(|control| (control.namespace.clone(), control.value.clone()))
-            .collect(),
+        sysctls: crate::sorting::map_of(
+            definition
+                .system_controls
+                .iter()
+                .map(|control| (control.namespace.clone(), control.value.clone())),
+        ),
         security_opt: definition.docker_security_options.clone(),
         gpu_ids,
         pid_mode: pid_mode_of(task, container)?,

@@ -578,7 +578,9 @@ impl HostResourceQueue {
     /// again too, and is admitted again: everything admitted before it is earlier in the queue.
     pub fn restore<'a>(&self, tasks: impl IntoIterator<Item = &'a Task>) {
         let mut tasks: Vec<&Task> = tasks.into_iter().collect();
-        tasks.sort_by(|a, b| (a.start_sequence, &a.id).cmp(&(b.start_sequence, &b.id)));
+        crate::sorting::sort_by(&mut tasks, |a, b| {
+            (a.start_sequence, &a.id).cmp(&(b.start_sequence, &b.id))
+        });
         let mut state = self.state();
         // The GPUs the containers were created with first, so no task is handed another's.
         for task in tasks.iter().filter(|task| restore_holds_resources(task)) {

@@ -261,7 +261,7 @@ impl TaskEngine {
         engine.restore(saved).map_err(EngineStartError::Thread)?;
         // A task cleaned up just before a crash may still hold its images in `images.json`.
         if let Some(images) = &engine.shared.worker_context.images {
-            let live = engine.shared.snapshots().keys().cloned().collect();
+            let live = crate::sorting::set_of(engine.shared.snapshots().keys().cloned());
             images.keep_holders(&live);
         }
         Ok(engine)

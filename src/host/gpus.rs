@@ -124,7 +124,7 @@ fn from_proc(dir: &Path) -> Vec<String> {
         return Vec::new();
     };
     let mut buses: Vec<_> = entries.filter_map(|entry| entry.ok()).collect();
-    buses.sort_by_key(|entry| entry.file_name());
+    crate::sorting::sort_by_key(&mut buses, |entry| entry.file_name());
     let mut ids: Vec<String> = Vec::new();
     for bus in buses {
         let Ok(bytes) = std::fs::read(bus.path().join("information")) else {

@@ -62,7 +62,7 @@ impl ImagesRecord {
                     last_used_at: now,
                     holders: BTreeSet::from([task_id.to_string()]),
                 });
-                self.images.sort_by(|a, b| a.image_id.cmp(&b.image_id));
+                crate::sorting::sort_by(&mut self.images, |a, b| a.image_id.cmp(&b.image_id));
                 changed = true;
             }
         }

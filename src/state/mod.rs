@@ -571,7 +571,7 @@ impl StateStore {
                 task_paths.push(path);
             }
         }
-        task_paths.sort();
+        crate::sorting::sort(&mut task_paths);
         // Every file is checked for a future schema before any is quarantined, so that a
         // refused start-up leaves the directory exactly as it found it.
         let mut loaded = Vec::with_capacity(task_paths.len());
@@ -637,7 +637,9 @@ impl StateStore {
         }
         note_logged_events(&event_log, &mut tasks)?;
         let mut tasks: Vec<Task> = tasks.into_values().collect();
-        tasks.sort_by(|a, b| (a.start_sequence, &a.id).cmp(&(b.start_sequence, &b.id)));
+        crate::sorting::sort_by(&mut tasks, |a, b| {
+            (a.start_sequence, &a.id).cmp(&(b.start_sequence, &b.id))
+        });
 
         if agent_damaged {
             // Rebuild the counter from what the tasks carry: numbers of tasks that no longer

@@ -217,7 +217,7 @@ impl AwsClient {
             .iter()
             .map(|reference| reference.region_or(default_region))
             .collect();
-        regions.sort_unstable();
+        crate::sorting::sort(&mut regions);
         regions.dedup();
         let mut answers = Vec::new();
         for region in regions {
@@ -226,7 +226,7 @@ impl AwsClient {
                 .filter(|reference| reference.region_or(default_region) == region)
                 .map(|reference| reference.asked.clone())
                 .collect();
-            names.sort_unstable();
+            crate::sorting::sort(&mut names);
             names.dedup();
             let answer = self.get_parameters(region, &names, credentials)?;
             if !answer.invalid.is_empty() {

@@ -414,7 +414,7 @@ impl AcsSession {
             .collect();
         // Stops first, so a replacement finds its resources free (the ECS agent's order); a
         // task that failed to map is reported stopped, so it sorts with the stops.
-        tasks.sort_by_key(|task| match task {
+        crate::sorting::sort_by_key(&mut tasks, |task| match task {
             Ok(task) => task.desired_status != TaskStatus::Stopped,
             Err(_) => false,
         });
@@ -544,7 +544,7 @@ impl AcsSession {
         // The candidates name the manifest's cluster (`taskClusterArn`), as the ECS agent's do.
         self.manifest = Some(TakenManifest {
             message_id: message_id.clone(),
-            running: manifest_arns.iter().cloned().collect(),
+            running: crate::sorting::set_of(manifest_arns.iter().cloned()),
             cluster_arn: messages::text(body, "clusterArn"),
         });
         let (cluster, container_instance) = self.addressed(body);

@@ -184,7 +184,7 @@ fn canonical_path(path: &str) -> String {
 /// Stable sort by name, then (with `by_value`) by value. One function for the headers and the
 /// query, so that the binary holds one sort of these pairs.
 fn sort_pairs(pairs: &mut [(String, String)], by_value: bool) {
-    pairs.sort_by(|left, right| {
+    crate::sorting::sort_by(pairs, |left, right| {
         let order = left.0.cmp(&right.0);
         if by_value {
             order.then_with(|| left.1.cmp(&right.1))

@@ -97,9 +97,10 @@ pub fn tracked_from_engine(
             }
         }
     }
-    best.into_iter()
-        .map(|(file, (_, _, tracked))| (file, tracked))
-        .collect()
+    crate::sorting::map_of(
+        best.into_iter()
+            .map(|(file, (_, _, tracked))| (file, tracked)),
+    )
 }
 
 /// A file whose task deckhand started: its content hash and the task's id.

@@ -161,10 +161,11 @@ fn compose_definition(
     // The agent's own COMPOSE_PROJECT_NAME would give every file's project the same name (and
     // the same `<project>_<volume>` volumes): only `name:` or the `.env` beside the file name a
     // project here.
-    let environment = std::env::vars_os()
-        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
-        .filter(|(name, _)| name != "COMPOSE_PROJECT_NAME")
-        .collect();
+    let environment = crate::sorting::map_of(
+        std::env::vars_os()
+            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+            .filter(|(name, _)| name != "COMPOSE_PROJECT_NAME"),
+    );
     let mut context =
         ComposeContext::in_directory(directory, environment, &read).map_err(|error| vec![error])?;
     context.directory_name = Some(project.to_string());
@@ -323,7 +324,7 @@ pub fn declared_images(directory: &Path) -> Result<Vec<String>, String> {
             }
         }
     }
-    images.sort();
+    crate::sorting::sort(&mut images);
     images.dedup();
     Ok(images)
 }

@@ -132,13 +132,13 @@ impl Watcher {
         if unchanged.is_empty() {
             return;
         }
-        let stopped: BTreeMap<String, Task> = self
-            .engine
-            .tasks()
-            .into_iter()
-            .filter(stopped_by_itself)
-            .map(|task| (task.id.clone(), task))
-            .collect();
+        let stopped: BTreeMap<String, Task> = crate::sorting::map_of(
+            self.engine
+                .tasks()
+                .into_iter()
+                .filter(stopped_by_itself)
+                .map(|task| (task.id.clone(), task)),
+        );
         let now = Instant::now();
         let now_wall = now_millis();
         for (file, task_id) in unchanged {
@@ -249,9 +249,8 @@ impl Watcher {
                 return summary;
             }
         };
-        let current: BTreeMap<String, ScannedFile> = files
-            .iter()
-            .map(|(file, content)| {
+        let current: BTreeMap<String, ScannedFile> =
+            crate::sorting::map_of(files.iter().map(|(file, content)| {
                 (
                     file.clone(),
                     ScannedFile {
@@ -259,8 +258,7 @@ impl Watcher {
                         valid: content.definition.is_ok(),
                     },
                 )
-            })
-            .collect();
+            }));
         for (file, content) in &files {
             if let Err(errors) = &content.definition {
                 summary.invalid.push(file.clone());

@@ -218,8 +218,12 @@ pub fn select_removable(input: &SelectionInput<'_>) -> Selection {
             }
         }
     }
-    tracked.sort_by(|a, b| (a.0, &a.1.image_id).cmp(&(b.0, &b.1.image_id)));
-    untracked.sort_by(|a, b| (a.0, &a.1.image_id).cmp(&(b.0, &b.1.image_id)));
+    crate::sorting::sort_by(&mut tracked, |a, b| {
+        (a.0, &a.1.image_id).cmp(&(b.0, &b.1.image_id))
+    });
+    crate::sorting::sort_by(&mut untracked, |a, b| {
+        (a.0, &a.1.image_id).cmp(&(b.0, &b.1.image_id))
+    });
     selection.removable = tracked
         .into_iter()
         .map(|(_, removal)| removal)

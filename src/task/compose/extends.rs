@@ -58,12 +58,13 @@ pub(super) fn resolve(
     services: &mut [(String, u64, Node)],
 ) -> BTreeSet<String> {
     let originals: Vec<(String, u64, Node)> = services.to_vec();
-    let index: BTreeMap<&str, usize> = originals
-        .iter()
-        .enumerate()
-        .map(|(at, (name, _, _))| (name.as_str(), at))
-        .rev()
-        .collect();
+    let index: BTreeMap<&str, usize> = crate::sorting::map_of(
+        originals
+            .iter()
+            .enumerate()
+            .map(|(at, (name, _, _))| (name.as_str(), at))
+            .rev(),
+    );
     let mut resolver = Resolver {
         originals: &originals,
         index: &index,

@@ -279,7 +279,7 @@ impl Parser {
         if leftovers.is_empty() {
             return;
         }
-        let leftover: BTreeSet<usize> = leftovers.iter().copied().collect();
+        let leftover: BTreeSet<usize> = crate::sorting::set_of(leftovers.iter().copied());
         let index_of: HashMap<&str, usize> = containers
             .iter()
             .enumerate()

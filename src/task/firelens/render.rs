@@ -45,10 +45,11 @@ struct Config {
 }
 
 fn options(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(key, value)| (key.to_string(), value.to_string()))
-        .collect()
+    crate::sorting::map_of(
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string())),
+    )
 }
 
 /// The router's memory buffer: half its memory reservation, else half its memory limit, else
@@ -174,12 +175,12 @@ pub fn render_config(task: &Task, cluster: &str) -> Result<Option<String>, Strin
             FirelensType::Fluentbit => format!("${{{variable}}}"),
             FirelensType::Fluentd => format!("\"#{{ENV['{variable}']}}\""),
         };
-        let mut given: BTreeMap<String, String> = log
-            .options
-            .iter()
-            .filter(|(key, _)| key.as_str() != LOG_DRIVER_BUFFER_LIMIT)
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
+        let mut given: BTreeMap<String, String> = crate::sorting::map_of(
+            log.options
+                .iter()
+                .filter(|(key, _)| key.as_str() != LOG_DRIVER_BUFFER_LIMIT)
+                .map(|(key, value)| (key.clone(), value.clone())),
+        );
         for secret in &log.secret_options {
             given.insert(
                 secret.name.clone(),

@@ -478,7 +478,7 @@ impl AcsConnection for TelemetrySocket {
             .map(|(name, value)| (*name, value.as_str()))
             .collect();
         headers.push(("Host", &self.host));
-        headers.sort_by(|left, right| left.0.cmp(right.0));
+        crate::sorting::sort_by(&mut headers, |left, right| left.0.cmp(right.0));
         if headers
             .iter()
             .any(|(_, value)| value.contains(['\r', '\n']))

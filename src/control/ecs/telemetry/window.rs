@@ -64,7 +64,8 @@ impl UsageWindows {
     /// One sampling round: `readings` of the containers running now, taken at `at`. The
     /// containers not among them are forgotten.
     pub fn record(&mut self, readings: Vec<(ContainerKey, Reading)>, at: Instant) {
-        let running: BTreeSet<&ContainerKey> = readings.iter().map(|(key, _)| key).collect();
+        let running: BTreeSet<&ContainerKey> =
+            crate::sorting::set_of(readings.iter().map(|(key, _)| key));
         self.windows.retain(|key, _| running.contains(key));
         for (key, reading) in readings {
             let window = self.windows.entry(key).or_default();

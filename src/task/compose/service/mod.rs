@@ -154,13 +154,14 @@ impl TaskBuilder {
         services: &[(String, u64, Node)],
         skip: &BTreeSet<String>,
     ) {
-        let selected_profiles: BTreeSet<String> = mapper
-            .variable("COMPOSE_PROFILES")
-            .unwrap_or("")
-            .split(',')
-            .map(|profile| profile.trim().to_string())
-            .filter(|profile| !profile.is_empty())
-            .collect();
+        let selected_profiles: BTreeSet<String> = crate::sorting::set_of(
+            mapper
+                .variable("COMPOSE_PROFILES")
+                .unwrap_or("")
+                .split(',')
+                .map(|profile| profile.trim().to_string())
+                .filter(|profile| !profile.is_empty()),
+        );
         // Names first: dependencies point at services, and a service that others wait on to
         // complete is not essential (ECS refuses SUCCESS/COMPLETE on an essential container).
         let mut container_names = BTreeMap::new();
@@ -390,7 +391,7 @@ impl TaskBuilder {
         }
         // Links are how services find each other by name on Docker's default bridge; other
         // network modes share the host's (or no) network, where names do not apply.
-        links.sort();
+        crate::sorting::sort(&mut links);
         links.dedup();
         if !links.is_empty()
             && self.network_mode == "bridge"
@@ -456,10 +457,10 @@ impl TaskBuilder {
         if let Some(labels) = service.get("labels") {
             let map = key_values(mapper, labels, &join(path, "labels"), true);
             if !map.is_empty() {
-                let object: Map<String, Json> = map
-                    .into_iter()
-                    .map(|(k, v)| (k, json!(v.unwrap_or_default())))
-                    .collect();
+                let object = crate::sorting::json_object_of(
+                    map.into_iter()
+                        .map(|(k, v)| (k, json!(v.unwrap_or_default()))),
+                );
                 container.insert("dockerLabels".into(), Json::Object(object));
             }
         }
@@ -475,10 +476,10 @@ impl TaskBuilder {
             }
             if let Some(options) = logging.get("options") {
                 let map = key_values(mapper, options, &join(&logging_path, "options"), false);
-                let object: Map<String, Json> = map
-                    .into_iter()
-                    .map(|(k, v)| (k, json!(v.unwrap_or_default())))
-                    .collect();
+                let object = crate::sorting::json_object_of(
+                    map.into_iter()
+                        .map(|(k, v)| (k, json!(v.unwrap_or_default()))),
+                );
                 if !object.is_empty() {
                     config.insert("options".into(), Json::Object(object));
                 }

@@ -296,10 +296,10 @@ impl TaskBuilder {
                     }
                     "driver_opts" | "labels" => {
                         let map = key_values(mapper, value, &key_path, key == "labels");
-                        let object: Map<String, Json> = map
-                            .into_iter()
-                            .map(|(k, v)| (k, json!(v.unwrap_or_default())))
-                            .collect();
+                        let object = crate::sorting::json_object_of(
+                            map.into_iter()
+                                .map(|(k, v)| (k, json!(v.unwrap_or_default()))),
+                        );
                         let ecs_key = if key == "labels" {
                             "labels"
                         } else {
