@@ -119,29 +119,31 @@ fn log_configuration(
     host_config: &mut Map<String, Value>,
     path: &str,
 ) -> Result<Option<Value>, Problem> {
-    let log_path = format!("{path}.LogConfig");
     let log_config = match host_config.remove("LogConfig") {
         None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(map)) => map,
-        Some(_) => return Err(problem(&log_path, "expected an object")),
+        Some(value) => value,
     };
-    let driver = match log_config.get("Type") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(driver)) if driver.is_empty() => return Ok(None),
-        Some(Value::String(driver)) => driver.clone(),
-        Some(_) => return Err(problem(&format!("{log_path}.Type"), "expected a string")),
-    };
-    let options = match log_config.get("Config") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(options)) if options.values().all(Value::is_string) => options.clone(),
-        Some(_) => {
-            return Err(problem(
-                &format!("{log_path}.Config"),
-                "expected an object of strings",
-            ))
-        }
-    };
-    Ok(Some(json!({"logDriver": driver, "options": options})))
+    let driver = log_config.get("Type").unwrap_or(&Value::Null);
+    let options = log_config.get("Config").unwrap_or(&Value::Null);
+    let options_fit = options.is_null()
+        || options
+            .as_object()
+            .is_some_and(|map| map.values().all(Value::is_string));
+    if !log_config.is_object() || !(driver.is_null() || driver.is_string()) || !options_fit {
+        return Err(problem(
+            &format!("{path}.LogConfig"),
+            "expected {\"Type\": a string, \"Config\": an object of strings}",
+        ));
+    }
+    if driver.as_str().is_none_or(str::is_empty) {
+        return Ok(None);
+    }
+    let mut lifted = Map::new();
+    lifted.insert("logDriver".into(), driver.clone());
+    if !options.is_null() {
+        lifted.insert("options".into(), options.clone());
+    }
+    Ok(Some(Value::Object(lifted)))
 }
 
 /// A JSON object carried in a string (or, liberally, given as an object). An empty string or

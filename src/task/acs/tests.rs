@@ -162,8 +162,9 @@ fn a_host_config_log_config_becomes_the_containers_log_configuration() {
     // A log configuration Docker would not take is refused with its path.
     for (bad, path) in [
         (json!({"LogConfig": []}), "containers[0].dockerConfig.hostConfig.LogConfig"),
-        (json!({"LogConfig": {"Type": 1}}), "containers[0].dockerConfig.hostConfig.LogConfig.Type"),
-        (json!({"LogConfig": {"Type": "syslog", "Config": {"a": 1}}}), "containers[0].dockerConfig.hostConfig.LogConfig.Config"),
+        (json!({"LogConfig": {"Type": 1}}), "containers[0].dockerConfig.hostConfig.LogConfig"),
+        (json!({"LogConfig": {"Type": "syslog", "Config": {"a": 1}}}), "containers[0].dockerConfig.hostConfig.LogConfig"),
+        (json!({"LogConfig": {"Type": "syslog", "Config": "a=1"}}), "containers[0].dockerConfig.hostConfig.LogConfig"),
     ] {
         let mut container = web();
         container["dockerConfig"] = json!({"hostConfig": bad.to_string()});
