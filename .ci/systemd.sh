@@ -2,7 +2,9 @@
 # The packaged service under a real systemd, run by .ci/run after .ci/packages.sh: boots systemd
 # as PID 1 in a container made from a Debian root file system, with the host's Docker socket
 # mounted, installs the .deb in it and checks what the unit promises: READY with its status text,
-# a restart after `kill -9` that re-adopts the running task, exit 78 for a bad configuration key
+# the credentials endpoint answering an unknown id with ECS's 400 on its own listener and through
+# the agent's redirect of 169.254.170.2 (its nat rules made under the unit's capabilities), a
+# restart after `kill -9` that re-adopts the running task, exit 78 for a bad configuration key
 # and no restart, the watchdog killing a hung agent, an upgrade by `dpkg -i` that restarts the
 # service and leaves the containers running, a reboot after which the enabled service re-adopts
 # the task, and a purge that leaves nothing of deckhand behind; then the .rpm's scriptlets
@@ -227,6 +229,40 @@ inside test -S /run/deckhand/api.sock || fail "expected the API socket /run/deck
 # files named deckhand below).
 inside useradd --no-create-home --groups deckhand edgeops
 inside su -s /bin/sh edgeops -c 'deckhand ps' >/dev/null || fail "expected a member of group deckhand to run deckhand ps"
+
+step "the credentials endpoint answers under the unit: ECS's 400 for an unknown id, through 169.254.170.2 too"
+# The unit's capabilities let the agent install its nat chain (this container's own network
+# namespace: OUTPUT only, as there is no Docker bridge in it). The rules are checked before
+# anything is sent to 169.254.170.2: no packet for that address may leave the machine.
+inside iptables -w -t nat -S >"$scratch/nat" 2>&1 || { cat "$scratch/nat" >&2; fail "iptables -t nat -S in the container failed"; }
+for rule in "-N DECKHAND-CREDENTIALS" \
+    "-A OUTPUT -d 169.254.170.2/32 -p tcp -m tcp --dport 80 -j DECKHAND-CREDENTIALS" \
+    "-A DECKHAND-CREDENTIALS -p tcp -j REDIRECT --to-ports 51679"; do
+    contains -xF -- "$rule" "$scratch/nat" || { cat "$scratch/nat" >&2; fail "expected the nat rule '$rule' made by the agent under the unit"; }
+done
+# http_get ADDRESS PORT PATH: one HTTP/1.0 GET from inside the container, the whole answer.
+http_get() {
+    inside bash -c "exec 3<>/dev/tcp/$1/$2 && printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' '$3' '$1' >&3 && cat <&3"
+}
+# invalid_id_answer FILE: ECS's answer for a credentials id no task holds.
+invalid_id_answer() {
+    python3 - "$1" <<'PY'
+import json, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace", newline="").read()
+head, _, body = text.partition("\r\n\r\n")
+status = head.split("\r\n")[0].split(" ")
+assert len(status) > 1 and status[1] == "400", head
+expected = {"code": "InvalidIdInRequest", "message": "CredentialsV2Request: Credentials not found", "HTTPErrorCode": 400}
+assert json.loads(body) == expected, body
+PY
+}
+unknown_id=deckhand-systemd-test-unknown-id
+for address in 127.0.0.1:51679 169.254.170.2:80; do
+    http_get "${address%:*}" "${address#*:}" "/v2/credentials/$unknown_id" >"$scratch/credentials" \
+        || fail "expected http://$address/v2/credentials/$unknown_id to answer"
+    invalid_id_answer "$scratch/credentials" \
+        || { cat "$scratch/credentials" >&2; fail "expected ECS's 400 InvalidIdInRequest from http://$address/v2/credentials/<unknown id>"; }
+done
 
 step "a task submitted through the CLI runs on the host's Docker"
 # The agent's own settings for this test: a cluster of its own (its containers are found by it),

@@ -101,6 +101,7 @@ impl PreparedEcs {
                 agent_hash: String::new(),
                 docker_version: docker_version.clone().unwrap_or_default(),
                 privileged_disabled: config.privileged_disabled,
+                credentials_served: config.task_metadata,
                 cpu_architecture: ecs_cpu_architecture(std::env::consts::ARCH).to_string(),
                 custom_attributes: self.custom_attributes,
                 tags: self.tags,

@@ -23,14 +23,10 @@ impl<R: Read> BodyStream<R> {
     }
 
     fn read_raw(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.position < self.leftover.len() {
-            let available = &self.leftover[self.position..];
-            let count = available.len().min(buf.len());
-            buf[..count].copy_from_slice(&available[..count]);
-            self.position += count;
-            return Ok(count);
+        match replay(&self.leftover, &mut self.position, buf) {
+            Some(count) => Ok(count),
+            None => self.inner.read(buf),
         }
-        self.inner.read(buf)
     }
 
     fn raw_line(&mut self) -> io::Result<Vec<u8>> {

@@ -22,15 +22,22 @@ pub(super) struct Buffered<'a, R: Read> {
 
 impl<R: Read> Read for Buffered<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.position < self.leftover.len() {
-            let available = &self.leftover[self.position..];
-            let count = available.len().min(buf.len());
-            buf[..count].copy_from_slice(&available[..count]);
-            self.position += count;
-            return Ok(count);
+        match replay(&self.leftover, &mut self.position, buf) {
+            Some(count) => Ok(count),
+            None => self.inner.read(buf),
         }
-        self.inner.read(buf)
     }
+}
+
+/// Copies into `buf` what is left of `leftover` (the bytes read past a head) from `position`,
+/// moving it on; `None` once all of it was replayed (read the stream then).
+pub(super) fn replay(leftover: &[u8], position: &mut usize, buf: &mut [u8]) -> Option<usize> {
+    let available = leftover.get(*position..).filter(|rest| !rest.is_empty())?;
+    let count = available.len().min(buf.len());
+    buf.get_mut(..count)?
+        .copy_from_slice(available.get(..count)?);
+    *position += count;
+    Some(count)
 }
 
 /// Reads until the blank line that ends a head; returns the head bytes and what followed.

@@ -262,3 +262,31 @@ fn percent_coding_round_trips_an_arn() {
     assert_eq!(percent_decode("100%"), "100%");
     assert_eq!(percent_decode("%zz%4"), "%zz%4");
 }
+
+#[test]
+fn bytes_read_past_the_head_are_replayed_in_order_then_the_stream() {
+    /// (leftover, position, buffer size, count replayed, position after)
+    type Case = (&'static [u8], usize, usize, Option<usize>, usize);
+    let table: [Case; 6] = [
+        (b"abcdef", 0, 4, Some(4), 4),
+        (b"abcdef", 4, 4, Some(2), 6),
+        (b"abcdef", 6, 4, None, 6),
+        (b"", 0, 4, None, 0),
+        (b"abc", 0, 0, Some(0), 0),
+        // A position past the end (never made, but no panic): the stream.
+        (b"abc", 9, 4, None, 9),
+    ];
+    for (leftover, position, size, expected, after) in table {
+        let mut at = position;
+        let mut buf = vec![0u8; size];
+        let count = super::framing::replay(leftover, &mut at, &mut buf);
+        assert_eq!(
+            (count, at),
+            (expected, after),
+            "{leftover:?} from {position}"
+        );
+        if let Some(count) = count {
+            assert_eq!(&buf[..count], &leftover[position..position + count]);
+        }
+    }
+}

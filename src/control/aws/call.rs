@@ -238,7 +238,13 @@ impl AwsClient {
                             error_type: code.clone(),
                             message: message.clone(),
                         };
-                        if !skew_corrected && self.clock.correct(&refusal, answer.date.as_deref()) {
+                        if !skew_corrected
+                            && self.clock.correct(
+                                service.display_name(),
+                                &refusal,
+                                answer.date.as_deref(),
+                            )
+                        {
                             skew_corrected = true;
                             continue;
                         }

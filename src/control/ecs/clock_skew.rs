@@ -115,9 +115,10 @@ impl SigningClock {
         sigv4::amz_date(self.now_millis())
     }
 
-    /// Reads a failed call's error and its answer's `Date`: when they say the signing time is
-    /// off, takes the new offset (logged) and answers `true` — sign the call again.
-    pub fn correct(&self, error: &EcsError, date: Option<&str>) -> bool {
+    /// Reads a failed call's error and its answer's `Date` (`service` answered it: `ECS`,
+    /// `STS`, …): when they say the signing time is off, takes the new offset (logged, naming
+    /// `service`) and answers `true` — sign the call again.
+    pub fn correct(&self, service: &str, error: &EcsError, date: Option<&str>) -> bool {
         let offset = self.offset_millis();
         let server = date.and_then(date_millis);
         let Some(corrected) = skew_correction(error, server, crate::clock::now_millis(), offset)
@@ -125,19 +126,24 @@ impl SigningClock {
             return false;
         };
         self.offset_millis.store(corrected, Ordering::Relaxed);
-        let seconds = corrected / 1000;
-        let (amount, direction) = if seconds >= 0 {
-            (seconds, "behind")
-        } else {
-            (-seconds, "ahead of")
-        };
-        log::warn!(
-            "ECS: this host's clock is {amount} s {direction} ECS's (its answer's Date; it refused \
-             the signature: {error}); signing with ECS's time from now on — set the host's clock \
-             (NTP) to end this"
-        );
+        log::warn!("{}", skew_message(service, corrected, error));
         true
     }
+}
+
+/// The line logged when `service`'s answer (`error`) set the offset to `offset_millis`.
+fn skew_message(service: &str, offset_millis: i64, error: &EcsError) -> String {
+    let seconds = offset_millis / 1000;
+    let (amount, direction) = if seconds >= 0 {
+        (seconds, "behind")
+    } else {
+        (-seconds, "ahead of")
+    };
+    format!(
+        "{service}: this host's clock is {amount} s {direction} {service}'s (its answer's Date; \
+         it refused the signature: {error}); signing with {service}'s time from now on — set the \
+         host's clock (NTP) to end this"
+    )
 }
 
 /// A failed call: the error, and the `Date` of the answer that said it (if one did).
@@ -161,7 +167,7 @@ pub fn signed_again_if_skewed<T>(
 ) -> Result<T, EcsError> {
     match attempt() {
         Ok(answer) => Ok(answer),
-        Err(failed) if clock.correct(&failed.error, failed.date.as_deref()) => {
+        Err(failed) if clock.correct("ECS", &failed.error, failed.date.as_deref()) => {
             attempt().map_err(|failed| failed.error)
         }
         Err(failed) => Err(failed.error),
@@ -185,6 +191,37 @@ mod tests {
 
     fn at(offset: i64) -> Option<u64> {
         Some(shifted(NOW, offset))
+    }
+
+    #[test]
+    fn the_skew_line_names_the_service_that_answered() {
+        let error = refused(403, "SignatureDoesNotMatch", "Signature expired");
+        // (service, offset, the line starts with)
+        let cases = [
+            (
+                "ECS",
+                3_600_000,
+                "ECS: this host's clock is 3600 s behind ECS's",
+            ),
+            (
+                "STS",
+                -120_500,
+                "STS: this host's clock is 120 s ahead of STS's",
+            ),
+            (
+                "Secrets Manager",
+                61_000,
+                "Secrets Manager: this host's clock is 61 s behind Secrets Manager's",
+            ),
+        ];
+        for (service, offset, start) in cases {
+            let line = skew_message(service, offset, &error);
+            assert!(line.starts_with(start), "{line}");
+            assert!(
+                line.contains(&format!("signing with {service}'s time")),
+                "{line}"
+            );
+        }
     }
 
     #[test]

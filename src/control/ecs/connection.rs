@@ -260,7 +260,7 @@ fn session_thread(
         );
         first_connection &= socket.is_err();
         socket
-            .map(Socket::opened)
+            .map(|socket| Socket::opened(socket, "ACS"))
             .map_err(|error| error.to_string())
     };
     let mut pause = |after: Duration| wait(&stop, after);
@@ -347,13 +347,14 @@ fn connect_acs(
 /// What the end of a websocket means for the session: [`ConnError::Closed`] reconnects at
 /// once, [`ConnError::Failed`] backs off. Close codes 1000, 1001 and 1011 and an abnormal end
 /// (1006: no close frame) are the Go agent's "closed for a valid reason"; every other code,
-/// and any end within [`SHORT_LIVED`] of the open, backs off. Pure.
-pub fn close_outcome(code: Option<u16>, reason: &str, lasted: Duration) -> ConnError {
+/// and any end within [`SHORT_LIVED`] of the open, backs off. `peer` names the other end in
+/// the description (`ACS`, `TCS`). Pure.
+pub fn close_outcome(peer: &str, code: Option<u16>, reason: &str, lasted: Duration) -> ConnError {
     let described = match code {
-        Some(CLOSE_ABNORMAL) => format!("ACS connection ended without a close frame ({reason})"),
-        Some(code) if reason.is_empty() => format!("ACS closed the connection with code {code}"),
-        Some(code) => format!("ACS closed the connection with code {code}: {reason}"),
-        None => "ACS closed the connection without a close code".to_string(),
+        Some(CLOSE_ABNORMAL) => format!("{peer} connection ended without a close frame ({reason})"),
+        Some(code) if reason.is_empty() => format!("{peer} closed the connection with code {code}"),
+        Some(code) => format!("{peer} closed the connection with code {code}: {reason}"),
+        None => format!("{peer} closed the connection without a close code"),
     };
     if lasted < SHORT_LIVED {
         return ConnError::Failed(format!(
@@ -371,14 +372,17 @@ pub fn close_outcome(code: Option<u16>, reason: &str, lasted: Duration) -> ConnE
 pub(super) struct Socket {
     socket: Option<AcsSocket>,
     opened: Instant,
+    /// The other end, as its close is described: `ACS` or `TCS`.
+    peer: &'static str,
 }
 
 impl Socket {
-    /// A websocket that just opened.
-    pub(super) fn opened(socket: AcsSocket) -> Socket {
+    /// A websocket to `peer` (`ACS`, `TCS`) that just opened.
+    pub(super) fn opened(socket: AcsSocket, peer: &'static str) -> Socket {
         Socket {
             socket: Some(socket),
             opened: Instant::now(),
+            peer,
         }
     }
 }
@@ -393,7 +397,12 @@ impl AcsConnection for Socket {
             Ok(Received::Text(text)) => Ok(Some(text)),
             Ok(Received::Closed { code, reason }) => {
                 self.socket = None;
-                Err(close_outcome(code, &reason, self.opened.elapsed()))
+                Err(close_outcome(
+                    self.peer,
+                    code,
+                    &reason,
+                    self.opened.elapsed(),
+                ))
             }
             Err(EcsError::ReadTimeout) => Ok(None),
             Err(error) => Err(ConnError::Failed(error.to_string())),
@@ -619,16 +628,47 @@ mod tests {
             (Some(1006), Duration::ZERO, false),
         ];
         for (code, lasted, prompt) in table {
-            let outcome = close_outcome(*code, "bye", *lasted);
+            let outcome = close_outcome("ACS", *code, "bye", *lasted);
             assert_eq!(
                 outcome == ConnError::Closed,
                 *prompt,
                 "{code:?} after {lasted:?}: {outcome:?}"
             );
         }
-        let ConnError::Failed(message) = close_outcome(Some(1008), "policy", long) else {
-            panic!("1008 backs off");
+        // (peer, code, reason, the description)
+        let described = [
+            (
+                "ACS",
+                Some(1008),
+                "policy",
+                "ACS closed the connection with code 1008: policy",
+            ),
+            (
+                "TCS",
+                Some(4000),
+                "",
+                "TCS closed the connection with code 4000",
+            ),
+            (
+                "TCS",
+                None,
+                "",
+                "TCS closed the connection without a close code",
+            ),
+        ];
+        for (peer, code, reason, expected) in described {
+            let ConnError::Failed(message) = close_outcome(peer, code, reason, long) else {
+                panic!("{code:?} backs off");
+            };
+            assert_eq!(message, expected);
+        }
+        let ConnError::Failed(message) = close_outcome("TCS", Some(1006), "reset", Duration::ZERO)
+        else {
+            panic!("a 1006 at once backs off");
         };
-        assert_eq!(message, "ACS closed the connection with code 1008: policy");
+        assert!(
+            message.starts_with("TCS connection ended without a close frame (reset), 0 ms"),
+            "{message}"
+        );
     }
 }

@@ -65,6 +65,8 @@ pub struct RegistrationInput {
     pub docker_version: String,
     /// `ECS_DISABLE_PRIVILEGED`.
     pub privileged_disabled: bool,
+    /// `DECKHAND_TASK_METADATA`: the listener that serves `/v2/credentials/<id>` is on.
+    pub credentials_served: bool,
     /// `std::env::consts::ARCH` of the host.
     pub cpu_architecture: String,
     /// `ECS_INSTANCE_ATTRIBUTES`, checked by [`parse_instance_attributes`], in its order.
@@ -339,6 +341,11 @@ pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
 /// - `ecs.capability.execution-role-awslogs`: Docker's awslogs driver ships an awslogs
 ///   container's logs with its task's execution-role credentials
 ///   (`awslogs-credentials-endpoint`).
+///
+///   These three only while the task metadata listener, which serves the credentials, is on
+///   (`DECKHAND_TASK_METADATA`). `DECKHAND_CREDENTIALS_ENDPOINT=false` keeps them: the endpoint
+///   is still served, and the redirect of `169.254.170.2` may be the operator's (as ecs-init
+///   makes it for the ECS agent, which advertises them by its own settings alone).
 /// - `com.amazonaws.ecs.capability.ecr-auth` and `ecs.capability.execution-role-ecr-pull`: an
 ///   image in ECR is pulled with the login of `GetAuthorizationToken`, signed with the task's
 ///   execution role (else the host's credentials).
@@ -378,11 +385,16 @@ pub fn capability_attributes(input: &RegistrationInput) -> Vec<(String, Option<S
     if !input.privileged_disabled {
         name_only(format!("{CAPABILITY_PREFIX}privileged-container"));
     }
-    for capability in ["task-iam-role", "task-iam-role-network-host", "ecr-auth"] {
-        name_only(format!("{CAPABILITY_PREFIX}{capability}"));
+    if input.credentials_served {
+        for capability in ["task-iam-role", "task-iam-role-network-host"] {
+            name_only(format!("{CAPABILITY_PREFIX}{capability}"));
+        }
+    }
+    name_only(format!("{CAPABILITY_PREFIX}ecr-auth"));
+    if input.credentials_served {
+        name_only(format!("{ATTRIBUTE_PREFIX}execution-role-awslogs"));
     }
     for capability in [
-        "execution-role-awslogs",
         "execution-role-ecr-pull",
         "secrets.ssm.environment-variables",
         "secrets.asm.environment-variables",
@@ -514,6 +526,7 @@ mod tests {
             agent_hash: "abc123".to_string(),
             docker_version: "26.1.5".to_string(),
             privileged_disabled: false,
+            credentials_served: true,
             cpu_architecture: "x86_64".to_string(),
             custom_attributes: vec![("site".to_string(), "shop-17".to_string())],
             tags: Vec::new(),
@@ -643,6 +656,21 @@ mod tests {
             ("no tags: no tags field", input(), &|body| {
                 body.get("tags").is_none()
             }),
+            (
+                "no task metadata listener: no credentials capabilities",
+                RegistrationInput {
+                    credentials_served: false,
+                    ..input()
+                },
+                &|body| {
+                    let names = names(body);
+                    !names.iter().any(|name| {
+                        name.ends_with(".task-iam-role")
+                            || name.ends_with(".task-iam-role-network-host")
+                            || name.ends_with(".execution-role-awslogs")
+                    }) && names.contains(&"ecs.capability.container-ordering".to_string())
+                },
+            ),
             (
                 "privileged disabled",
                 RegistrationInput {

@@ -195,7 +195,7 @@ impl S3EnvironmentFiles {
                     error_type: String::new(),
                     message: message.clone(),
                 };
-                clock.correct(&refusal, answer.date.as_deref());
+                clock.correct("S3", &refusal, answer.date.as_deref());
                 Err(GetFailure {
                     message,
                     retry: matches!(code, 400 | 403),

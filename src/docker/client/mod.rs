@@ -197,6 +197,22 @@ impl DockerClient {
         self.open(call)?.accept(accepted, missing)?.read_body()
     }
 
+    /// `GET /networks/bridge`: the default bridge network's inspect body; `None` when the
+    /// daemon has no such network (`--bridge=none` answers 404).
+    fn bridge_network(&self) -> Result<Option<Vec<u8>>, RuntimeError> {
+        let call = Call::new(
+            "inspect the bridge network".into(),
+            "GET",
+            "/networks/bridge".into(),
+            self.timeouts.inspect,
+        );
+        match self.call_for_body(call, &[200], MissingMeans::Nothing) {
+            Ok(body) => Ok(Some(body)),
+            Err(RuntimeError::Api { status: 404, .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     /// `GET /version`.
     pub fn version(&self) -> Result<EngineVersion, RuntimeError> {
         let call = Call::new(
@@ -587,35 +603,19 @@ impl ContainerRuntime for DockerClient {
         })
     }
 
-    /// `GET /networks/bridge`: the default bridge's IPv4 gateway. A daemon without that network
-    /// (`--bridge=none`) answers 404: no gateway.
+    /// The default bridge's IPv4 gateway (see [`DockerClient::bridge_network`]).
     fn bridge_gateway(&self) -> Result<Option<std::net::Ipv4Addr>, RuntimeError> {
-        let call = Call::new(
-            "inspect the bridge network".into(),
-            "GET",
-            "/networks/bridge".into(),
-            self.timeouts.inspect,
-        );
-        match self.call_for_body(call, &[200], MissingMeans::Nothing) {
-            Ok(body) => wire::parse_network_gateway(&body),
-            Err(RuntimeError::Api { status: 404, .. }) => Ok(None),
-            Err(error) => Err(error),
+        match self.bridge_network()? {
+            Some(body) => wire::parse_network_gateway(&body),
+            None => Ok(None),
         }
     }
 
-    /// `GET /networks/bridge`: the default bridge's device name. A daemon without that network
-    /// answers 404: none.
+    /// The default bridge's device name (see [`DockerClient::bridge_network`]).
     fn bridge_interface(&self) -> Result<Option<String>, RuntimeError> {
-        let call = Call::new(
-            "inspect the bridge network".into(),
-            "GET",
-            "/networks/bridge".into(),
-            self.timeouts.inspect,
-        );
-        match self.call_for_body(call, &[200], MissingMeans::Nothing) {
-            Ok(body) => wire::parse_network_bridge_name(&body),
-            Err(RuntimeError::Api { status: 404, .. }) => Ok(None),
-            Err(error) => Err(error),
+        match self.bridge_network()? {
+            Some(body) => wire::parse_network_bridge_name(&body),
+            None => Ok(None),
         }
     }
 

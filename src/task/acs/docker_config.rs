@@ -3,6 +3,9 @@
 //! sets itself from the task (mounts, links, published ports, Docker restarts), and read for the
 //! few values the model needs too: the health check (so `HEALTHY` dependencies work), the memory
 //! reservation (for the host-resource ledger) and the network mode (checked against the task's).
+//! `hostConfig.LogConfig`, where ECS sends a container's log configuration, becomes the
+//! container's `logConfiguration`, so the engine applies it as it does a task definition's (the
+//! execution role's `awslogs-credentials-endpoint`, the fallback without credentials).
 
 use super::is_empty;
 use super::MAX_DOCKER_CONFIG_BYTES;
@@ -17,6 +20,8 @@ pub(super) struct DockerConfigRead {
     pub(super) health_check: Option<Value>,
     pub(super) memory_reservation_mib: Option<u64>,
     pub(super) network_mode: Option<String>,
+    /// A task-definition `logConfiguration` object, from `hostConfig.LogConfig`.
+    pub(super) log_configuration: Option<Value>,
 }
 
 /// `Config` keys deckhand sets itself and an overlay may not change.
@@ -72,16 +77,17 @@ pub(super) fn read_docker_config(
         }
     }
     let config = embedded_object(object.get("config"), &format!("{path}.config"))?;
-    let host_config = embedded_object(object.get("hostConfig"), &format!("{path}.hostConfig"))?;
+    let mut host_config = embedded_object(object.get("hostConfig"), &format!("{path}.hostConfig"))?;
     let mut read = DockerConfigRead::default();
     if let Some(config) = &config {
         let config_path = format!("{path}.config");
         refuse_owned(config, &config_path, OWNED_CONFIG_KEYS)?;
         read.health_check = health_check(config, &config_path)?;
     }
-    if let Some(host_config) = &host_config {
+    if let Some(host_config) = &mut host_config {
         let host_path = format!("{path}.hostConfig");
         refuse_owned(host_config, &host_path, OWNED_HOST_CONFIG_KEYS)?;
+        read.log_configuration = log_configuration(host_config, &host_path)?;
         restart_policy(host_config, &host_path)?;
         read.memory_reservation_mib = memory_reservation(host_config, &host_path)?;
         read.network_mode = match host_config.get("NetworkMode") {
@@ -96,6 +102,7 @@ pub(super) fn read_docker_config(
             }
         };
     }
+    let host_config = host_config.filter(|map| !map.is_empty());
     if config.is_some() || host_config.is_some() {
         read.overlay = Some(DockerConfigOverlay {
             config: config.map(Value::Object),
@@ -103,6 +110,40 @@ pub(super) fn read_docker_config(
         });
     }
     Ok(read)
+}
+
+/// Takes `LogConfig` (`{"Type", "Config"}`) out of `host_config` as a task definition's
+/// `logConfiguration` (`{"logDriver", "options"}`). No type (or an empty one) is Docker's
+/// default driver: nothing.
+fn log_configuration(
+    host_config: &mut Map<String, Value>,
+    path: &str,
+) -> Result<Option<Value>, Problem> {
+    let log_config = match host_config.remove("LogConfig") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(value) => value,
+    };
+    let driver = log_config.get("Type").unwrap_or(&Value::Null);
+    let options = log_config.get("Config").unwrap_or(&Value::Null);
+    let options_fit = options.is_null()
+        || options
+            .as_object()
+            .is_some_and(|map| map.values().all(Value::is_string));
+    if !log_config.is_object() || !(driver.is_null() || driver.is_string()) || !options_fit {
+        return Err(problem(
+            &format!("{path}.LogConfig"),
+            "expected {\"Type\": a string, \"Config\": an object of strings}",
+        ));
+    }
+    if driver.as_str().is_none_or(str::is_empty) {
+        return Ok(None);
+    }
+    let mut lifted = Map::new();
+    lifted.insert("logDriver".into(), driver.clone());
+    if !options.is_null() {
+        lifted.insert("options".into(), options.clone());
+    }
+    Ok(Some(Value::Object(lifted)))
 }
 
 /// A JSON object carried in a string (or, liberally, given as an object). An empty string or

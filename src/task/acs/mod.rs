@@ -605,6 +605,7 @@ impl Mapper {
             health_check,
             memory_reservation_mib,
             network_mode,
+            log_configuration,
         } = read_docker_config(object.get("dockerConfig"), &join(path, "dockerConfig"))
             .map_err(|(error_path, message)| self.error(&error_path, message))?;
         match self.string(object, path, "healthCheckType")?.as_deref() {
@@ -628,6 +629,9 @@ impl Mapper {
         }
         if let Some(reservation) = memory_reservation_mib {
             document.insert("memoryReservation".into(), json!(reservation));
+        }
+        if let Some(log_configuration) = log_configuration {
+            document.insert("logConfiguration".into(), log_configuration);
         }
         Ok((document, overlay, network_mode))
     }

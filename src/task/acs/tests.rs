@@ -156,3 +156,39 @@ fn a_payloads_secrets_manager_pull_credentials_are_the_containers_repository_cre
         assert!(parsed.warnings.iter().all(|warning| !warning.contains("registryAuthentication")), "{:?}", parsed.warnings);
     }
 }
+
+#[test]
+fn a_host_config_log_config_becomes_the_containers_log_configuration() {
+    // (hostConfig, (driver, options) expected, what stays in the overlay's hostConfig)
+    let table = [
+        (json!({"LogConfig": {"Type": "awslogs", "Config": {"awslogs-group": "g", "awslogs-stream": "ecs/web/abc"}}}),
+         Some(("awslogs", vec![("awslogs-group", "g"), ("awslogs-stream", "ecs/web/abc")])), None),
+        (json!({"LogConfig": {"Type": "json-file"}, "Ulimits": []}), Some(("json-file", vec![])), Some(json!({"Ulimits": []}))),
+        (json!({"LogConfig": {"Type": "", "Config": {}}, "ShmSize": 1}), None, Some(json!({"ShmSize": 1}))),
+        (json!({"LogConfig": null, "ShmSize": 1}), None, Some(json!({"ShmSize": 1}))),
+    ];
+    for (host_config, expected, overlay) in table {
+        let mut container = web();
+        container["dockerConfig"] = json!({"hostConfig": host_config.to_string()});
+        let parsed = parse_acs_task(&task(json!([container]))).expect("maps");
+        let container = &parsed.definition.containers[0];
+        let log = container.log_configuration.as_ref().map(|log| {
+            (log.log_driver.as_str(), log.options.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>())
+        });
+        assert_eq!(log, expected, "{host_config}");
+        let host = container.docker_config.as_ref().and_then(|overlay| overlay.host_config.clone());
+        assert_eq!(host, overlay, "{host_config}");
+    }
+    // A log configuration Docker would not take is refused with its path.
+    for (bad, path) in [
+        (json!({"LogConfig": []}), "containers[0].dockerConfig.hostConfig.LogConfig"),
+        (json!({"LogConfig": {"Type": 1}}), "containers[0].dockerConfig.hostConfig.LogConfig"),
+        (json!({"LogConfig": {"Type": "syslog", "Config": {"a": 1}}}), "containers[0].dockerConfig.hostConfig.LogConfig"),
+        (json!({"LogConfig": {"Type": "syslog", "Config": "a=1"}}), "containers[0].dockerConfig.hostConfig.LogConfig"),
+    ] {
+        let mut container = web();
+        container["dockerConfig"] = json!({"hostConfig": bad.to_string()});
+        let error = parse_acs_task(&task(json!([container]))).expect_err("refused");
+        assert!(error.to_string().contains(path), "{bad}: {error}");
+    }
+}

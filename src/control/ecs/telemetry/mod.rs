@@ -425,7 +425,7 @@ fn open(
         },
     )?;
     Ok(TelemetrySocket {
-        socket: Socket::opened(socket),
+        socket: Socket::opened(socket, "TCS"),
         host: endpoint.host_header(),
         path: acs_path(&endpoint.path),
         query,
