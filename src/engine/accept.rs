@@ -13,10 +13,15 @@ use crate::engine::firelens::check_task;
 use crate::engine::handle::{find_by_metadata_token, EngineError, EngineHandle};
 use crate::engine::managed_task::{DesiredCommand, OwnerCommand};
 use crate::engine::shared::{Commands, TaskHandle};
+use crate::engine::task_engine::EngineConfig;
 use crate::engine::task_engine::{new_inboxes, TaskEngine};
 use crate::report::Event;
-use crate::role_credentials::CredentialsStore;
-use crate::task::{NetworkMode, RoleCredentialsIds, Task, TaskDefinition, TaskStatus};
+use crate::role_credentials::local::LocalRole;
+use crate::role_credentials::{new_credentials_id, RoleType};
+use crate::task::{
+    NetworkMode, RoleCredentialsIds, Task, TaskDefinition, TaskRoleArns, TaskStatus,
+    ECS_SOURCE_PREFIX,
+};
 use crossbeam_channel::bounded;
 use std::time::Duration;
 
@@ -49,6 +54,11 @@ impl TaskEngine {
             .map(|_| random_hex(16))
             .collect::<std::io::Result<Vec<String>>>()
             .map_err(|error| unavailable("cannot make task metadata tokens", error))?;
+        let credentials_ids = match (&arn, &self.shared.config.local_roles) {
+            (None, Some(_)) => local_credentials_ids(&definition.roles)
+                .map_err(|error| unavailable("cannot make credentials ids", error))?,
+            _ => credentials_ids,
+        };
         let sequence = self.next_sequence(&commands)?;
         let mut task = Task::new(
             id.clone(),
@@ -78,7 +88,7 @@ impl TaskEngine {
 
         // Its credentials ids are known (503 until the credentials arrive) before any of its
         // containers can ask.
-        expect_credentials(&self.shared.config.role_credentials, &task);
+        expect_credentials(&self.shared.config, &task);
         let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
         let route = inboxes.route.clone();
         self.shared.publish_snapshot(&task);
@@ -111,6 +121,9 @@ impl TaskEngine {
             task.family,
             task.revision
         );
+        for warning in task.ignored_role_warnings() {
+            log::warn!("task {id}: {warning}");
+        }
         Ok(task)
     }
 
@@ -396,12 +409,39 @@ pub fn task_id_of_arn(arn: &str) -> Option<&str> {
     .then_some(id)
 }
 
-/// Marks each credentials id of `task` as expected in `store` (pending until credentials are
-/// set; credentials already set stay): at acceptance and at restore.
-pub(crate) fn expect_credentials(store: &CredentialsStore, task: &Task) {
+/// Marks each credentials id of `task` as expected in the store (pending until credentials are
+/// set; credentials already set stay), and hands a local task's roles to whoever gives them
+/// credentials: at acceptance and at restore (the same ids, checkpointed with the task).
+pub(crate) fn expect_credentials(config: &EngineConfig, task: &Task) {
+    let local = !task
+        .source
+        .as_deref()
+        .is_some_and(|source| source.starts_with(ECS_SOURCE_PREFIX));
     for (role, id) in task.credentials_ids.each() {
-        store.expect(&task.arn, role, id);
+        config.role_credentials.expect(&task.arn, role, id);
+        let role_arn = match role {
+            RoleType::TaskApplication => &task.role_arns.task_role,
+            RoleType::TaskExecution => &task.role_arns.execution_role,
+        };
+        if let (true, Some(local_roles), Some(role_arn)) = (local, &config.local_roles, role_arn) {
+            local_roles.track(LocalRole {
+                task_arn: task.arn.clone(),
+                task_id: task.id.clone(),
+                role,
+                credentials_id: id.to_string(),
+                role_arn: role_arn.clone(),
+            });
+        }
     }
+}
+
+/// A new random credentials id for each role a local task's definition names.
+fn local_credentials_ids(roles: &TaskRoleArns) -> std::io::Result<RoleCredentialsIds> {
+    let new_id = |arn: &Option<String>| arn.as_ref().map(|_| new_credentials_id()).transpose();
+    Ok(RoleCredentialsIds {
+        task_role: new_id(&roles.task_role)?,
+        execution_role: new_id(&roles.execution_role)?,
+    })
 }
 
 #[cfg(test)]

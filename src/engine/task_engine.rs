@@ -121,6 +121,10 @@ pub struct EngineConfig {
     /// The credentials of tasks' IAM roles, in memory: the engine marks a task's ids expected
     /// when it accepts or restores the task, and forgets them when it removes the task.
     pub role_credentials: CredentialsStore,
+    /// `DECKHAND_TASK_ROLES=assume|host`: who gives local tasks' roles their credentials; a
+    /// local task with a `taskRoleArn` or `executionRoleArn` gets credentials ids only then.
+    /// `None` (`off`): those roles are ignored.
+    pub local_roles: Option<Arc<dyn crate::role_credentials::local::LocalRoles>>,
 }
 
 impl Default for EngineConfig {
@@ -155,6 +159,7 @@ impl Default for EngineConfig {
             data_dir: None,
             environment_files_dir: None,
             role_credentials: CredentialsStore::new(),
+            local_roles: None,
         }
     }
 }
@@ -252,7 +257,7 @@ impl TaskEngine {
         // Restored tasks' credentials ids are known at once: their endpoint says 503, not 400,
         // until the control plane sends the credentials again.
         for task in &saved {
-            crate::engine::accept::expect_credentials(&engine.shared.config.role_credentials, task);
+            crate::engine::accept::expect_credentials(&engine.shared.config, task);
         }
         engine.restore(saved).map_err(EngineStartError::Thread)?;
         // A task cleaned up just before a crash may still hold its images in `images.json`.
@@ -655,6 +660,7 @@ mod tests {
 
     fn single_container(family: &str, image: &str) -> TaskDefinition {
         TaskDefinition {
+            roles: Default::default(),
             family: family.to_string(),
             revision: 1,
             network_mode: Default::default(),
