@@ -183,6 +183,7 @@ pub(super) fn start_task_roles(
             .region
             .clone()
             .unwrap_or_else(|| "us-east-1".to_string()),
+        stopping: Arc::default(),
     };
     match TaskRoleRefresher::start(settings) {
         Ok(started) => Some(started),

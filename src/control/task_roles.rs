@@ -12,11 +12,12 @@
 //! As in ECS, a task's containers do not wait for its task role's credentials: the endpoint
 //! answers 503 until they arrive, and the SDKs ask again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, never, select, unbounded, Receiver, Sender};
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 
 use crate::control::aws::sts::{session_name, AssumeRoleRequest};
 use crate::control::aws::AwsClient;
@@ -45,22 +46,31 @@ pub struct RefresherSettings {
     pub host_credentials: Arc<CredentialChain>,
     /// The region STS is called in.
     pub region: String,
+    /// Set at shutdown: no more calls are started.
+    pub stopping: Arc<AtomicBool>,
+}
+
+/// What the thread's one inbox carries.
+enum Message {
+    Track(LocalRole),
+    Shutdown,
 }
 
 /// The engine's side: each role goes to the thread's inbox.
 #[derive(Debug)]
-struct Inbox(Sender<LocalRole>);
+struct Inbox(Sender<Message>);
 
 impl LocalRoles for Inbox {
     fn track(&self, role: LocalRole) {
         // The thread is gone only at shutdown, when nothing more is served.
-        let _ = self.0.send(role);
+        let _ = self.0.send(Message::Track(role));
     }
 }
 
 /// The running thread; [`TaskRoleRefresher::shutdown`] ends it.
 pub struct TaskRoleRefresher {
-    shutdown: Sender<()>,
+    inbox: Sender<Message>,
+    stopping: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -70,13 +80,14 @@ impl TaskRoleRefresher {
         settings: RefresherSettings,
     ) -> std::io::Result<(TaskRoleRefresher, Arc<dyn LocalRoles>)> {
         let (sender, inbox) = unbounded();
-        let (shutdown, shutdown_inbox) = crossbeam_channel::bounded(1);
+        let stopping = Arc::clone(&settings.stopping);
         let thread = std::thread::Builder::new()
             .name("task-roles".into())
-            .spawn(move || run(&settings, &inbox, &shutdown_inbox))?;
+            .spawn(move || run(&settings, &inbox))?;
         Ok((
             TaskRoleRefresher {
-                shutdown,
+                inbox: sender.clone(),
+                stopping,
                 thread: Some(thread),
             },
             Arc::new(Inbox(sender)),
@@ -84,7 +95,8 @@ impl TaskRoleRefresher {
     }
 
     pub fn shutdown(&mut self) {
-        let _ = self.shutdown.try_send(());
+        self.stopping.store(true, Ordering::Relaxed);
+        let _ = self.inbox.send(Message::Shutdown);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -97,30 +109,30 @@ struct Tracked {
     failures: u32,
 }
 
-fn run(settings: &RefresherSettings, inbox: &Receiver<LocalRole>, shutdown: &Receiver<()>) {
+/// The loop: wait for a role or the next one due (one inbox, its deadline the timer), then
+/// refresh every role due.
+fn run(settings: &RefresherSettings, inbox: &Receiver<Message>) {
     let mut tracked: Vec<Tracked> = Vec::new();
     loop {
         let next_due = tracked.iter().map(|entry| entry.due).min();
-        let timer = match next_due {
-            Some(due) => after(due.saturating_duration_since(Instant::now())),
-            None => never(),
+        let message = match next_due {
+            Some(due) => inbox.recv_deadline(due),
+            None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
-        select! {
-            recv(shutdown) -> _ => return,
-            recv(inbox) -> role => match role {
-                Ok(role) => {
-                    tracked.retain(|entry| entry.role.credentials_id != role.credentials_id);
-                    tracked.push(Tracked { role, due: Instant::now(), failures: 0 });
-                }
-                Err(_) => return,
-            },
-            recv(timer) -> _ => {}
+        match message {
+            Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => return,
+            Ok(Message::Track(role)) => {
+                tracked.retain(|entry| entry.role.credentials_id != role.credentials_id);
+                tracked.push(Tracked {
+                    role,
+                    due: Instant::now(),
+                    failures: 0,
+                });
+            }
+            Err(RecvTimeoutError::Timeout) => {}
         }
         let mut index = 0;
-        while index < tracked.len() {
-            if !shutdown.is_empty() {
-                return;
-            }
+        while index < tracked.len() && !settings.stopping.load(Ordering::Relaxed) {
             let due = tracked[index].due <= Instant::now();
             if due && !refresh(settings, &mut tracked[index]) {
                 tracked.swap_remove(index);
