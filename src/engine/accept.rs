@@ -446,7 +446,97 @@ fn local_credentials_ids(roles: &TaskRoleArns) -> std::io::Result<RoleCredential
 
 #[cfg(test)]
 mod tests {
-    use super::task_id_of_arn;
+    use super::{expect_credentials, local_credentials_ids, task_id_of_arn};
+    use crate::engine::task_engine::EngineConfig;
+    use crate::role_credentials::local::{LocalRole, LocalRoles};
+    use crate::role_credentials::{CredentialsLookup, RoleType};
+    use crate::task::{
+        ContainerDefinition, NetworkMode, Task, TaskDefinition, TaskRoleArns, ECS_SOURCE_PREFIX,
+    };
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Debug, Default)]
+    struct Recorder(Mutex<Vec<LocalRole>>);
+
+    impl LocalRoles for Recorder {
+        fn track(&self, role: LocalRole) {
+            self.0.lock().expect("not poisoned").push(role);
+        }
+    }
+
+    fn task_with_roles() -> Task {
+        let definition = TaskDefinition {
+            roles: TaskRoleArns {
+                task_role: Some("arn:aws:iam::1:role/app".into()),
+                execution_role: Some("arn:aws:iam::1:role/exec".into()),
+            },
+            family: "web".into(),
+            revision: 1,
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![ContainerDefinition::new("app", "busybox")],
+            pid_mode: None,
+            ipc_mode: None,
+        };
+        let mut task = Task::new("0123".into(), "c", definition, 1, 0);
+        task.credentials_ids = local_credentials_ids(&task.role_arns).expect("urandom");
+        task
+    }
+
+    #[test]
+    fn a_local_task_gets_one_random_id_per_role_it_names() {
+        let task = task_with_roles();
+        let app = task.credentials_ids.task_role.clone().expect("an id");
+        let exec = task.credentials_ids.execution_role.clone().expect("an id");
+        assert_eq!((app.len(), exec.len()), (32, 32));
+        assert_ne!(app, exec);
+        let none = local_credentials_ids(&TaskRoleArns::default()).expect("urandom");
+        assert!(none.is_empty());
+        let only_exec = local_credentials_ids(&TaskRoleArns {
+            task_role: None,
+            execution_role: Some("arn:aws:iam::1:role/exec".into()),
+        })
+        .expect("urandom");
+        assert!(only_exec.task_role.is_none() && only_exec.execution_role.is_some());
+    }
+
+    #[test]
+    fn expected_ids_of_a_local_task_are_handed_to_the_refresher_and_an_ecs_tasks_are_not() {
+        let recorder = Arc::new(Recorder::default());
+        let config = EngineConfig {
+            local_roles: Some(recorder.clone()),
+            ..EngineConfig::default()
+        };
+        let task = task_with_roles();
+        expect_credentials(&config, &task);
+        let app = task.credentials_ids.task_role.clone().unwrap_or_default();
+        assert_eq!(
+            config.role_credentials.lookup(&app),
+            CredentialsLookup::Pending
+        );
+        let tracked = recorder.0.lock().expect("not poisoned").clone();
+        assert_eq!(tracked.len(), 2, "{tracked:?}");
+        assert_eq!(tracked[0].role, RoleType::TaskApplication);
+        assert_eq!(tracked[0].credentials_id, app);
+        assert_eq!(tracked[0].role_arn, "arn:aws:iam::1:role/app");
+        assert_eq!(tracked[0].task_id, "0123");
+        assert_eq!(tracked[1].role, RoleType::TaskExecution);
+        // Restored: the same ids again.
+        expect_credentials(&config, &task);
+        let again = recorder.0.lock().expect("not poisoned").clone();
+        assert_eq!(again[2].credentials_id, app);
+        // ECS's task: its ids are expected, its credentials come from ECS.
+        let mut from_ecs = task_with_roles();
+        from_ecs.source = Some(format!("{ECS_SOURCE_PREFIX}{}", from_ecs.arn));
+        expect_credentials(&config, &from_ecs);
+        assert_eq!(recorder.0.lock().expect("not poisoned").len(), 4);
+        // Off: nothing tracked.
+        let off = EngineConfig::default();
+        expect_credentials(&off, &task_with_roles());
+        assert_eq!(recorder.0.lock().expect("not poisoned").len(), 4);
+    }
 
     #[test]
     fn task_ids_come_from_arns_that_carry_one_of_deckhands_shape() {
