@@ -360,6 +360,8 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     let credentials_redirect = redirect::start_credentials_redirect(&config, &*runtime, endpoint);
     let mut engine_config = EngineConfig::from_agent_config(&config);
     engine_config.role_credentials = role_credentials.clone();
+    let mut task_roles = engine_settings::start_task_roles(&config, &role_credentials);
+    engine_config.local_roles = task_roles.as_ref().map(|(_, roles)| Arc::clone(roles));
     engine_config.task_metadata = endpoint;
     let engine = match TaskEngine::start_durable(runtime, engine_config, store, loaded.tasks) {
         Ok(engine) => Arc::new(engine),
@@ -484,6 +486,9 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
     }
     watcher.shutdown();
     engine.shutdown();
+    if let Some((refresher, _)) = &mut task_roles {
+        refresher.shutdown();
+    }
     log::info!("deckhand stopped");
     ExitCode::SUCCESS
 }

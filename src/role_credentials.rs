@@ -36,6 +36,8 @@
 //! (local mode) takes ids from [`new_credentials_id`], [`CredentialsStore::set`]s what it got,
 //! and [`CredentialsStore::record_failure`]s what it could not get.
 
+pub mod local;
+
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt;
@@ -341,6 +343,24 @@ impl CredentialsStore {
             return;
         }
         self.lock().entry(task_arn, role, id).failure = Some(reason.to_string());
+    }
+
+    /// Sets the credentials of `id`, or records why they could not be had, only while the store
+    /// knows `id` (a refresher's answer for a task removed meanwhile is dropped). `false`: the
+    /// id is unknown, its task is gone.
+    pub fn update_known(&self, id: &str, outcome: Result<RoleCredentials, String>) -> bool {
+        let mut entries = self.lock();
+        let Some(entry) = entries.by_id.get_mut(id) else {
+            return false;
+        };
+        match outcome {
+            Ok(credentials) => {
+                entry.credentials = Some(credentials);
+                entry.failure = None;
+            }
+            Err(reason) => entry.failure = Some(reason),
+        }
+        true
     }
 
     /// What the store knows of `id`.

@@ -32,6 +32,7 @@ fn container_definition(name: &str) -> ContainerDefinition {
 
 fn task(number: u64) -> Task {
     let definition = TaskDefinition {
+        roles: Default::default(),
         family: "service".to_string(),
         revision: 12,
         network_mode: Default::default(),

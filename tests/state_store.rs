@@ -36,6 +36,7 @@ fn container_definition(name: &str) -> ContainerDefinition {
 /// A task with two containers and a recognisable id.
 fn task(number: u64) -> Task {
     let definition = TaskDefinition {
+        roles: Default::default(),
         family: "web".to_string(),
         revision: 3,
         network_mode: Default::default(),

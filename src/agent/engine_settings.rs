@@ -151,3 +151,60 @@ impl From<ImagePullBehavior> for PullBehavior {
         }
     }
 }
+
+/// `DECKHAND_TASK_ROLES=assume|host`: the thread that gives local tasks' roles their
+/// credentials, and what the engine tells it of each role; `None` for `off`. STS is called in
+/// `AWS_REGION` (else `us-east-1`, where STS's global endpoint signs), signed with the host's
+/// credentials: the chain the ECS connection and S3 read.
+pub(super) fn start_task_roles(
+    config: &Config,
+    store: &CredentialsStore,
+) -> Option<(
+    crate::control::task_roles::TaskRoleRefresher,
+    Arc<dyn crate::role_credentials::local::LocalRoles>,
+)> {
+    use crate::control::task_roles::{RefresherSettings, RoleSource, TaskRoleRefresher};
+    let source = match config.task_roles {
+        crate::config::TaskRoles::Off => return None,
+        crate::config::TaskRoles::Assume => RoleSource::Assume,
+        crate::config::TaskRoles::Host => {
+            log::warn!(
+                "DECKHAND_TASK_ROLES=host: every local task with a taskRoleArn or \
+                 executionRoleArn is served this host's own AWS credentials; for development \
+                 hosts only"
+            );
+            RoleSource::Host
+        }
+    };
+    let proxies = match crate::net::proxy::ProxySettings::from_env() {
+        Ok(proxies) => proxies,
+        Err(error) => {
+            log::error!("DECKHAND_TASK_ROLES: local tasks' roles get no credentials: {error}");
+            return None;
+        }
+    };
+    let settings = RefresherSettings {
+        source,
+        store: store.clone(),
+        client: crate::control::aws::AwsClient::new(
+            &|key| config.aws_endpoints.get(key).cloned(),
+            proxies,
+        ),
+        host_credentials: Arc::new(crate::control::ecs::CredentialChain::from_values(
+            &config.environment_files.credential_values,
+        )),
+        region: config
+            .environment_files
+            .region
+            .clone()
+            .unwrap_or_else(|| "us-east-1".to_string()),
+        stopping: Arc::default(),
+    };
+    match TaskRoleRefresher::start(settings) {
+        Ok(started) => Some(started),
+        Err(error) => {
+            log::error!("DECKHAND_TASK_ROLES: cannot start the task roles thread: {error}");
+            None
+        }
+    }
+}

@@ -272,6 +272,7 @@ impl LocalApi {
                     task.family
                 );
                 let mut body = json!({ "TaskARN": task.arn, "id": task.id });
+                parsed.warnings.extend(task.ignored_role_warnings());
                 if !parsed.warnings.is_empty() {
                     body["warnings"] = json!(parsed.warnings);
                 }

@@ -571,6 +571,7 @@ mod tests {
 
     fn task(id: &str, containers: &[(&str, Option<&str>)]) -> Task {
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "web".into(),
             revision: 3,
             network_mode: NetworkMode::Bridge,

@@ -288,3 +288,29 @@ pub(super) fn read_aws_endpoints(sources: &Sources) -> BTreeMap<String, String> 
         (!raw.value.trim().is_empty()).then(|| (key.to_string(), raw.value.clone()))
     }))
 }
+
+/// `DECKHAND_TASK_ROLES`: where the credentials of a local task's roles (`taskRoleArn`,
+/// `executionRoleArn`; not ECS's tasks, whose credentials ECS sends) come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskRoles {
+    /// The roles are ignored (with a warning at submit).
+    #[default]
+    Off,
+    /// STS `AssumeRole` of each role with the host's credentials.
+    Assume,
+    /// The host's own credentials (development hosts).
+    Host,
+}
+
+impl TaskRoles {
+    pub(super) fn parse(text: &str) -> Result<TaskRoles, String> {
+        match text.trim() {
+            "off" => Ok(TaskRoles::Off),
+            "assume" => Ok(TaskRoles::Assume),
+            "host" => Ok(TaskRoles::Host),
+            other => Err(format!(
+                "unknown task roles mode {other:?} (expected off, assume or host)"
+            )),
+        }
+    }
+}

@@ -61,6 +61,11 @@ pub const CONFIG_KEYS: &[ConfigKeyDoc] = &[
         meaning: "redirect 169.254.170.2:80, from bridge containers and from the host, to the task metadata endpoint with iptables nat rules (true/false)",
     },
     ConfigKeyDoc {
+        key: "DECKHAND_TASK_ROLES",
+        system_default: "off",
+        meaning: "IAM roles of local tasks (taskRoleArn, executionRoleArn): off (ignored), assume (STS AssumeRole with the host's credentials) or host (the host's own credentials; development hosts only)",
+    },
+    ConfigKeyDoc {
         key: "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
         system_default: "3h",
         meaning: "how long a stopped task's containers are kept before removal; under 1s means the default",

@@ -36,7 +36,7 @@ mod keys;
 mod parse;
 mod scope;
 
-pub use aws::{AwsLogsConfig, EcsConfig, EnvironmentFilesConfig};
+pub use aws::{AwsLogsConfig, EcsConfig, EnvironmentFilesConfig, TaskRoles};
 pub use keys::{render_packaged_config_file, ConfigKeyDoc, CONFIG_KEYS};
 pub use parse::{format_duration, parse_duration, MAXIMUM_DOCKER_CONCURRENCY};
 pub use scope::{default_config_file, scope_from_proc_status, Scope, SYSTEM_CONFIG_FILE};
@@ -189,6 +189,8 @@ pub struct Config {
     /// `DECKHAND_CREDENTIALS_ENDPOINT`: install the iptables redirect of `169.254.170.2:80` to
     /// the task metadata endpoint (README: credentials endpoint).
     pub credentials_endpoint: bool,
+    /// `DECKHAND_TASK_ROLES`: where local tasks' role credentials come from.
+    pub task_roles: TaskRoles,
     pub task_cleanup_wait: Duration,
     pub container_stop_timeout: Duration,
     pub container_start_timeout: Duration,
@@ -508,6 +510,10 @@ impl Config {
                 .expect("the built-in task metadata port parses"),
         };
         let credentials_endpoint = sources.boolean("DECKHAND_CREDENTIALS_ENDPOINT")?;
+        let task_roles = match sources.value("DECKHAND_TASK_ROLES") {
+            Some(raw) => raw.parse_with(TaskRoles::parse)?,
+            None => TaskRoles::Off,
+        };
 
         let task_cleanup_wait = sources.duration(
             "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
@@ -602,6 +608,7 @@ impl Config {
             task_metadata,
             task_metadata_port,
             credentials_endpoint,
+            task_roles,
             task_cleanup_wait,
             container_stop_timeout,
             container_start_timeout,

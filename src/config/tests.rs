@@ -51,6 +51,7 @@ fn system_defaults_match_the_documented_table() {
             task_metadata: true,
             task_metadata_port: 51679,
             credentials_endpoint: true,
+            task_roles: TaskRoles::Off,
             task_cleanup_wait: Duration::from_secs(3 * 3600),
             container_stop_timeout: Duration::from_secs(30),
             container_start_timeout: Duration::from_secs(180),
@@ -361,6 +362,12 @@ const NON_DEFAULT_VALUES: &[(&str, &str, &str, FieldCheck)] = &[
     ("ECS_IMAGE_PULL_TIMEOUT", "15m", "900s", |c| {
         format!("{}s", c.image_pull_timeout.as_secs())
     }),
+    ("DECKHAND_TASK_ROLES", "assume", "Assume", |c| {
+        format!("{:?}", c.task_roles)
+    }),
+    ("DECKHAND_TASK_ROLES", "host", "Host", |c| {
+        format!("{:?}", c.task_roles)
+    }),
     (
         "ECS_IMAGE_PULL_BEHAVIOR",
         "prefer-cached",
@@ -620,6 +627,7 @@ fn bad_values_are_errors_naming_the_key_the_value_and_the_expected_form() {
         ("ECS_IMAGE_PULL_TIMEOUT", "2d", "unknown unit"),
         ("DECKHAND_STEADY_CHECK_INTERVAL", "5min", "unknown unit"),
         ("ECS_IMAGE_PULL_BEHAVIOR", "never", "prefer-cached"),
+        ("DECKHAND_TASK_ROLES", "on", "expected off, assume or host"),
         (
             "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT",
             "yes",

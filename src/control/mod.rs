@@ -3,4 +3,5 @@
 
 pub mod aws;
 pub mod ecs;
+pub mod task_roles;
 pub mod tasks_d;

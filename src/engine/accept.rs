@@ -13,10 +13,15 @@ use crate::engine::firelens::check_task;
 use crate::engine::handle::{find_by_metadata_token, EngineError, EngineHandle};
 use crate::engine::managed_task::{DesiredCommand, OwnerCommand};
 use crate::engine::shared::{Commands, TaskHandle};
+use crate::engine::task_engine::EngineConfig;
 use crate::engine::task_engine::{new_inboxes, TaskEngine};
 use crate::report::Event;
-use crate::role_credentials::CredentialsStore;
-use crate::task::{NetworkMode, RoleCredentialsIds, Task, TaskDefinition, TaskStatus};
+use crate::role_credentials::local::LocalRole;
+use crate::role_credentials::{new_credentials_id, RoleType};
+use crate::task::{
+    NetworkMode, RoleCredentialsIds, Task, TaskDefinition, TaskRoleArns, TaskStatus,
+    ECS_SOURCE_PREFIX,
+};
 use crossbeam_channel::bounded;
 use std::time::Duration;
 
@@ -49,6 +54,11 @@ impl TaskEngine {
             .map(|_| random_hex(16))
             .collect::<std::io::Result<Vec<String>>>()
             .map_err(|error| unavailable("cannot make task metadata tokens", error))?;
+        let credentials_ids = match (&arn, &self.shared.config.local_roles) {
+            (None, Some(_)) => local_credentials_ids(&definition.roles)
+                .map_err(|error| unavailable("cannot make credentials ids", error))?,
+            _ => credentials_ids,
+        };
         let sequence = self.next_sequence(&commands)?;
         let mut task = Task::new(
             id.clone(),
@@ -78,7 +88,7 @@ impl TaskEngine {
 
         // Its credentials ids are known (503 until the credentials arrive) before any of its
         // containers can ask.
-        expect_credentials(&self.shared.config.role_credentials, &task);
+        expect_credentials(&self.shared.config, &task);
         let (desired_sender, shutdown_sender, inboxes) = new_inboxes();
         let route = inboxes.route.clone();
         self.shared.publish_snapshot(&task);
@@ -111,6 +121,9 @@ impl TaskEngine {
             task.family,
             task.revision
         );
+        for warning in task.ignored_role_warnings() {
+            log::warn!("task {id}: {warning}");
+        }
         Ok(task)
     }
 
@@ -400,17 +413,134 @@ pub fn task_id_of_arn(arn: &str) -> Option<&str> {
     .then_some(id)
 }
 
-/// Marks each credentials id of `task` as expected in `store` (pending until credentials are
-/// set; credentials already set stay): at acceptance and at restore.
-pub(crate) fn expect_credentials(store: &CredentialsStore, task: &Task) {
+/// Marks each credentials id of `task` as expected in the store (pending until credentials are
+/// set; credentials already set stay), and hands a local task's roles to whoever gives them
+/// credentials: at acceptance and at restore (the same ids, checkpointed with the task).
+pub(crate) fn expect_credentials(config: &EngineConfig, task: &Task) {
+    let local = !task
+        .source
+        .as_deref()
+        .is_some_and(|source| source.starts_with(ECS_SOURCE_PREFIX));
     for (role, id) in task.credentials_ids.each() {
-        store.expect(&task.arn, role, id);
+        config.role_credentials.expect(&task.arn, role, id);
+        let role_arn = match role {
+            RoleType::TaskApplication => &task.role_arns.task_role,
+            RoleType::TaskExecution => &task.role_arns.execution_role,
+        };
+        if let (true, Some(local_roles), Some(role_arn)) = (local, &config.local_roles, role_arn) {
+            local_roles.track(LocalRole {
+                task_arn: task.arn.clone(),
+                task_id: task.id.clone(),
+                role,
+                credentials_id: id.to_string(),
+                role_arn: role_arn.clone(),
+            });
+        }
     }
+}
+
+/// A new random credentials id for each role a local task's definition names.
+fn local_credentials_ids(roles: &TaskRoleArns) -> std::io::Result<RoleCredentialsIds> {
+    let new_id = |arn: &Option<String>| arn.as_ref().map(|_| new_credentials_id()).transpose();
+    Ok(RoleCredentialsIds {
+        task_role: new_id(&roles.task_role)?,
+        execution_role: new_id(&roles.execution_role)?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::task_id_of_arn;
+    use super::{expect_credentials, local_credentials_ids, task_id_of_arn};
+    use crate::engine::task_engine::EngineConfig;
+    use crate::role_credentials::local::{LocalRole, LocalRoles};
+    use crate::role_credentials::{CredentialsLookup, RoleType};
+    use crate::task::{
+        ContainerDefinition, NetworkMode, Task, TaskDefinition, TaskRoleArns, ECS_SOURCE_PREFIX,
+    };
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Debug, Default)]
+    struct Recorder(Mutex<Vec<LocalRole>>);
+
+    impl LocalRoles for Recorder {
+        fn track(&self, role: LocalRole) {
+            self.0.lock().expect("not poisoned").push(role);
+        }
+    }
+
+    fn task_with_roles() -> Task {
+        let definition = TaskDefinition {
+            roles: TaskRoleArns {
+                task_role: Some("arn:aws:iam::1:role/app".into()),
+                execution_role: Some("arn:aws:iam::1:role/exec".into()),
+            },
+            family: "web".into(),
+            revision: 1,
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![ContainerDefinition::new("app", "busybox")],
+            pid_mode: None,
+            ipc_mode: None,
+        };
+        let mut task = Task::new("0123".into(), "c", definition, 1, 0);
+        task.credentials_ids = local_credentials_ids(&task.role_arns).expect("urandom");
+        task
+    }
+
+    #[test]
+    fn a_local_task_gets_one_random_id_per_role_it_names() {
+        let task = task_with_roles();
+        let app = task.credentials_ids.task_role.clone().expect("an id");
+        let exec = task.credentials_ids.execution_role.clone().expect("an id");
+        assert_eq!((app.len(), exec.len()), (32, 32));
+        assert_ne!(app, exec);
+        let none = local_credentials_ids(&TaskRoleArns::default()).expect("urandom");
+        assert!(none.is_empty());
+        let only_exec = local_credentials_ids(&TaskRoleArns {
+            task_role: None,
+            execution_role: Some("arn:aws:iam::1:role/exec".into()),
+        })
+        .expect("urandom");
+        assert!(only_exec.task_role.is_none() && only_exec.execution_role.is_some());
+    }
+
+    #[test]
+    fn expected_ids_of_a_local_task_are_handed_to_the_refresher_and_an_ecs_tasks_are_not() {
+        let recorder = Arc::new(Recorder::default());
+        let config = EngineConfig {
+            local_roles: Some(recorder.clone()),
+            ..EngineConfig::default()
+        };
+        let task = task_with_roles();
+        expect_credentials(&config, &task);
+        let app = task.credentials_ids.task_role.clone().unwrap_or_default();
+        assert_eq!(
+            config.role_credentials.lookup(&app),
+            CredentialsLookup::Pending
+        );
+        let tracked = recorder.0.lock().expect("not poisoned").clone();
+        assert_eq!(tracked.len(), 2, "{tracked:?}");
+        assert_eq!(tracked[0].role, RoleType::TaskApplication);
+        assert_eq!(tracked[0].credentials_id, app);
+        assert_eq!(tracked[0].role_arn, "arn:aws:iam::1:role/app");
+        assert_eq!(tracked[0].task_id, "0123");
+        assert_eq!(tracked[1].role, RoleType::TaskExecution);
+        // Restored: the same ids again.
+        expect_credentials(&config, &task);
+        let again = recorder.0.lock().expect("not poisoned").clone();
+        assert_eq!(again[2].credentials_id, app);
+        // ECS's task: its ids are expected, its credentials come from ECS.
+        let mut from_ecs = task_with_roles();
+        from_ecs.source = Some(format!("{ECS_SOURCE_PREFIX}{}", from_ecs.arn));
+        expect_credentials(&config, &from_ecs);
+        assert_eq!(recorder.0.lock().expect("not poisoned").len(), 4);
+        // Off: nothing tracked.
+        let off = EngineConfig::default();
+        expect_credentials(&off, &task_with_roles());
+        assert_eq!(recorder.0.lock().expect("not poisoned").len(), 4);
+    }
 
     #[test]
     fn task_ids_come_from_arns_that_carry_one_of_deckhands_shape() {

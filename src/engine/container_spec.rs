@@ -632,6 +632,7 @@ mod tests {
         volumes: Vec<Volume>,
     ) -> Task {
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "web".to_string(),
             revision: 3,
             network_mode,

@@ -362,6 +362,7 @@ mod tests {
         });
         let plain = ContainerDefinition::new("plain", "busybox");
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "logs".into(),
             revision: 3,
             network_mode: mode,

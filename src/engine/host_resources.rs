@@ -862,6 +862,7 @@ mod tests {
         sidecar.memory_mib = Some(64);
         sidecar.cpu = Some(128);
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "needs".to_string(),
             revision: 1,
             network_mode: NetworkMode::Bridge,
@@ -911,6 +912,7 @@ mod tests {
             let mut container = ContainerDefinition::new("app", "busybox");
             container.memory_mib = Some(memory);
             let definition = TaskDefinition {
+                roles: Default::default(),
                 family: "queue".to_string(),
                 revision: 1,
                 network_mode: NetworkMode::Bridge,

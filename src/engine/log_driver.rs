@@ -255,6 +255,7 @@ mod tests {
         let mut web = ContainerDefinition::new("web", "busybox");
         web.log_configuration = Some(log);
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "shop".into(),
             revision: 1,
             network_mode: Default::default(),

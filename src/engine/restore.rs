@@ -521,6 +521,7 @@ mod tests {
 
     fn task_with(names: &[(&str, Option<&str>, Option<&str>)]) -> Task {
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "f".to_string(),
             revision: 1,
             network_mode: Default::default(),

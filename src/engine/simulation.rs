@@ -426,6 +426,7 @@ fn random_task(random: &mut Random, index: usize, start_sequence: u64, now: Mill
         });
     }
     let definition = TaskDefinition {
+        roles: Default::default(),
         family: format!("sim{index}"),
         revision: 1,
         // Every fourth task is an awsvpc one, with its sandbox (invariant 10).

@@ -124,6 +124,10 @@ pub struct EngineConfig {
     /// SSM, Secrets Manager and ECR, for what the local secret store lacks (with a task's
     /// execution role) and ECR images' logins; `None`: no AWS.
     pub execution_role: Option<Arc<dyn crate::engine::workers::ExecutionRoleAws>>,
+    /// `DECKHAND_TASK_ROLES=assume|host`: who gives local tasks' roles their credentials; a
+    /// local task with a `taskRoleArn` or `executionRoleArn` gets credentials ids only then.
+    /// `None` (`off`): those roles are ignored.
+    pub local_roles: Option<Arc<dyn crate::role_credentials::local::LocalRoles>>,
 }
 
 impl Default for EngineConfig {
@@ -159,6 +163,7 @@ impl Default for EngineConfig {
             environment_files_dir: None,
             role_credentials: CredentialsStore::new(),
             execution_role: None,
+            local_roles: None,
         }
     }
 }
@@ -256,7 +261,7 @@ impl TaskEngine {
         // Restored tasks' credentials ids are known at once: their endpoint says 503, not 400,
         // until the control plane sends the credentials again.
         for task in &saved {
-            crate::engine::accept::expect_credentials(&engine.shared.config.role_credentials, task);
+            crate::engine::accept::expect_credentials(&engine.shared.config, task);
         }
         engine.restore(saved).map_err(EngineStartError::Thread)?;
         // A task cleaned up just before a crash may still hold its images in `images.json`.
@@ -661,6 +666,7 @@ mod tests {
 
     fn single_container(family: &str, image: &str) -> TaskDefinition {
         TaskDefinition {
+            roles: Default::default(),
             family: family.to_string(),
             revision: 1,
             network_mode: Default::default(),

@@ -513,6 +513,7 @@ struct FuzzEngine;
 impl FuzzEngine {
     fn task(id: &str, docker_id: &str) -> Task {
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "web".into(),
             revision: 1,
             network_mode: crate::task::NetworkMode::Bridge,

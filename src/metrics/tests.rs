@@ -12,6 +12,7 @@ const ID_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
 
 fn task(id: &str, family: &str, containers: &[(&str, ContainerStatus, Option<&str>)]) -> Task {
     let definition = TaskDefinition {
+        roles: Default::default(),
         family: family.to_string(),
         revision: 1,
         network_mode: NetworkMode::Bridge,

@@ -220,3 +220,22 @@ fn the_store_is_shared_across_clones_and_threads() {
     store.forget_task(TASK);
     assert!(store.is_empty());
 }
+
+#[test]
+fn update_known_sets_or_fails_only_an_id_a_task_still_names() {
+    let store = CredentialsStore::new();
+    assert!(!store.update_known("gone", Ok(credentials("k1"))));
+    assert_eq!(store.lookup("gone"), CredentialsLookup::Unknown, "an unknown id is not made up");
+    store.expect("arn:task", RoleType::TaskApplication, "id");
+    assert!(store.update_known("id", Err("STS AssumeRole refused".into())));
+    assert_eq!(store.lookup("id"), CredentialsLookup::Pending);
+    assert_eq!(store.states("arn:task")[0].failure.as_deref(), Some("STS AssumeRole refused"));
+    assert!(store.update_known("id", Ok(credentials("k1"))));
+    assert!(is_ready(&store.lookup("id"), "k1"));
+    assert_eq!(store.states("arn:task")[0].failure, None);
+    assert!(store.update_known("id", Err("later".into())));
+    assert!(is_ready(&store.lookup("id"), "k1"), "earlier credentials are still served");
+    store.forget_task("arn:task");
+    assert!(!store.update_known("id", Ok(credentials("k2"))));
+    assert!(store.is_empty());
+}

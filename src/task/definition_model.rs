@@ -355,6 +355,25 @@ pub struct TaskDefinition {
     pub pid_mode: Option<PidMode>,
     /// `ipcMode`; `None`: Docker's default IPC namespace.
     pub ipc_mode: Option<IpcMode>,
+    /// `taskRoleArn` and `executionRoleArn` (ARNs, not secret): a local task's roles, used
+    /// where `DECKHAND_TASK_ROLES` is `assume` or `host`. ECS's tasks carry credentials instead.
+    #[serde(default, skip_serializing_if = "TaskRoleArns::is_empty")]
+    pub roles: TaskRoleArns,
+}
+
+/// A task definition's IAM roles, by ARN.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRoleArns {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_role: Option<String>,
+}
+
+impl TaskRoleArns {
+    pub fn is_empty(&self) -> bool {
+        self.task_role.is_none() && self.execution_role.is_none()
+    }
 }
 
 /// Linux signal names Docker takes as a stop signal (without `SIG`).

@@ -259,6 +259,10 @@ pub struct Task {
     /// checkpoints of tasks without a role.
     #[serde(default, skip_serializing_if = "RoleCredentialsIds::is_empty")]
     pub credentials_ids: RoleCredentialsIds,
+    /// The definition's `taskRoleArn` and `executionRoleArn` (saved: a restored local task
+    /// assumes its roles again under the same ids).
+    #[serde(default, skip_serializing_if = "TaskRoleArns::is_empty")]
+    pub role_arns: TaskRoleArns,
 }
 
 /// The credentials id of each of a task's IAM roles, when it has that role.
@@ -340,6 +344,7 @@ impl Task {
             containers,
             pid_mode: definition.pid_mode,
             ipc_mode: definition.ipc_mode,
+            role_arns: definition.roles,
             known_status: TaskStatus::None,
             known_status_time: None,
             desired_status: TaskStatus::Running,
@@ -356,6 +361,33 @@ impl Task {
             waiting_for: None,
             credentials_ids: RoleCredentialsIds::default(),
         }
+    }
+
+    /// A warning for each role the definition names that gets no credentials (no id:
+    /// `DECKHAND_TASK_ROLES=off`), with the key's name.
+    pub fn ignored_role_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let roles = [
+            (
+                "taskRoleArn",
+                &self.role_arns.task_role,
+                &self.credentials_ids.task_role,
+            ),
+            (
+                "executionRoleArn",
+                &self.role_arns.execution_role,
+                &self.credentials_ids.execution_role,
+            ),
+        ];
+        for (key, arn, id) in roles {
+            if arn.is_some() && id.is_none() {
+                warnings.push(format!(
+                    "{key}: ignored: DECKHAND_TASK_ROLES is off (assume or host gives the \
+                     task its credentials)"
+                ));
+            }
+        }
+        warnings
     }
 
     pub fn container(&self, name: &str) -> Option<&Container> {
@@ -442,8 +474,36 @@ mod tests {
     }
 
     #[test]
+    fn a_role_without_a_credentials_id_is_named_as_ignored() {
+        let definition = TaskDefinition {
+            roles: Default::default(),
+            family: "web".into(),
+            revision: 1,
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory_mib: None,
+            volumes: Vec::new(),
+            containers: vec![ContainerDefinition::new("app", "busybox")],
+            pid_mode: None,
+            ipc_mode: None,
+        };
+        let mut task = Task::new("t".into(), "c", definition, 1, 0);
+        assert!(task.ignored_role_warnings().is_empty());
+        task.role_arns.task_role = Some("arn:aws:iam::1:role/app".into());
+        task.role_arns.execution_role = Some("arn:aws:iam::1:role/exec".into());
+        let warnings = task.ignored_role_warnings();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("taskRoleArn: ignored: DECKHAND_TASK_ROLES is off"));
+        assert!(warnings[1].starts_with("executionRoleArn: ignored"));
+        task.credentials_ids.task_role = Some("id".into());
+        task.credentials_ids.execution_role = Some("id2".into());
+        assert!(task.ignored_role_warnings().is_empty());
+    }
+
+    #[test]
     fn credentials_ids_are_saved_with_the_task_and_absent_without_a_role() {
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "web".into(),
             revision: 1,
             network_mode: NetworkMode::Bridge,

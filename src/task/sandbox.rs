@@ -58,6 +58,7 @@ mod tests {
 
     fn definition(network_mode: NetworkMode) -> TaskDefinition {
         TaskDefinition {
+            roles: Default::default(),
             family: "web".into(),
             revision: 1,
             network_mode,

@@ -47,6 +47,7 @@ pub fn with_health_check(mut definition: ContainerDefinition, shell: &str) -> Co
 
 pub fn task(family: &str, containers: Vec<ContainerDefinition>) -> TaskDefinition {
     TaskDefinition {
+        roles: Default::default(),
         family: family.to_string(),
         revision: 1,
         network_mode: NetworkMode::Bridge,

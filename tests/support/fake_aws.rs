@@ -89,6 +89,8 @@ struct State {
     /// Secret name → its versions.
     secrets: BTreeMap<String, Vec<SecretVersion>>,
     issued: u64,
+    /// Overrides every `AssumeRole`'s lifetime, in seconds (shorter than STS allows).
+    lifetime_seconds: Option<i64>,
     calls: Vec<Call>,
     stopping: bool,
 }
@@ -134,6 +136,7 @@ impl FakeAws {
                 parameters: BTreeMap::new(),
                 secrets: BTreeMap::new(),
                 issued: 0,
+                lifetime_seconds: None,
                 calls: Vec::new(),
                 stopping: false,
             }),
@@ -189,6 +192,12 @@ impl FakeAws {
             .lock()
             .faults
             .push((operation.to_string(), count, fault));
+    }
+
+    /// Every `AssumeRole` from now on hands out credentials that expire in `seconds`, whatever
+    /// the request asked (STS's own minimum is 15 minutes: this lets a test see a refresh).
+    pub fn set_credentials_lifetime(&self, seconds: i64) {
+        self.shared.lock().lifetime_seconds = Some(seconds);
     }
 
     /// STS lets the fake's credentials assume `role_arn`.
@@ -538,8 +547,9 @@ fn assume_role(shared: &Arc<Shared>, form: &Value) -> Answer {
             );
         }
         state.issued += 1;
-        state.issued
+        (state.issued, state.lifetime_seconds.unwrap_or(duration))
     };
+    let (issued, duration) = issued;
     let role_name = role.rsplit('/').next().unwrap_or("role");
     let body = format!(
         "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\n  <AssumeRoleResult>\n    <SourceIdentity>deckhand</SourceIdentity>\n    <AssumedRoleUser>\n      <Arn>arn:aws:sts::{ACCOUNT}:assumed-role/{role_name}/{session}</Arn>\n      <AssumedRoleId>AROA3XFRBF535PLBIFPI4:{session}</AssumedRoleId>\n    </AssumedRoleUser>\n    <Credentials>\n      <AccessKeyId>ASIAFAKE{issued:08}</AccessKeyId>\n      <SecretAccessKey>secret/{issued}+key&amp;more</SecretAccessKey>\n      <SessionToken>token-{issued}</SessionToken>\n      <Expiration>{}</Expiration>\n    </Credentials>\n    <PackedPolicySize>6</PackedPolicySize>\n  </AssumeRoleResult>\n  <ResponseMetadata>\n    <RequestId>c6104cbe-af31-11e0-8154-cbc7ccf896c7</RequestId>\n  </ResponseMetadata>\n</AssumeRoleResponse>\n",

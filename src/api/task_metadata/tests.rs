@@ -25,6 +25,7 @@ fn sample_task() -> Task {
     });
     let sidecar = ContainerDefinition::new("sidecar", "busybox:latest");
     let definition = TaskDefinition {
+        roles: Default::default(),
         family: "shop".into(),
         revision: 7,
         network_mode: NetworkMode::Bridge,

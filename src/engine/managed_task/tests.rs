@@ -13,6 +13,7 @@ use std::time::Duration;
 
 fn one_container_task() -> Task {
     let definition = crate::task::TaskDefinition {
+        roles: Default::default(),
         family: "unit".into(),
         revision: 1,
         network_mode: crate::task::NetworkMode::Bridge,

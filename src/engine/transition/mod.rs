@@ -537,6 +537,7 @@ mod tests {
             "0123456789abcdef0123456789abcdef".into(),
             "default",
             TaskDefinition {
+                roles: Default::default(),
                 family: "test".into(),
                 revision: 1,
                 network_mode: Default::default(),

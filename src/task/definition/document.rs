@@ -8,8 +8,8 @@ use super::keys::{
     DESCRIBE_OUTPUT_KEYS, DOCKER_VOLUME_CONFIGURATION_KEYS, HOST_KEYS, TASK_KEYS, VOLUME_KEYS,
 };
 use crate::task::{
-    DockerVolumeConfiguration, IpcMode, NetworkMode, PidMode, TaskDefinition, Volume, VolumeScope,
-    DEFAULT_VOLUME_DRIVER,
+    DockerVolumeConfiguration, IpcMode, NetworkMode, PidMode, TaskDefinition, TaskRoleArns, Volume,
+    VolumeScope, DEFAULT_VOLUME_DRIVER,
 };
 
 /// Why `task` needs awsvpc for `pidMode` and `ipcMode` (docs/ENGINE.md §4).
@@ -47,6 +47,10 @@ impl Parser {
         let volumes = self.volumes(object, path);
         let pid_mode = self.pid_mode(object, path, network_mode);
         let ipc_mode = self.ipc_mode(object, path, network_mode);
+        let roles = TaskRoleArns {
+            task_role: self.role_arn(object, path, "taskRoleArn"),
+            execution_role: self.role_arn(object, path, "executionRoleArn"),
+        };
 
         let containers_path = join(path, "containerDefinitions");
         let mut containers = Vec::new();
@@ -87,7 +91,31 @@ impl Parser {
             containers,
             pid_mode,
             ipc_mode,
+            roles,
         })
+    }
+
+    /// `taskRoleArn` or `executionRoleArn`: an IAM role's ARN; `null` or `""` is none.
+    fn role_arn(&mut self, object: &Map<String, Value>, path: &str, key: &str) -> Option<String> {
+        if Self::field(object, key).is_some_and(|value| value.is_null()) {
+            return None;
+        }
+        let arn = self.string(object, path, key)?;
+        if arn.is_empty() {
+            return None;
+        }
+        let valid = arn.starts_with("arn:")
+            && arn.contains(":role/")
+            && arn.len() <= 2048
+            && !arn.contains(char::is_whitespace);
+        if !valid {
+            self.error(
+                &join(path, key),
+                "expected an IAM role ARN (arn:aws:iam::<account>:role/<name>)",
+            );
+            return None;
+        }
+        Some(arn)
     }
 
     /// A task-level namespace mode as written; `""` asks for nothing (a warning, as for the keys

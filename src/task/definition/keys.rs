@@ -30,10 +30,10 @@ pub(super) const TASK_KEYS: KeySpec = KeySpec {
         "containerDefinitions",
         "pidMode",
         "ipcMode",
+        "taskRoleArn",
+        "executionRoleArn",
     ],
     ignored: &[
-        "executionRoleArn",
-        "taskRoleArn",
         "requiresCompatibilities",
         "tags",
         "placementConstraints",

@@ -158,9 +158,10 @@ fn describe_task_definition_output_is_accepted_with_warnings() {
     });
     let parsed = parse_value(&value).expect("valid");
     assert_eq!((parsed.definition.family.as_str(), parsed.definition.revision), ("shop", 3));
+    assert_eq!(parsed.definition.roles.task_role.as_deref(), Some("arn:aws:iam::123456789012:role/task"));
+    assert_eq!(parsed.definition.roles.execution_role.as_deref(), Some("arn:aws:iam::123456789012:role/exec"));
     for key in [
-        "taskDefinition.taskDefinitionArn", "taskDefinition.status", "taskDefinition.executionRoleArn",
-        "taskDefinition.taskRoleArn", "taskDefinition.requiresAttributes", "taskDefinition.compatibilities",
+        "taskDefinition.taskDefinitionArn", "taskDefinition.status", "taskDefinition.requiresAttributes", "taskDefinition.compatibilities",
         "taskDefinition.requiresCompatibilities", "taskDefinition.placementConstraints", "taskDefinition.registeredAt",
         "taskDefinition.registeredBy", "taskDefinition.runtimePlatform", "tags",
         "taskDefinition.containerDefinitions[0].versionConsistency",
@@ -1231,7 +1232,7 @@ fn a_describe_output_full_of_nulls_gives_one_line_per_object() {
     assert_eq!(parsed.warnings, vec![
         "tags: ignored: empty".to_string(),
         "taskDefinition.requiresCompatibilities: ignored: it has no effect on this host".to_string(),
-        "taskDefinition: ignored, empty: executionRoleArn, inferenceAccelerators, placementConstraints, proxyConfiguration, taskRoleArn".to_string(),
+        "taskDefinition: ignored, empty: inferenceAccelerators, placementConstraints, proxyConfiguration".to_string(),
         "taskDefinition.containerDefinitions[0]: ignored, empty: credentialSpecs, gpu".to_string(),
     ]);
 }

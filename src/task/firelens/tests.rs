@@ -66,6 +66,7 @@ fn task(
         secret_options: Vec::new(),
     });
     let definition = TaskDefinition {
+        roles: Default::default(),
         family: "taskdefinition".into(),
         revision: 1,
         network_mode,

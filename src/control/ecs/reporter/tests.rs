@@ -9,6 +9,7 @@ const ARN: &str = "arn:aws:ecs:us-west-2:123456789012:task/edge/0123456789abcdef
 
 fn task(id: &str, source: Option<&str>) -> Task {
     let definition = TaskDefinition {
+        roles: Default::default(),
         family: "web".into(),
         revision: 3,
         network_mode: NetworkMode::Bridge,

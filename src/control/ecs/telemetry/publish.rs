@@ -172,6 +172,7 @@ mod tests {
         containers: &[(&str, ContainerStatus, Option<&str>, Option<&str>)],
     ) -> Task {
         let definition = TaskDefinition {
+            roles: Default::default(),
             family: "web".into(),
             revision: 4,
             network_mode: NetworkMode::Bridge,

@@ -67,6 +67,7 @@ fn ecs_task_with_health_check() -> Task {
         start_period_secs: 0,
     });
     let definition = TaskDefinition {
+        roles: Default::default(),
         family: "web".into(),
         revision: 2,
         network_mode: NetworkMode::Bridge,
