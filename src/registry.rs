@@ -31,6 +31,8 @@ use serde_json::{Map, Value};
 
 use crate::encoding::base64_standard_decode;
 
+pub mod ecr;
+
 /// The names Docker Hub goes by in image references and credential keys.
 const DOCKER_HUB_HOSTS: &[&str] = &["docker.io", "index.docker.io", "registry-1.docker.io"];
 /// The one name deckhand uses for Docker Hub once a key or reference is read.

@@ -233,6 +233,9 @@ struct Entry {
 struct Entries {
     by_id: HashMap<String, Entry>,
     counter: u64,
+    /// Who waits for the credentials of an id ([`CredentialsStore::watch`]): told once, when
+    /// they are set, and dropped then or when the id is forgotten.
+    watchers: Vec<(String, crossbeam_channel::Sender<()>)>,
 }
 
 impl Entries {
@@ -333,6 +336,13 @@ impl CredentialsStore {
         let entry = entries.entry(task_arn, role, id);
         entry.credentials = Some(credentials);
         entry.failure = None;
+        entries.watchers.retain(|(watched, sender)| {
+            let waits = watched != id;
+            if !waits {
+                let _ = sender.try_send(());
+            }
+            waits
+        });
         Ok(())
     }
 
@@ -384,6 +394,47 @@ impl CredentialsStore {
         }
     }
 
+    /// Whether the credentials of `id` are there (without copying them).
+    pub fn is_ready(&self, id: &str) -> bool {
+        matches!(
+            self.lock().by_id.get(id),
+            Some(Entry {
+                credentials: Some(_),
+                ..
+            })
+        )
+    }
+
+    /// A receiver that gets one message once credentials are set for `id` — at once when they
+    /// are there already. A managed task waiting for its execution role's credentials wakes on
+    /// it rather than at the end of its wait. Its sender goes when it fired or the id is
+    /// forgotten (then the receiver reads as disconnected).
+    pub fn watch(&self, id: &str) -> crossbeam_channel::Receiver<()> {
+        let (sender, receiver) = crossbeam_channel::bounded(1);
+        let mut entries = self.lock();
+        let ready = matches!(
+            entries.by_id.get(id),
+            Some(Entry {
+                credentials: Some(_),
+                ..
+            })
+        );
+        if ready {
+            let _ = sender.try_send(());
+        } else {
+            entries.watchers.push((id.to_string(), sender));
+        }
+        receiver
+    }
+
+    /// Drops the watchers of ids the store no longer knows.
+    fn drop_orphan_watchers(entries: &mut Entries) {
+        let Entries {
+            by_id, watchers, ..
+        } = entries;
+        watchers.retain(|(id, _)| by_id.contains_key(id));
+    }
+
     /// The credentials of task `task_arn` for `role` (its newest id's), when they are there.
     pub fn task_credentials(
         &self,
@@ -426,16 +477,18 @@ impl CredentialsStore {
 
     /// Forgets every id of task `task_arn` and its credentials: the task is gone.
     pub fn forget_task(&self, task_arn: &str) {
-        self.lock()
-            .by_id
-            .retain(|_, entry| entry.task_arn != task_arn);
+        let mut entries = self.lock();
+        entries.by_id.retain(|_, entry| entry.task_arn != task_arn);
+        Self::drop_orphan_watchers(&mut entries);
     }
 
     /// Forgets the ids task `task_arn` holds for `role` only.
     pub fn forget_role(&self, task_arn: &str, role: RoleType) {
-        self.lock()
+        let mut entries = self.lock();
+        entries
             .by_id
             .retain(|_, entry| entry.task_arn != task_arn || entry.role != role);
+        Self::drop_orphan_watchers(&mut entries);
     }
 
     /// How many ids the store knows (for tests and `/metrics`).

@@ -10,6 +10,9 @@
 //! - an ECR image's pull sends `GetAuthorizationToken`'s login: the host's credentials for a
 //!   task without an execution role, the role's otherwise, each login kept per credentials; a
 //!   refused login stops the task with `CannotPullECRContainerError`.
+//! - an ECR pull of a task whose execution-role credentials are not there yet (a task restored
+//!   before ECS sent them again) waits for them, without failing, and pulls with the role once
+//!   they are set; a task with no ECR image is not held back by them.
 
 #[path = "support/definitions.rs"]
 mod definitions;
@@ -27,7 +30,7 @@ use deckhand::control::aws::{AwsClient, RetryPolicy};
 use deckhand::control::ecs::CredentialChain;
 use deckhand::engine::{EngineConfig, EngineError, EngineHandle, TaskEngine};
 use deckhand::role_credentials::{CredentialsStore, RoleCredentials, RoleType};
-use deckhand::task::{RoleCredentialsIds, SecretReference, TaskDefinition};
+use deckhand::task::{RoleCredentialsIds, SecretReference, TaskDefinition, TaskStatus};
 use definitions::{container, task};
 use fake_aws::{FakeAws, Fault, SecretVersion};
 use fake_ecs::{random_hex32, Credentials};
@@ -315,5 +318,78 @@ fn an_ecr_pull_sends_the_login_of_the_hosts_or_the_roles_credentials_kept_per_cr
         "{reason}"
     );
     assert_eq!(setup.fake.count(Op::Pull, image), 0);
+    setup.engine.shutdown();
+}
+
+#[test]
+fn an_ecr_pull_waits_for_the_execution_roles_credentials_and_pulls_with_them_once_set() {
+    let aws = FakeAws::start();
+    let setup = engine(&aws, "credwait", "{}");
+    let (role_key, credentials) = role_credentials(&aws);
+    let arn = format!(
+        "arn:aws:ecs:us-west-2:123456789012:task/test-cluster/{}",
+        random_hex32()
+    );
+    // As after a restart: the task names its execution credentials id, the store expects it,
+    // and ECS has not sent the credentials again. Its sidecar (not in ECR) goes ahead.
+    let definition = task(
+        "credwait",
+        vec![
+            container("app", ECR_IMAGE),
+            definitions::non_essential(container("sidecar", IMAGE)),
+        ],
+    );
+    let ids = RoleCredentialsIds {
+        task_role: None,
+        execution_role: Some("exec-late".to_string()),
+    };
+    let id = setup
+        .engine
+        .submit_with_arn(definition, arn.clone(), "test".into(), ids)
+        .expect("accepted")
+        .id;
+    engine_events::wait_event(&setup.engine, &id, Some("sidecar"), "RUNNING", DEADLINE);
+    assert_eq!(
+        setup.fake.count(Op::Pull, ECR_IMAGE),
+        0,
+        "no pull without the role"
+    );
+    assert!(
+        aws.calls().is_empty(),
+        "no login with the host's credentials instead of the role's"
+    );
+    let waiting = setup
+        .engine
+        .tasks()
+        .into_iter()
+        .find(|task| task.id == id)
+        .expect("the task is there");
+    assert_eq!(waiting.known_status, TaskStatus::None, "{waiting:?}");
+    assert_eq!(waiting.desired_status, TaskStatus::Running, "not failed");
+
+    // The credentials arrive: the wait ends at once (not after its minute) and the pull logs in
+    // with the role.
+    setup
+        .store
+        .set(&arn, RoleType::TaskExecution, "exec-late", credentials)
+        .expect("set");
+    engine_events::wait_event(&setup.engine, &id, None, "RUNNING", DEADLINE);
+    let tokens: Vec<String> = aws
+        .calls()
+        .into_iter()
+        .filter(|call| call.operation == "GetAuthorizationToken")
+        .map(|call| call.access_key)
+        .collect();
+    assert_eq!(tokens, [role_key]);
+    assert_eq!(setup.fake.count(Op::Pull, ECR_IMAGE), 1);
+
+    // No ECR image: the missing credentials hold nothing back.
+    let id = submit_with_role(
+        &setup,
+        with_secrets("not-ecr", IMAGE, &[]),
+        "exec-missing",
+        None,
+    );
+    engine_events::wait_event(&setup.engine, &id, None, "RUNNING", DEADLINE);
     setup.engine.shutdown();
 }

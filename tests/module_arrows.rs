@@ -52,6 +52,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "host",
             "role_credentials",
             "encoding",
+            "registry",
             "sorting",
         ],
     ),

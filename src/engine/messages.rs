@@ -42,6 +42,9 @@ pub enum TimerKind {
     Cleanup,
     /// Docker was away (unreachable, hung): make the calls that failed for it again.
     DockerRetry,
+    /// A pull waits for the task's execution-role credentials (§4): check again. The task's
+    /// thread also fires it as soon as those credentials are set.
+    PullCredentials,
 }
 
 /// What a transition worker hands back on success.

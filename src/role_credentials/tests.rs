@@ -239,3 +239,27 @@ fn update_known_sets_or_fails_only_an_id_a_task_still_names() {
     assert!(!store.update_known("id", Ok(credentials("k2"))));
     assert!(store.is_empty());
 }
+
+#[test]
+fn a_watcher_hears_once_when_its_ids_credentials_are_set_and_lets_go_when_the_id_is_forgotten() {
+    use crossbeam_channel::TryRecvError;
+    let store = CredentialsStore::new();
+    store.expect(TASK, RoleType::TaskExecution, "exec-1");
+    store.expect(OTHER, RoleType::TaskExecution, "exec-2");
+    let watch = store.watch("exec-1");
+    let other = store.watch("exec-2");
+    assert!(!store.is_ready("exec-1"));
+    assert_eq!(watch.try_recv(), Err(TryRecvError::Empty));
+    // Another id's credentials: not this watcher's business.
+    store.set(OTHER, RoleType::TaskExecution, "exec-3", credentials("3")).expect("set");
+    assert_eq!(watch.try_recv(), Err(TryRecvError::Empty));
+    store.set(TASK, RoleType::TaskExecution, "exec-1", credentials("1")).expect("set");
+    assert!(store.is_ready("exec-1"));
+    assert_eq!(watch.try_recv(), Ok(()));
+    assert_eq!(watch.try_recv(), Err(TryRecvError::Disconnected));
+    // Already there: told at once.
+    assert_eq!(store.watch("exec-1").try_recv(), Ok(()));
+    // Forgotten before its credentials came: the watcher is let go.
+    store.forget_task(OTHER);
+    assert_eq!(other.try_recv(), Err(TryRecvError::Disconnected));
+}

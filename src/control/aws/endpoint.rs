@@ -38,15 +38,7 @@ pub fn service_endpoint(
     ))
 }
 
-/// Whether `text` can be a region name: lowercase letters, digits and `-`, starting with a
-/// letter, at most 32 characters.
-pub fn is_region(text: &str) -> bool {
-    text.len() <= 32
-        && text.starts_with(|first: char| first.is_ascii_lowercase())
-        && text
-            .bytes()
-            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
-}
+pub use crate::registry::ecr::is_region;
 
 /// The DNS suffix of a region's partition (the SDKs' partition table).
 pub fn dns_suffix(region: &str) -> &'static str {

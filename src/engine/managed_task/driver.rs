@@ -1,6 +1,7 @@
 //! The managed task's thread: the only place a task waits. One `select_biased!` over shutdown,
 //! the desired-status inbox, transition results, Docker events, resync requests, the wait group,
-//! the host-resource queue and the timers; each input goes to the state machine, and its effects are performed here. Each
+//! the host-resource queue, the credentials store's word that a waiting pull's execution-role
+//! credentials arrived, and the timers; each input goes to the state machine, and its effects are performed here. Each
 //! Docker call runs on the engine's Docker worker pool, which posts its result back as an input
 //! (a panicked call as a failed one).
 
@@ -44,6 +45,8 @@ struct LoopState {
     /// The task is desired STOPPED: shared with its calls still queued in the worker pool, so a
     /// pull that was waiting for a worker is skipped rather than made.
     stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Fires once the task's execution-role credentials are set, while a pull waits for them.
+    execution_credentials_set: Option<Receiver<()>>,
 }
 
 /// The only place a managed task waits. `None`: shut down.
@@ -54,6 +57,11 @@ fn next_event(
 ) -> Option<Input> {
     let never_ready = crossbeam_channel::never();
     let never_admitted = crossbeam_channel::never();
+    let never_set = crossbeam_channel::never();
+    let credentials_set = state
+        .execution_credentials_set
+        .as_ref()
+        .unwrap_or(&never_set);
     let ready = state.wait_group_ready.as_ref().unwrap_or(&never_ready);
     let admitted = state.resources_ready.as_ref().unwrap_or(&never_admitted);
     let next_timer = state
@@ -94,6 +102,12 @@ fn next_event(
         recv(admitted) -> gpu_ids => {
             state.resources_ready = None;
             Some(Input::ResourcesReady { gpu_ids: gpu_ids.unwrap_or_default() })
+        },
+        // The wait for pull credentials ends early: they are set (or their id is forgotten).
+        recv(credentials_set) -> _ => {
+            state.execution_credentials_set = None;
+            state.timers.remove(&TimerKind::PullCredentials);
+            Some(Input::TimerFired(TimerKind::PullCredentials))
         },
         recv(timer) -> _ => {
             let (kind, _) = next_timer.expect("the timer channel is `never` when no timer is armed");
@@ -184,6 +198,12 @@ fn perform(
                 log::log!(level, "task {}: {message}", machine.task().id);
             }
             Effect::ArmTimer { timer, at } => {
+                if timer == TimerKind::PullCredentials && state.execution_credentials_set.is_none()
+                {
+                    if let Some(id) = &machine.task().credentials_ids.execution_role {
+                        state.execution_credentials_set = Some(shared.role_credentials.watch(id));
+                    }
+                }
                 let delay = Duration::from_millis(at.saturating_sub(now_millis()));
                 state
                     .timers
@@ -309,6 +329,18 @@ pub(crate) fn run_managed_task(
     }
 }
 
+/// Whether the task's execution-role credentials are in the store, as far as its pulls care:
+/// true when it has no execution role or the engine reaches no AWS for it (its ECR pulls then
+/// use no role at all).
+fn execution_credentials_present(machine: &ManagedTask, shared: &TaskShared) -> bool {
+    match &machine.task().credentials_ids.execution_role {
+        Some(id) if shared.worker_context.execution_role.is_some() => {
+            shared.role_credentials.is_ready(id)
+        }
+        _ => true,
+    }
+}
+
 /// The loop itself; true once the task is done (cleaned up), false on shutdown.
 fn run_managed_task_loop(
     machine: &mut ManagedTask,
@@ -319,6 +351,7 @@ fn run_managed_task_loop(
     // Boxed: an unbounded channel allocates its slots 31 at a time and keeps one block per
     // live channel, so unboxed `Input`s would cost every idle task about 14 KiB.
     let (results_sender, results) = crossbeam_channel::unbounded::<Box<Input>>();
+    machine.set_execution_credentials_present(execution_credentials_present(machine, shared));
     let mut effects = machine.start(now_millis());
     loop {
         if perform(
@@ -336,6 +369,7 @@ fn run_managed_task_loop(
         };
         #[cfg(test)]
         test_hooks::panic_if_asked(machine.task(), &input);
+        machine.set_execution_credentials_present(execution_credentials_present(machine, shared));
         effects = machine.handle(input, now_millis());
         // The state machine owns the stop number now (or finished it).
         state.registered_stop_in_hand = None;

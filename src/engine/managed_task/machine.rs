@@ -109,6 +109,10 @@ pub struct ManagedTask {
     restart_trigger_nanos: Vec<Option<i64>>,
     steady_timer_armed: bool,
     dependency_poll_armed: bool,
+    /// Whether the task's execution-role credentials are in the store (an input: its thread
+    /// reads the store); true until told otherwise.
+    execution_credentials_present: bool,
+    pull_credentials_armed: bool,
     cleanup_at: Option<Millis>,
     /// Docker was away for a call: until this time (the armed `DockerRetry` timer) the task
     /// makes no new transition call, and then makes again whatever is still due.
@@ -237,6 +241,8 @@ impl ManagedTask {
             emitted_task,
             steady_timer_armed: false,
             dependency_poll_armed: false,
+            execution_credentials_present: true,
+            pull_credentials_armed: false,
             cleanup_at: None,
             own_inbox: VecDeque::new(),
             dirty: false,
@@ -269,6 +275,12 @@ impl ManagedTask {
     /// whoever takes it) when the task's thread gives up on it.
     pub fn take_unfinished_stop(&mut self) -> Option<u64> {
         self.unfinished_stop.take()
+    }
+
+    /// Whether the task's execution-role credentials are in the store, read by its thread
+    /// before each input: an ECR pull of a task with an execution role waits for them (§4).
+    pub fn set_execution_credentials_present(&mut self, present: bool) {
+        self.execution_credentials_present = present;
     }
 
     pub fn phase(&self) -> Phase {
@@ -458,6 +470,8 @@ impl ManagedTask {
             Input::TimerFired(TimerKind::SteadyCheck) => self.steady_check_fired(now, effects),
             Input::TimerFired(TimerKind::DependencyPoll) => self.dependency_poll_fired(effects),
             Input::TimerFired(TimerKind::Cleanup) => self.cleanup_if_due(now, effects),
+            // The pass that follows checks again (§4 pull credentials).
+            Input::TimerFired(TimerKind::PullCredentials) => self.pull_credentials_armed = false,
             Input::Reported(reported) => self.reported(reported, now, effects),
             Input::ReportFailed { reported, error } => self.report_failed(reported, error, effects),
             // Answered in `handle`, outside the passes.

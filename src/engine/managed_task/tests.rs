@@ -1967,3 +1967,78 @@ fn a_task_ecs_owns_is_removed_only_after_ecs_acknowledged_its_stopped() {
     let mut restored = ManagedTask::new(acknowledged, settings(Duration::from_secs(60)), None);
     assert!(removes(&restored.start(100_000)));
 }
+
+#[test]
+fn an_ecr_pull_waits_for_the_execution_credentials_minute_after_minute_then_pulls() {
+    let ecr = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app:1";
+    let mut task = one_container_task();
+    std::sync::Arc::make_mut(&mut task.containers[0].definition).image = ecr.into();
+    task.credentials_ids.execution_role = Some("exec".into());
+    let mut machine = ManagedTask::new(task, settings(Duration::from_secs(3600)), None);
+    machine.set_execution_credentials_present(false);
+    let pulls = |effects: &[Effect]| {
+        effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. })))
+    };
+    let wait_armed_at = |effects: &[Effect]| {
+        effects.iter().find_map(|effect| match effect {
+            Effect::ArmTimer {
+                timer: TimerKind::PullCredentials,
+                at,
+            } => Some(*at),
+            _ => None,
+        })
+    };
+    let effects = machine.start(1_000);
+    assert!(!pulls(&effects), "{effects:?}");
+    assert_eq!(wait_armed_at(&effects), Some(61_000), "{effects:?}");
+    // Another message while it waits: checked again, still waiting, the wait not armed twice.
+    let effects = machine.handle(Input::Resync, 2_000);
+    assert!(
+        !pulls(&effects) && wait_armed_at(&effects).is_none(),
+        "{effects:?}"
+    );
+    // The minute ends, again and again: the task waits on and does not fail.
+    let mut now = 61_000;
+    for _ in 0..3 {
+        let effects = machine.handle(Input::TimerFired(TimerKind::PullCredentials), now);
+        assert!(!pulls(&effects), "{effects:?}");
+        assert_eq!(wait_armed_at(&effects), Some(now + 60_000), "{effects:?}");
+        now += 60_000;
+    }
+    assert_eq!(machine.task().desired_status, TaskStatus::Running);
+    assert_eq!(
+        machine.task().containers[0].known_status,
+        ContainerStatus::None
+    );
+    // The credentials are set: the wait ends and the pull is made.
+    machine.set_execution_credentials_present(true);
+    let effects = machine.handle(Input::TimerFired(TimerKind::PullCredentials), now);
+    assert!(pulls(&effects), "{effects:?}");
+}
+
+#[test]
+fn missing_execution_credentials_hold_back_no_pull_that_is_not_from_ecr_or_of_a_task_without_the_role(
+) {
+    // (image in ECR, task with an execution role)
+    for (ecr, role) in [(false, true), (true, false)] {
+        let mut task = one_container_task();
+        if ecr {
+            std::sync::Arc::make_mut(&mut task.containers[0].definition).image =
+                "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app:1".into();
+        }
+        if role {
+            task.credentials_ids.execution_role = Some("exec".into());
+        }
+        let mut machine = ManagedTask::new(task, settings(Duration::ZERO), None);
+        machine.set_execution_credentials_present(false);
+        let effects = machine.start(1_000);
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Docker(DockerCall::Pull { .. }))),
+            "ecr={ecr} role={role}: {effects:?}"
+        );
+    }
+}

@@ -12,7 +12,9 @@ use crate::task::{
 use std::time::Duration;
 
 mod errors;
+mod pull_credentials;
 pub use errors::*;
+pub use pull_credentials::*;
 
 /// Configuration the rules depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

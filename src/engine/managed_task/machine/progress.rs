@@ -5,6 +5,9 @@ use super::*;
 use crate::engine::container_spec::add_credentials_environment;
 use crate::engine::firelens::prepare_create;
 use crate::engine::log_driver::{docker_log_config, environment_secrets};
+use crate::engine::transition::{
+    pull_waits_for_execution_credentials, PULL_CREDENTIALS_REASON, PULL_CREDENTIALS_WAIT,
+};
 
 impl ManagedTask {
     pub(super) fn millis(duration: Duration) -> Millis {
@@ -43,6 +46,7 @@ impl ManagedTask {
         let mut acted = false;
         let mut in_flight = false;
         let mut blocked = false;
+        let mut pull_waits = false;
         for index in 0..self.task.containers.len() {
             if self.task.containers[index].applied_status.is_some() {
                 in_flight = true;
@@ -64,6 +68,18 @@ impl ManagedTask {
                     self.post_synthetic_stop(index, None);
                     acted = true;
                 }
+                // §4 pull credentials: blocked until the execution role's credentials are there.
+                NextState::Transition {
+                    action: DockerAction::Pull,
+                    ..
+                } if pull_waits_for_execution_credentials(
+                    &self.task,
+                    index,
+                    self.execution_credentials_present,
+                ) =>
+                {
+                    pull_waits = true
+                }
                 // Docker was away: the call waits for the retry timer, and the task for the call.
                 NextState::Transition { .. } if self.docker_retry_at.is_some() => in_flight = true,
                 NextState::Transition { target, action } => {
@@ -83,6 +99,10 @@ impl ManagedTask {
                     at: now.saturating_add(Self::millis(self.settings.dependency_poll_interval)),
                 });
             }
+            return;
+        }
+        if pull_waits {
+            self.wait_for_pull_credentials(now, effects);
             return;
         }
         match unable_to_progress(&self.task) {
@@ -116,6 +136,27 @@ impl ManagedTask {
             }
             ProgressVerdict::Nothing => {}
         }
+    }
+
+    /// §2: nothing else can progress and a pull waits for the execution role's credentials:
+    /// wait for a message, at most [`PULL_CREDENTIALS_WAIT`], then check again — as often as
+    /// it takes; the task does not fail for it.
+    fn wait_for_pull_credentials(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        if self.pull_credentials_armed {
+            return;
+        }
+        self.pull_credentials_armed = true;
+        effects.push(Effect::Log {
+            level: log::Level::Info,
+            message: format!(
+                "waits to pull: {PULL_CREDENTIALS_REASON}; checking again within {} s",
+                PULL_CREDENTIALS_WAIT.as_secs()
+            ),
+        });
+        effects.push(Effect::ArmTimer {
+            timer: TimerKind::PullCredentials,
+            at: now.saturating_add(Self::millis(PULL_CREDENTIALS_WAIT)),
+        });
     }
 
     /// Records which log driver container `index` runs with, saying once per task (in the log,
