@@ -54,6 +54,7 @@ mod tests {
             containers: vec![ContainerDefinition::new("app", image)],
             pid_mode: None,
             ipc_mode: None,
+            roles: Default::default(),
         };
         let mut task = Task::new(
             "0123456789abcdef0123456789abcdef".into(),
