@@ -452,5 +452,22 @@ fn bridge_and_host_network_containers_read_their_credentials_with_wget() {
         let read: Value =
             serde_json::from_str(&text).unwrap_or_else(|error| panic!("{error}: {text}"));
         assert_eq!(read, served(&app), "{network_mode}");
+
+        // STOPPED: its task role's credentials went with it, as the ECS agent drops them at
+        // its task's STOPPED; a refresh for the stopped task is acknowledged and not kept.
+        let path = format!("/v2/credentials/{app_id}");
+        let until = deadline();
+        while get(port, &path).0 != 400 {
+            assert!(
+                Instant::now() < until,
+                "{network_mode}: {:?}",
+                get(port, &path)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let late = role_credentials(&app_id, "late", &mut handed_out);
+        let message = fake.send_credentials_message(&arn, "TaskApplication", late.clone());
+        wait_for_credentials_ack(&fake, &message, &late);
+        assert_eq!(get(port, &path).0, 400, "{network_mode}");
     }
 }

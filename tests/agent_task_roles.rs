@@ -306,6 +306,38 @@ fn assumed_roles_are_served_refreshed_retried_restored_and_never_written_down() 
             }
         }
     }
+
+    // STOPPED: the task role's credentials are served no more (an unknown id's 400), as the
+    // ECS agent drops them at its task's STOPPED; the execution role's stay until removal.
+    let stopped = agent.cli(&["stop", "--wait", &task]);
+    assert!(stopped.status.success(), "{stopped:?}");
+    let answer = get_credentials(port, &app_id);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("InvalidIdInRequest"), "{answer}");
+    assert_eq!(
+        role_entry(&agent, &task, "TaskApplication")["Status"],
+        "REMOVED"
+    );
+    assert_eq!(
+        role_entry(&agent, &task, "TaskExecution")["CredentialsId"],
+        exec_id
+    );
+}
+
+/// The whole answer of `GET /v2/credentials/<id>` on the task metadata listener's loopback
+/// address.
+fn get_credentials(port: u16, id: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let request =
+        format!("GET /v2/credentials/{id} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
 }
 
 #[test]

@@ -270,7 +270,8 @@ pub fn task_metadata(task: &Task, cluster: &str) -> Value {
 
 /// `RoleCredentials` of `deckhand inspect`: each credentials id the task holds (its model's,
 /// then any other the store keeps for it, such as a refresh's new id), with its role, whether
-/// credentials are there (`READY`), not yet (`PENDING`) or could not be had (`FAILED`), their
+/// credentials are there (`READY`), not yet (`PENDING`), could not be had (`FAILED`) or were
+/// dropped at the task's STOPPED (`REMOVED`), their
 /// role ARN and expiration, and the last failure to get them — never the credentials. `None` for a task without a role.
 pub fn role_credentials_json(task: &Task, states: &[CredentialsState]) -> Option<Value> {
     let mut ids: Vec<(RoleType, &str)> = task.credentials_ids.each().collect();
@@ -296,6 +297,8 @@ pub fn role_credentials_json(task: &Task, states: &[CredentialsState]) -> Option
                 Some(CredentialsState {
                     failure: Some(_), ..
                 }) => "FAILED",
+                // Dropped at the task's STOPPED (the task role's, §2 step 5).
+                None if task.known_status == crate::task::TaskStatus::Stopped => "REMOVED",
                 _ => "PENDING",
             };
             object.insert("Status".into(), json!(status));
@@ -1112,5 +1115,11 @@ mod tests {
                 .collect();
             assert_eq!(seen, shown, "{view}");
         }
+        // STOPPED: the task role's dropped id is REMOVED; the execution role's is still kept.
+        task.known_status = crate::task::TaskStatus::Stopped;
+        let states = [state(RoleType::TaskExecution, "exec", true, None)];
+        let view = role_credentials_json(&task, &states).expect("entries");
+        assert_eq!(view[0]["Status"], "REMOVED", "{view}");
+        assert_eq!(view[1]["Status"], "READY", "{view}");
     }
 }

@@ -422,6 +422,11 @@ pub(crate) fn expect_credentials(config: &EngineConfig, task: &Task) {
         .as_deref()
         .is_some_and(|source| source.starts_with(ECS_SOURCE_PREFIX));
     for (role, id) in task.credentials_ids.each() {
+        // A STOPPED task's task role is served no more (§2 step 5); its execution role stays
+        // until the task is removed.
+        if role == RoleType::TaskApplication && task.known_status == TaskStatus::Stopped {
+            continue;
+        }
         config.role_credentials.expect(&task.arn, role, id);
         let role_arn = match role {
             RoleType::TaskApplication => &task.role_arns.task_role,
@@ -540,6 +545,20 @@ mod tests {
         let off = EngineConfig::default();
         expect_credentials(&off, &task_with_roles());
         assert_eq!(recorder.0.lock().expect("not poisoned").len(), 4);
+        // Restored STOPPED: its task role is served no more; its execution role until removal.
+        let mut stopped = task_with_roles();
+        stopped.arn = format!("{}-stopped", stopped.arn);
+        stopped.known_status = crate::task::TaskStatus::Stopped;
+        stopped.credentials_ids = local_credentials_ids(&stopped.role_arns).expect("urandom");
+        expect_credentials(&config, &stopped);
+        let tracked = recorder.0.lock().expect("not poisoned").clone();
+        assert_eq!(tracked.len(), 5, "{tracked:?}");
+        assert_eq!(tracked[4].role, RoleType::TaskExecution);
+        let stopped_app = stopped.credentials_ids.task_role.unwrap_or_default();
+        assert_eq!(
+            config.role_credentials.lookup(&stopped_app),
+            CredentialsLookup::Unknown
+        );
     }
 
     #[test]

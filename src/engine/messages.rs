@@ -295,6 +295,10 @@ pub enum Effect {
     WaitForResources,
     /// Give back the host resources the task holds, or leave the queue (§9a); stop waiting.
     ReleaseResources,
+    /// The task is STOPPED: its task role's credentials are no longer served (§2 step 5, as the
+    /// ECS agent removes them at its task's STOPPED). The execution role's stay until the task is
+    /// removed: Docker's awslogs driver may still be shipping the last lines with them.
+    DropTaskRoleCredentials,
     /// Finish a stop number this task was handed as registered.
     WaitGroupDone {
         sequence: u64,

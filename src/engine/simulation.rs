@@ -915,6 +915,11 @@ impl Simulation {
                     self.host_resources.release(&id);
                     self.check_host_resources();
                 }
+                Effect::DropTaskRoleCredentials => {
+                    self.note(format!(
+                        "task {index}: its task role's credentials are dropped"
+                    ));
+                }
                 Effect::WaitGroupDone { sequence } => {
                     match self.registered_stops.remove(&sequence) {
                         Some(holder) if holder == index => {}

@@ -441,8 +441,10 @@ impl EngineTarget {
 
     /// Puts a payload task's credentials in the store (before the task is accepted, so its
     /// containers never find them missing). A task's credentials are set again each time ECS
-    /// sends them: after a restart, its first connection's payload brings every task's.
-    fn store_credentials(&self, task: &AcsTask) {
+    /// sends them: after a restart, its first connection's payload brings every task's. A task
+    /// already STOPPED here gets its execution role's only: its task role's were dropped at its
+    /// STOPPED and stay dropped.
+    fn store_credentials(&self, task: &AcsTask, stopped_here: bool) {
         let roles = [
             (RoleType::TaskApplication, &task.credentials.task_role),
             (RoleType::TaskExecution, &task.credentials.execution_role),
@@ -451,6 +453,9 @@ impl EngineTarget {
             let Some(identified) = credentials else {
                 continue;
             };
+            if stopped_here && role == RoleType::TaskApplication {
+                continue;
+            }
             if let Err(error) = self.credentials.set(
                 &task.arn,
                 role,
@@ -485,7 +490,7 @@ impl AcsTarget for EngineTarget {
                 continue;
             };
             // A stopping task may still ship its logs with its execution role.
-            self.store_credentials(&task);
+            self.store_credentials(&task, local.known_status == TaskStatus::Stopped);
             if local.desired_status == TaskStatus::Stopped {
                 continue;
             }
@@ -497,8 +502,11 @@ impl AcsTarget for EngineTarget {
         for task in starts {
             match task {
                 Ok(task) => {
-                    self.store_credentials(&task);
-                    if find(&task.arn).is_some() {
+                    let here = find(&task.arn);
+                    let stopped_here =
+                        here.is_some_and(|(_, local)| local.known_status == TaskStatus::Stopped);
+                    self.store_credentials(&task, stopped_here);
+                    if here.is_some() {
                         continue;
                     }
                     for warning in &task.warnings {
@@ -579,15 +587,24 @@ impl AcsTarget for EngineTarget {
     }
 
     /// The ECS agent sets a refresh's credentials only for a task its engine holds, and sends
-    /// no acknowledgement otherwise.
+    /// no acknowledgement otherwise. A STOPPED task's task role credentials are acknowledged and
+    /// dropped: they went at its STOPPED.
     fn set_credentials(
         &self,
         task_arn: &str,
         role: RoleType,
         credentials: IdentifiedCredentials,
     ) -> Result<(), String> {
-        if !self.owned().iter().any(|(arn, _)| arn == task_arn) {
+        let owned = self.owned();
+        let Some((_, local)) = owned.iter().find(|(arn, _)| arn == task_arn) else {
             return Err(format!("task {task_arn} is not in the task engine"));
+        };
+        if role == RoleType::TaskApplication && local.known_status == TaskStatus::Stopped {
+            // Acknowledged, not kept: a STOPPED task's task role is served no more.
+            log::info!(
+                "ECS: task {task_arn} is STOPPED: its new task role credentials are not kept"
+            );
+            return Ok(());
         }
         let expiration = credentials.credentials.expiration.clone();
         self.credentials

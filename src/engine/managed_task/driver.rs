@@ -227,6 +227,10 @@ fn perform(
                 state.resources_ready = None;
                 shared.host_resources.release(&machine.task().id);
             }
+            Effect::DropTaskRoleCredentials => shared.role_credentials.forget_role(
+                &machine.task().arn,
+                crate::role_credentials::RoleType::TaskApplication,
+            ),
             Effect::WaitGroupDone { sequence } => shared.wait_group.done(sequence),
             Effect::TrackContainer { docker_id } => {
                 shared

@@ -319,6 +319,16 @@ fn after_the_earlier_stops_the_task_waits_for_host_resources_before_any_docker_c
         1,
         "{effects:?}"
     );
+    // §2 step 5: the task role's credentials go at STOPPED, once.
+    assert!(
+        effects.contains(&Effect::DropTaskRoleCredentials),
+        "{effects:?}"
+    );
+    let effects = machine.handle(transition(ContainerStatus::Stopped, None), 1_009);
+    assert!(
+        !effects.contains(&Effect::DropTaskRoleCredentials),
+        "{effects:?}"
+    );
 }
 
 #[test]

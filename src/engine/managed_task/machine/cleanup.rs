@@ -22,6 +22,7 @@ impl ManagedTask {
         // Known STOPPED: what it held is free for the tasks waiting for it (§9a), as the ECS
         // agent releases at the task's STOPPED.
         effects.push(Effect::ReleaseResources);
+        effects.push(Effect::DropTaskRoleCredentials);
         let stopped_at = self.task.known_status_time.unwrap_or(now);
         let wait = u64::try_from(self.settings.cleanup_wait.as_millis()).unwrap_or(u64::MAX);
         let at = stopped_at.saturating_add(wait);
