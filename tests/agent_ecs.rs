@@ -240,15 +240,14 @@ fn an_ecs_task_runs_under_its_arn_is_reported_verified_and_stopped() {
         "com.amazonaws.ecs.capability.ecr-auth",
         "ecs.capability.secrets.ssm.environment-variables",
         "ecs.capability.secrets.asm.environment-variables",
+        "ecs.capability.secrets.ssm.bootstrap.log-driver",
+        "ecs.capability.secrets.asm.bootstrap.log-driver",
         "ecs.capability.private-registry-authentication.secretsmanager",
         "stack",
     ] {
         assert!(attributes.contains(&expected), "{expected}: {attributes:?}");
     }
-    for absent in [
-        "ecs.capability.task-eni",
-        "ecs.capability.secrets.ssm.bootstrap.log-driver",
-    ] {
+    for absent in ["ecs.capability.task-eni", "ecs.capability.efs"] {
         assert!(!attributes.contains(&absent), "{absent}: {attributes:?}");
     }
     let resources = registration["totalResources"]

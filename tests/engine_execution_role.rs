@@ -30,7 +30,9 @@ use deckhand::control::aws::{AwsClient, RetryPolicy};
 use deckhand::control::ecs::CredentialChain;
 use deckhand::engine::{EngineConfig, EngineError, EngineHandle, TaskEngine};
 use deckhand::role_credentials::{CredentialsStore, RoleCredentials, RoleType};
-use deckhand::task::{RoleCredentialsIds, SecretReference, TaskDefinition, TaskStatus};
+use deckhand::task::{
+    LogConfiguration, RoleCredentialsIds, SecretReference, TaskDefinition, TaskStatus,
+};
 use definitions::{container, task};
 use fake_aws::{FakeAws, Fault, SecretVersion};
 use fake_ecs::{random_hex32, Credentials};
@@ -186,11 +188,21 @@ fn the_local_store_wins_and_ssm_and_secrets_manager_answer_the_rest_with_the_exe
     let setup = engine(&aws, "wins", r#"{"/app/a": "local-a"}"#);
     let (key, credentials) = role_credentials(&aws);
     let secret = format!("{}:password::", FakeAws::secret_arn("us-west-2", "app/db"));
-    let definition = with_secrets(
+    let mut definition = with_secrets(
         "mixed",
         IMAGE,
         &[("A", "/app/a"), ("B", "/app/b"), ("P", &secret)],
     );
+    // A log driver's secret option (an ECS payload's LOG_DRIVER secret) comes the same way.
+    aws.put_parameter("/app/log-token", "aws-log-token");
+    definition.containers[0].log_configuration = Some(LogConfiguration {
+        log_driver: "splunk".into(),
+        options: [("splunk-url".to_string(), "https://splunk:8088".to_string())].into(),
+        secret_options: vec![SecretReference {
+            name: "splunk-token".into(),
+            value_from: "/app/log-token".into(),
+        }],
+    });
     let id = submit_with_role(&setup, definition, "exec-1", Some(credentials));
     engine_events::wait_event(&setup.engine, &id, None, "RUNNING", DEADLINE);
 
@@ -201,10 +213,32 @@ fn the_local_store_wins_and_ssm_and_secrets_manager_answer_the_rest_with_the_exe
             "{expected}: {environment:?}"
         );
     }
+    let log = setup
+        .fake
+        .calls_of(Op::Create)
+        .into_iter()
+        .find_map(|call| call.spec)
+        .and_then(|spec| spec.log_config)
+        .expect("a create with a log configuration");
+    assert_eq!(
+        log.options.get("splunk-token").map(String::as_str),
+        Some("aws-log-token"),
+        "{:?}",
+        log.options.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        !environment
+            .iter()
+            .any(|entry| entry.contains("aws-log-token")),
+        "a log option is not an environment variable"
+    );
     let calls = aws.calls();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[0].operation, "GetParameters");
-    assert_eq!(calls[0].request["Names"], serde_json::json!(["/app/b"]));
+    let mut names: Vec<String> =
+        serde_json::from_value(calls[0].request["Names"].clone()).expect("a list of names");
+    names.sort();
+    assert_eq!(names, ["/app/b", "/app/log-token"]);
     assert_eq!(calls[1].operation, "GetSecretValue");
     assert!(calls.iter().all(|call| call.access_key == key), "{calls:?}");
     setup.engine.shutdown();

@@ -352,6 +352,9 @@ pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
 /// - `ecs.capability.secrets.ssm.environment-variables`, `.secrets.asm.environment-variables`:
 ///   a container's `secrets` come from SSM Parameter Store and Secrets Manager with the
 ///   execution role, where the local secret store does not hold them.
+/// - `ecs.capability.secrets.ssm.bootstrap.log-driver`, `.secrets.asm.bootstrap.log-driver`:
+///   a payload's `LOG_DRIVER` secrets become options of the container's log driver, fetched
+///   the same way.
 /// - `ecs.capability.private-registry-authentication.secretsmanager`: a pull's
 ///   `repositoryCredentials` (ECS's `asmAuthData`) come from Secrets Manager likewise.
 /// - `ecs.capability.container-ordering`: `dependsOn` (START, COMPLETE, SUCCESS, HEALTHY).
@@ -366,9 +369,7 @@ pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
 ///
 /// Left out because deckhand does not do them: `task-cpu-mem-limit` (task-level cpu and memory
 /// are admitted against the host, not enforced with a task cgroup), `ecr-endpoint` (ECS's
-/// ECR endpoint override is not read), `secrets.ssm.bootstrap.log-driver` and
-/// `secrets.asm.bootstrap.log-driver` (an ECS payload's log-driver secrets are refused),
-/// `full-sync`, `efs`,
+/// ECR endpoint override is not read), `full-sync`, `efs`,
 /// `firelens.*`, `execute-command`, `task-eni*`, `aws-appmesh`, `service-connect-v1`, GPUs
 /// and the other logging drivers (gelf, fluentd, splunk: not checked with deckhand).
 pub fn capability_attributes(input: &RegistrationInput) -> Vec<(String, Option<String>)> {
@@ -398,6 +399,8 @@ pub fn capability_attributes(input: &RegistrationInput) -> Vec<(String, Option<S
         "execution-role-ecr-pull",
         "secrets.ssm.environment-variables",
         "secrets.asm.environment-variables",
+        "secrets.ssm.bootstrap.log-driver",
+        "secrets.asm.bootstrap.log-driver",
         "private-registry-authentication.secretsmanager",
         "container-ordering",
         "container-health-check",
@@ -584,6 +587,8 @@ mod tests {
             "ecs.capability.execution-role-ecr-pull",
             "ecs.capability.secrets.ssm.environment-variables",
             "ecs.capability.secrets.asm.environment-variables",
+            "ecs.capability.secrets.ssm.bootstrap.log-driver",
+            "ecs.capability.secrets.asm.bootstrap.log-driver",
             "ecs.capability.private-registry-authentication.secretsmanager",
             "ecs.capability.container-ordering",
             "ecs.capability.container-health-check",

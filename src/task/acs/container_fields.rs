@@ -1,5 +1,5 @@
 //! The ACS container fields that need more than copying into the task-definition shape: a
-//! container override's command, `secrets` (environment variables only), and
+//! container override's command, `secrets` (environment variables and log-driver options), and
 //! `registryAuthentication`'s Secrets Manager pull credentials (`asmAuthData`), which become
 //! the container's `repositoryCredentials`. An ECR login is not read from the payload: deckhand
 //! knows an ECR image by its name.
@@ -59,32 +59,35 @@ impl Mapper {
         Ok(command)
     }
 
-    /// `secrets[]`: environment variables by `valueFrom` (the secret store, else SSM or Secrets
-    /// Manager with the execution role). Secrets
-    /// for a log driver, or mounted as files, are refused.
+    /// `secrets[]` by `valueFrom` (the secret store, else SSM or Secrets Manager with the
+    /// execution role): `target` `CONTAINER` (or none) an environment variable, `LOG_DRIVER` an
+    /// option of the container's log driver (the task definition's `secretOptions`), as the ECS
+    /// agent gives them. Secrets mounted as files are refused.
     pub(super) fn secrets(
         &self,
         object: &Map<String, Value>,
         path: &str,
-    ) -> Result<Option<Vec<Value>>, AcsTaskError> {
+    ) -> Result<Option<AcsSecrets>, AcsTaskError> {
         let secrets_path = join(path, "secrets");
         let items = match object.get("secrets") {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::Array(items)) => items,
             Some(_) => return Err(self.error(&secrets_path, "expected an array")),
         };
-        let mut secrets = Vec::with_capacity(items.len());
+        let mut secrets = AcsSecrets::default();
         for (index, item) in items.iter().enumerate() {
             let item_path = format!("{secrets_path}[{index}]");
             let secret = self.object(&item_path, item)?;
-            if let Some(target) = self.string(secret, &item_path, "target")? {
-                if target != "CONTAINER" && !target.is_empty() {
+            let for_log_driver = match self.string(secret, &item_path, "target")?.as_deref() {
+                None | Some("" | "CONTAINER") => false,
+                Some("LOG_DRIVER") => true,
+                Some(target) => {
                     return Err(self.error(
                         &join(&item_path, "target"),
-                        format!("{target:?} is not supported: deckhand gives secrets to containers as environment variables"),
-                    ));
+                        format!("{target:?} is not supported: expected CONTAINER or LOG_DRIVER"),
+                    ))
                 }
-            }
+            };
             if let Some(kind) = self.string(secret, &item_path, "type")? {
                 if kind != "ENVIRONMENT_VARIABLE" && !kind.is_empty() {
                     return Err(self.error(
@@ -99,8 +102,21 @@ impl Mapper {
                     mapped.insert(key.to_string(), value.clone());
                 }
             }
-            secrets.push(Value::Object(mapped));
+            if for_log_driver {
+                secrets.log_driver.push((item_path, Value::Object(mapped)));
+            } else {
+                secrets.environment.push(Value::Object(mapped));
+            }
         }
         Ok(Some(secrets))
     }
+}
+
+/// A container's ACS `secrets`, by where they go.
+#[derive(Default)]
+pub(super) struct AcsSecrets {
+    /// `{name, valueFrom}` of its environment variables.
+    pub environment: Vec<Value>,
+    /// `{name, valueFrom}` of its log driver's options, each with its path in the payload.
+    pub log_driver: Vec<(String, Value)>,
 }

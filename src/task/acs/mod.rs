@@ -593,8 +593,9 @@ impl Mapper {
         if let Some(command) = self.command_override(object, path)? {
             document.insert("command".into(), command);
         }
-        if let Some(secrets) = self.secrets(object, path)? {
-            document.insert("secrets".into(), Value::Array(secrets));
+        let secrets = self.secrets(object, path)?.unwrap_or_default();
+        if !secrets.environment.is_empty() {
+            document.insert("secrets".into(), Value::Array(secrets.environment));
         }
         if let Some(credentials) = repository_credentials(object) {
             document.insert("repositoryCredentials".into(), credentials);
@@ -630,8 +631,23 @@ impl Mapper {
         if let Some(reservation) = memory_reservation_mib {
             document.insert("memoryReservation".into(), json!(reservation));
         }
-        if let Some(log_configuration) = log_configuration {
-            document.insert("logConfiguration".into(), log_configuration);
+        match (log_configuration, secrets.log_driver.first()) {
+            (Some(mut log_configuration), _) => {
+                if let (Value::Object(log), false) =
+                    (&mut log_configuration, secrets.log_driver.is_empty())
+                {
+                    let options = secrets.log_driver.into_iter().map(|(_, secret)| secret);
+                    log.insert("secretOptions".into(), Value::Array(options.collect()));
+                }
+                document.insert("logConfiguration".into(), log_configuration);
+            }
+            (None, Some((secret_path, _))) => {
+                return Err(self.error(
+                    &join(secret_path, "target"),
+                    "a LOG_DRIVER secret needs a log driver in dockerConfig.hostConfig.LogConfig",
+                ))
+            }
+            (None, None) => {}
         }
         Ok((document, overlay, network_mode))
     }

@@ -47,7 +47,9 @@ fn problems_are_reported_with_their_acs_path() {
         (with("healthCheckType", json!("docker")), "", ""),
         (with("environmentFiles", json!([{"value": "s3://x", "type": "s3"}])), "containers[0].environmentFiles", "not supported"),
         (with("overrides", json!("{\"memory\":5}")), "containers[0].overrides.memory", "only replace the command"),
-        (with("secrets", json!([{"name": "P", "valueFrom": "arn:x", "target": "LOG_DRIVER"}])), "containers[0].secrets[0].target", "not supported"),
+        (with("secrets", json!([{"name": "P", "valueFrom": "arn:x", "target": "LOG_DRIVER"}])), "containers[0].secrets[0].target", "needs a log driver"),
+        (with("secrets", json!([{"name": "P", "valueFrom": "arn:x", "target": "VOLUME"}])), "containers[0].secrets[0].target", "not supported"),
+        (with("secrets", json!([{"name": "P", "valueFrom": "arn:x", "type": "MOUNT_POINT"}])), "containers[0].secrets[0].type", "not supported"),
         ({ let mut t = task(json!([web()])); t["volumes"] = json!([{"name": "v", "type": "efs"}]); t }, "volumes[0].type", "not supported"),
     ];
     for (input, path, message) in table {
@@ -179,6 +181,21 @@ fn a_host_config_log_config_becomes_the_containers_log_configuration() {
         let host = container.docker_config.as_ref().and_then(|overlay| overlay.host_config.clone());
         assert_eq!(host, overlay, "{host_config}");
     }
+    // A LOG_DRIVER secret is an option of the log driver (the definition's secretOptions), the
+    // others environment variables, as the ECS agent gives them.
+    let mut container = web();
+    container["dockerConfig"] = json!({"hostConfig": json!({"LogConfig": {"Type": "splunk", "Config": {"splunk-url": "https://s:8088"}}}).to_string()});
+    container["secrets"] = json!([
+        {"name": "splunk-token", "valueFrom": "arn:aws:ssm:us-west-2:123456789012:parameter/token", "target": "LOG_DRIVER", "provider": "ssm", "type": "ENVIRONMENT_VARIABLE"},
+        {"name": "DB", "valueFrom": "arn:aws:secretsmanager:us-west-2:123456789012:secret:db", "target": "CONTAINER", "provider": "asm"},
+    ]);
+    let parsed = parse_acs_task(&task(json!([container]))).expect("maps");
+    let container = &parsed.definition.containers[0];
+    let log = container.log_configuration.as_ref().expect("a log configuration");
+    let log_secrets: Vec<_> = log.secret_options.iter().map(|s| (s.name.as_str(), s.value_from.as_str())).collect();
+    assert_eq!(log_secrets, [("splunk-token", "arn:aws:ssm:us-west-2:123456789012:parameter/token")]);
+    let environment: Vec<_> = container.secrets.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(environment, ["DB"]);
     // A log configuration Docker would not take is refused with its path.
     for (bad, path) in [
         (json!({"LogConfig": []}), "containers[0].dockerConfig.hostConfig.LogConfig"),
