@@ -150,6 +150,13 @@ impl Agent {
             ("DECKHAND_CREDENTIALS_ENDPOINT".into(), "false".into()),
         ];
         env.extend(options.extra_env.iter().cloned());
+        // A test's own ECS_CLUSTER (the last one given wins, as in the agent) is whose
+        // containers the drop removes.
+        let cluster = env
+            .iter()
+            .rev()
+            .find(|(key, _)| key == "ECS_CLUSTER")
+            .map_or(cluster, |(_, value)| value.clone());
         let (child, log, log_lines) = spawn_agent(&command, &config, &env);
         let agent = Agent {
             child: Some(child),
