@@ -5,83 +5,33 @@
 //! a `kill -9` leaves the rules and the restart makes them exactly one set again.
 //!
 //! The redirect is one per host, so these tests take turns with every other test process through
-//! a lock file (`lock_credentials_redirect`), and every other test agent runs with it off (the
-//! harness's default). Nothing is ever sent to 169.254.170.2 before `iptables -t nat -S` shows
-//! the rules that keep it on this machine: no packet for that address may leave it. A guard
-//! removes the rules when a test fails half-way.
+//! a lock file (`RedirectTurn`), and every other test agent runs with it off (the harness's
+//! default). Nothing is ever sent to 169.254.170.2 before `iptables -t nat -S` shows the rules
+//! that keep it on this machine: no packet for that address may leave it. The turn removes the
+//! rules when a test fails half-way.
 
 #[path = "support/agent.rs"]
 mod agent_support;
 #[path = "support/docker.rs"]
 mod docker_support;
 
-use agent_support::{lock_credentials_redirect, Agent, AgentOptions};
-use deckhand::host::credentials_redirect::{
-    remove, SystemIptables, CREDENTIALS_ADDRESS, REDIRECT_CHAIN,
-};
+use agent_support::{redirect_rules, Agent, AgentOptions, RedirectTurn};
+use deckhand::host::credentials_redirect::{CREDENTIALS_ADDRESS, REDIRECT_CHAIN};
 use deckhand::runtime::ContainerRuntime;
 use docker_support::{TempDir, TEST_IMAGE};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const FILE_DEADLINE: Duration = Duration::from_secs(60);
 
-/// `iptables -w -t nat -S` (every chain of the `nat` table), one rule a line.
-fn nat_rules() -> Vec<String> {
-    let output = Command::new("iptables")
-        .args(["-w", "-t", "nat", "-S"])
-        .output()
-        .expect("run iptables");
-    assert!(
-        output.status.success(),
-        "iptables -t nat -S failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-/// The lines of `rules` that are deckhand's: the chain, its rules, and jumps to it.
-fn redirect_rules(rules: &[String]) -> Vec<String> {
-    rules
-        .iter()
-        .filter(|line| line.contains(REDIRECT_CHAIN))
-        .cloned()
-        .collect()
-}
-
-/// Removes whatever redirect is left, at the start (an earlier run killed half-way) and at the
-/// end of each test, pass or fail. Declared before the agent, so it runs after the agent is gone.
-struct RemoveRedirect;
-
-impl Drop for RemoveRedirect {
-    fn drop(&mut self) {
-        if let Err(error) = remove(&mut SystemIptables) {
-            eprintln!("cannot remove the test's redirect: {error}");
-        }
-    }
-}
-
 /// Everything a test needs before its agent starts, or `None` when Docker is absent (a skip,
-/// or a failure with `DECKHAND_REQUIRE_DOCKER=1`). The lock is taken before anything else.
-fn prepare(
-    test_name: &str,
-) -> Option<(
-    std::fs::File,
-    RemoveRedirect,
-    deckhand::docker::DockerClient,
-)> {
+/// or a failure with `DECKHAND_REQUIRE_DOCKER=1`). The redirect's turn is taken before anything
+/// else.
+fn prepare(test_name: &str) -> Option<(RedirectTurn, deckhand::docker::DockerClient)> {
     let docker = docker_support::docker_client_or_skip(test_name)?;
-    docker_support::ensure_program("iptables", "iptables");
-    let lock = lock_credentials_redirect();
-    let guard = RemoveRedirect;
-    remove(&mut SystemIptables).expect("remove a redirect left by an earlier run");
-    Some((lock, guard, docker))
+    Some((RedirectTurn::take(), docker))
 }
 
 fn redirect_agent(docker: deckhand::docker::DockerClient) -> Agent {
@@ -116,7 +66,7 @@ fn assert_one_set(docker: &deckhand::docker::DockerClient, port: u16) -> Vec<Str
         .bridge_gateway()
         .expect("inspect the bridge network")
         .expect("the bridge network has a gateway");
-    let rules = redirect_rules(&nat_rules());
+    let rules = redirect_rules();
     let expected = [
         format!("-N {REDIRECT_CHAIN}"),
         format!(
@@ -203,7 +153,7 @@ fn http_get(address: &str, path: &str) -> (u16, String) {
 
 #[test]
 fn bridge_awsvpc_and_host_containers_and_the_host_reach_the_endpoint_at_169_254_170_2() {
-    let Some((_lock, _guard, docker)) = prepare("credentials redirect") else {
+    let Some((_turn, docker)) = prepare("credentials redirect") else {
         return;
     };
     let mut agent = redirect_agent(docker.clone());
@@ -246,7 +196,7 @@ fn bridge_awsvpc_and_host_containers_and_the_host_reach_the_endpoint_at_169_254_
     let (status, _) = agent.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status}");
     assert_eq!(
-        redirect_rules(&nat_rules()),
+        redirect_rules(),
         Vec::<String>::new(),
         "rules left after SIGTERM"
     );
@@ -254,7 +204,7 @@ fn bridge_awsvpc_and_host_containers_and_the_host_reach_the_endpoint_at_169_254_
 
 #[test]
 fn a_kill_and_a_restart_leave_exactly_one_set_of_rules() {
-    let Some((_lock, _guard, docker)) = prepare("credentials redirect after a kill") else {
+    let Some((_turn, docker)) = prepare("credentials redirect after a kill") else {
         return;
     };
     let mut agent = redirect_agent(docker.clone());
@@ -263,7 +213,7 @@ fn a_kill_and_a_restart_leave_exactly_one_set_of_rules() {
 
     agent.kill9();
     assert_eq!(
-        redirect_rules(&nat_rules()),
+        redirect_rules(),
         installed,
         "a killed agent leaves its rules"
     );
@@ -278,12 +228,12 @@ fn a_kill_and_a_restart_leave_exactly_one_set_of_rules() {
     agent.signal("TERM");
     let (status, _) = agent.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status}");
-    assert_eq!(redirect_rules(&nat_rules()), Vec::<String>::new());
+    assert_eq!(redirect_rules(), Vec::<String>::new());
 }
 
 #[test]
 fn with_the_setting_off_no_rule_is_made() {
-    let Some((_lock, _guard, docker)) = prepare("credentials redirect off") else {
+    let Some((_turn, docker)) = prepare("credentials redirect off") else {
         return;
     };
     // The harness's default: DECKHAND_CREDENTIALS_ENDPOINT=false.
@@ -295,7 +245,7 @@ fn with_the_setting_off_no_rule_is_made() {
         },
     );
     agent.wait_for_log("is not redirected (DECKHAND_CREDENTIALS_ENDPOINT=false)");
-    assert_eq!(redirect_rules(&nat_rules()), Vec::<String>::new());
+    assert_eq!(redirect_rules(), Vec::<String>::new());
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! with the role's access key, to a fake CloudWatch Logs on 127.0.0.1 (`awslogs-endpoint`,
 //! `tests/support/fake_logs.rs`).
 //!
-//! The redirect is one per host: this test takes the lock of `lock_credentials_redirect` like
+//! The redirect is one per host: this test takes its turn (`RedirectTurn`) like
 //! `tests/agent_credentials_redirect.rs`, checks that `iptables -t nat -S` shows the rules before
 //! the daemon can send anything to 169.254.170.2, and removes the rules at the end, pass or fail.
 
@@ -20,10 +20,8 @@ mod fake_ecs;
 #[path = "support/fake_logs.rs"]
 mod fake_logs;
 
-use agent_support::{free_port, lock_credentials_redirect, Agent, AgentOptions};
-use deckhand::host::credentials_redirect::{
-    remove, SystemIptables, CREDENTIALS_ADDRESS, REDIRECT_CHAIN,
-};
+use agent_support::{free_port, redirect_rules, Agent, AgentOptions, RedirectTurn};
+use deckhand::host::credentials_redirect::CREDENTIALS_ADDRESS;
 use docker_support::TEST_IMAGE;
 use fake_ecs::{acs_container, acs_task, random_hex32, task_arn, Credentials, FakeEcs};
 use fake_logs::FakeLogs;
@@ -35,31 +33,6 @@ const REGION: &str = "us-west-2";
 
 fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)
-}
-
-/// Removes the redirect at the end, pass or fail (declared before the agent: dropped after it).
-struct RemoveRedirect;
-
-impl Drop for RemoveRedirect {
-    fn drop(&mut self) {
-        if let Err(error) = remove(&mut SystemIptables) {
-            eprintln!("cannot remove the test's redirect: {error}");
-        }
-    }
-}
-
-/// `iptables -w -t nat -S`'s lines that are deckhand's redirect.
-fn redirect_rules() -> Vec<String> {
-    let output = Command::new("iptables")
-        .args(["-w", "-t", "nat", "-S"])
-        .output()
-        .expect("run iptables");
-    assert!(output.status.success(), "iptables -t nat -S failed");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|line| line.contains(REDIRECT_CHAIN))
-        .map(str::to_string)
-        .collect()
 }
 
 fn docker_inspect(id: &str, format: &str) -> String {
@@ -97,10 +70,7 @@ fn the_awslogs_driver_ships_with_the_execution_role_from_the_credentials_endpoin
     let Some(docker) = docker_support::docker_client_or_skip("agent ECS awslogs") else {
         return;
     };
-    docker_support::ensure_program("iptables", "iptables");
-    let _lock = lock_credentials_redirect();
-    let _guard = RemoveRedirect;
-    remove(&mut SystemIptables).expect("remove a redirect left by an earlier run");
+    let _turn = RedirectTurn::take();
 
     // The execution role's credentials, valid for an hour (the SDK refetches expired ones).
     let role = Credentials {

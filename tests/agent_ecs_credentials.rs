@@ -7,8 +7,10 @@
 //! `kill -9` and a restart the first ACS connection asks with `sendCredentials=true`, the
 //! restored task's endpoint answers 503 until ECS sends them again, then 200; and no key, secret
 //! or token the fake handed out is anywhere in the data directory, the agent's logs, `inspect`
-//! or the events. A bridge-mode container reads its own credentials with `wget` from the Docker
-//! bridge gateway (the `169.254.170.2` address needs the redirect, tested elsewhere).
+//! or the events. A bridge-mode and a host-network container read their credentials with `wget`
+//! from `169.254.170.2` (the agent's redirect, checked in place first: no packet for that address
+//! may leave the host), then an unknown id's 400, then the credentials of a refresh; once the
+//! task is STOPPED its id answers 400, even after a late refresh.
 
 #[path = "support/agent.rs"]
 mod agent_support;
@@ -17,7 +19,7 @@ mod docker_support;
 #[path = "support/fake_ecs.rs"]
 mod fake_ecs;
 
-use agent_support::{free_port, Agent, AgentOptions};
+use agent_support::{free_port, redirect_rules, Agent, AgentOptions, RedirectTurn};
 use deckhand::runtime::ContainerRuntime;
 use docker_support::{TempDir, TEST_IMAGE};
 use fake_ecs::{
@@ -37,6 +39,16 @@ fn deadline() -> Instant {
 /// A fake ECS and an agent joined to it, its task metadata (and credentials) endpoint on `port`.
 fn ecs_agent(port: u16) -> Option<(FakeEcs, Agent)> {
     let docker = docker_support::docker_client_or_skip("agent ECS credentials")?;
+    Some(start_ecs_agent(docker, port, false))
+}
+
+/// The agent of [`ecs_agent`] on `docker`, with the redirect of 169.254.170.2 when `redirect`
+/// (the caller holds the redirect's turn).
+fn start_ecs_agent(
+    docker: deckhand::docker::DockerClient,
+    port: u16,
+    redirect: bool,
+) -> (FakeEcs, Agent) {
     let fake = FakeEcs::start();
     let host = Credentials::test();
     let cluster = format!("ecs-{}", &random_hex32()[..12]);
@@ -55,6 +67,7 @@ fn ecs_agent(port: u16) -> Option<(FakeEcs, Agent)> {
         ("DECKHAND_TASK_METADATA_PORT".into(), port.to_string()),
         // Every line the agent can write, so the leak check reads them all.
         ("ECS_LOGLEVEL".into(), "debug".into()),
+        ("DECKHAND_CREDENTIALS_ENDPOINT".into(), redirect.to_string()),
     ];
     let mut agent = Agent::start(
         docker,
@@ -66,7 +79,7 @@ fn ecs_agent(port: u16) -> Option<(FakeEcs, Agent)> {
     // Its containers carry the ECS cluster's name: the agent's drop removes them by it.
     agent.cluster = cluster;
     fake.wait_for_acs_session(1, deadline());
-    Some((fake, agent))
+    (fake, agent)
 }
 
 /// Fresh credentials under `id` (ACS's `IAMRoleCredentials`); their key, secret and token are
@@ -401,12 +414,40 @@ fn credentials_are_acknowledged_served_refreshed_restored_and_never_written_down
     }
 }
 
+/// Waits until `path` exists (the container writes each file whole, with `mv`) and reads it.
+fn wait_for_file(path: &Path) -> String {
+    let until = deadline();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return text;
+        }
+        assert!(Instant::now() < until, "{} was not written", path.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn bridge_and_host_network_containers_read_their_credentials_with_wget() {
-    let port = free_port();
-    let Some((fake, agent)) = ecs_agent(port) else {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ECS credentials wget") else {
         return;
     };
+    // The redirect of 169.254.170.2 is one per host: this test's turn, before its agent starts.
+    let _turn = RedirectTurn::take();
+    let port = free_port();
+    let (fake, agent) = start_ecs_agent(docker, port, true);
+    // Nothing goes to 169.254.170.2 before the rules that keep it on this host are in place.
+    let until = deadline();
+    while !redirect_rules()
+        .iter()
+        .any(|rule| rule.contains("DNAT") && rule.ends_with(&format!(":{port}")))
+    {
+        assert!(
+            Instant::now() < until,
+            "no redirect: {:?}",
+            redirect_rules()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let gateway = agent
         .docker
         .bridge_gateway()
@@ -422,11 +463,18 @@ fn bridge_and_host_network_containers_read_their_credentials_with_wget() {
         let app_id = format!("app-{}", random_hex32());
         let mut handed_out = Vec::new();
         let app = role_credentials(&app_id, "app", &mut handed_out);
-        // The container finds the server where its metadata variables point, and asks it for
-        // the path the SDKs read; then it exits and its task stops.
-        let script = "echo \"$ECS_CONTAINER_METADATA_URI_V4\" > /out/uri; \
-                      base=${ECS_CONTAINER_METADATA_URI_V4%/v4/*}; \
-                      wget -q -O /out/creds.json \"$base$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI\"";
+        // The container asks where every AWS SDK asks (169.254.170.2 and the relative URI of
+        // its variable), then for an id no task holds; once the test has sent new credentials
+        // it asks again, and exits: its task stops.
+        let script = "u=\"http://169.254.170.2$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI\"; \
+                      echo \"$ECS_CONTAINER_METADATA_URI_V4\" > /out/uri; \
+                      wget -q -O /out/first.tmp \"$u\" 2>/out/first.err \
+                        || cp /out/first.err /out/first.tmp; mv /out/first.tmp /out/first.json; \
+                      wget -S -q -O /out/unknown.tmp http://169.254.170.2/v2/credentials/no-such-id \
+                        2>/out/unknown.err; mv /out/unknown.err /out/unknown.txt; \
+                      while [ ! -e /out/go ]; do sleep 0.1; done; \
+                      wget -q -O /out/second.tmp \"$u\" 2>/out/second.err \
+                        || cp /out/second.err /out/second.tmp; mv /out/second.tmp /out/second.json";
         let mut container = acs_container("reader", TEST_IMAGE, &["sh", "-c", script], true, &[]);
         container["mountPoints"] =
             json!([{"sourceVolume": "out", "containerPath": "/out", "readOnly": false}]);
@@ -436,22 +484,31 @@ fn bridge_and_host_network_containers_read_their_credentials_with_wget() {
             json!([{"name": "out", "host": {"sourcePath": out.path().display().to_string()}}]);
         task["roleCredentials"] = app.clone();
         fake.send_payload(json!([task]), 1);
-        fake.wait_for_task_state(&arn, "STOPPED", deadline());
 
+        let read = |name: &str| -> Value {
+            let text = wait_for_file(&out.path().join(name));
+            serde_json::from_str(&text).unwrap_or_else(|error| {
+                panic!(
+                    "{network_mode}: {name} through 169.254.170.2: {error}: {text:?}; log:\n{}",
+                    agent.log().join("\n")
+                )
+            })
+        };
+        assert_eq!(read("first.json"), served(&app), "{network_mode}");
         let uri = std::fs::read_to_string(out.path().join("uri")).unwrap_or_default();
         assert!(
             uri.starts_with(&format!("http://{address}:{port}/v4/")),
             "{network_mode}: {uri}"
         );
-        let text = std::fs::read_to_string(out.path().join("creds.json")).unwrap_or_else(|error| {
-            panic!(
-                "{network_mode}: the container read no credentials ({error}); log:\n{}",
-                agent.log().join("\n")
-            )
-        });
-        let read: Value =
-            serde_json::from_str(&text).unwrap_or_else(|error| panic!("{error}: {text}"));
-        assert_eq!(read, served(&app), "{network_mode}");
+        let unknown = wait_for_file(&out.path().join("unknown.txt"));
+        assert!(unknown.contains("400"), "{network_mode}: {unknown}");
+        // A refresh: the same id, new credentials, read by the running container.
+        let refreshed = role_credentials(&app_id, "refreshed", &mut handed_out);
+        let message = fake.send_credentials_message(&arn, "TaskApplication", refreshed.clone());
+        wait_for_credentials_ack(&fake, &message, &refreshed);
+        std::fs::write(out.path().join("go"), b"").expect("write go");
+        assert_eq!(read("second.json"), served(&refreshed), "{network_mode}");
+        fake.wait_for_task_state(&arn, "STOPPED", deadline());
 
         // STOPPED: its task role's credentials went with it, as the ECS agent drops them at
         // its task's STOPPED; a refresh for the stopped task is acknowledged and not kept.

@@ -40,6 +40,54 @@ pub fn lock_credentials_redirect() -> std::fs::File {
     file
 }
 
+/// A test's turn with the host's one redirect of 169.254.170.2:80: the lock of
+/// [`lock_credentials_redirect`] taken, a redirect an earlier run left removed; at the drop the
+/// redirect is removed again, pass or fail, and then the lock is let go. Take it before the
+/// agent starts and declare it before the agent, so it is dropped after the agent is gone.
+pub struct RedirectTurn {
+    _lock: std::fs::File,
+}
+
+impl RedirectTurn {
+    pub fn take() -> RedirectTurn {
+        super::docker_support::ensure_program("iptables", "iptables");
+        let lock = lock_credentials_redirect();
+        deckhand::host::credentials_redirect::remove(
+            &mut deckhand::host::credentials_redirect::SystemIptables,
+        )
+        .expect("remove a redirect left by an earlier run");
+        RedirectTurn { _lock: lock }
+    }
+}
+
+impl Drop for RedirectTurn {
+    fn drop(&mut self) {
+        use deckhand::host::credentials_redirect::{remove, SystemIptables};
+        if let Err(error) = remove(&mut SystemIptables) {
+            eprintln!("cannot remove the test's redirect: {error}");
+        }
+    }
+}
+
+/// The lines of `iptables -w -t nat -S` that are deckhand's redirect: its chain, its rules, and
+/// the jumps to it.
+pub fn redirect_rules() -> Vec<String> {
+    let output = Command::new("iptables")
+        .args(["-w", "-t", "nat", "-S"])
+        .output()
+        .expect("run iptables");
+    assert!(
+        output.status.success(),
+        "iptables -t nat -S failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.contains(deckhand::host::credentials_redirect::REDIRECT_CHAIN))
+        .map(str::to_string)
+        .collect()
+}
+
 /// A one-container task: busybox httpd answering `hello from <family>` on `host_port`.
 pub fn web_definition(family: &str, host_port: u16, marker: &str) -> String {
     format!(
