@@ -414,6 +414,15 @@ pub fn run(config_path: Option<&Path>) -> ExitCode {
             // The telemetry session's runtime check: Docker answers its ping.
             settings.docker_ping = Arc::new(move || runtime_for_ecs.ping().is_ok());
             settings.role_credentials = role_credentials.clone();
+            // The task-role capabilities only with a listener that serves the credentials: on
+            // but unable to listen (its port taken) is as off.
+            if config.task_metadata && endpoint.is_none() {
+                log::warn!(
+                    "ECS: task IAM role capabilities are not advertised: the task metadata \
+                     endpoint, which serves the credentials, is not listening"
+                );
+            }
+            settings.registration.credentials_served = endpoint.is_some();
             match EcsConnection::start(settings, handle_for_ecs.clone()) {
                 Ok(connection) => Some(connection),
                 Err(error) => {

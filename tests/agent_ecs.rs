@@ -932,3 +932,47 @@ fn a_credentials_file_others_can_read_is_used_with_a_warning() {
     assert_eq!(warnings, 1, "once, not per request: {:?}", agent.log());
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn with_the_task_metadata_port_taken_no_task_role_capability_is_advertised() {
+    let Some(docker) = docker_support::docker_client_or_skip("agent ecs metadata port taken")
+    else {
+        return;
+    };
+    // Another program holds the port on 127.0.0.1: the listener that would serve the
+    // credentials cannot start, so ECS must not place tasks with roles here.
+    let taken = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind a port");
+    let port = taken.local_addr().expect("its address").port();
+    let fake = FakeEcs::start();
+    let cluster = unique_cluster();
+    let mut env = ecs_env(&fake, &cluster);
+    env.push(("DECKHAND_TASK_METADATA_PORT".into(), port.to_string()));
+    let agent = Agent::start(
+        docker,
+        AgentOptions {
+            introspection: false,
+            extra_env: env,
+        },
+    );
+    let registration = fake.wait_for_registrations(1, deadline()).remove(0);
+    let attributes: Vec<&str> = registration["attributes"]
+        .as_array()
+        .expect("attributes")
+        .iter()
+        .filter_map(|attribute| attribute["name"].as_str())
+        .collect();
+    for absent in [
+        "com.amazonaws.ecs.capability.task-iam-role",
+        "com.amazonaws.ecs.capability.task-iam-role-network-host",
+        "ecs.capability.execution-role-awslogs",
+    ] {
+        assert!(!attributes.contains(&absent), "{absent}: {attributes:?}");
+    }
+    // What needs no listener is still there.
+    assert!(
+        attributes.contains(&"ecs.capability.execution-role-ecr-pull"),
+        "{attributes:?}"
+    );
+    agent.wait_for_log("task IAM role capabilities are not advertised");
+    drop(taken);
+}

@@ -101,7 +101,8 @@ impl PreparedEcs {
                 agent_hash: String::new(),
                 docker_version: docker_version.clone().unwrap_or_default(),
                 privileged_disabled: config.privileged_disabled,
-                credentials_served: config.task_metadata,
+                // Made true by the agent once the task metadata listener is up.
+                credentials_served: false,
                 cpu_architecture: ecs_cpu_architecture(std::env::consts::ARCH).to_string(),
                 custom_attributes: self.custom_attributes,
                 tags: self.tags,

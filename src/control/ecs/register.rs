@@ -342,8 +342,8 @@ pub fn check_ecs_architecture(rust_arch: &str) -> Result<(), String> {
 ///   container's logs with its task's execution-role credentials
 ///   (`awslogs-credentials-endpoint`).
 ///
-///   These three only while the task metadata listener, which serves the credentials, is on
-///   (`DECKHAND_TASK_METADATA`). `DECKHAND_CREDENTIALS_ENDPOINT=false` keeps them: the endpoint
+///   These three only while the task metadata listener, which serves the credentials, is up
+///   (`DECKHAND_TASK_METADATA` on and its port free). `DECKHAND_CREDENTIALS_ENDPOINT=false` keeps them: the endpoint
 ///   is still served, and the redirect of `169.254.170.2` may be the operator's (as ecs-init
 ///   makes it for the ECS agent, which advertises them by its own settings alone).
 /// - `com.amazonaws.ecs.capability.ecr-auth` and `ecs.capability.execution-role-ecr-pull`: an
