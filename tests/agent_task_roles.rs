@@ -322,6 +322,24 @@ fn assumed_roles_are_served_refreshed_retried_restored_and_never_written_down() 
         role_entry(&agent, &task, "TaskExecution")["CredentialsId"],
         exec_id
     );
+
+    // Restarted with DECKHAND_TASK_ROLES=off: the execution role's id is kept, FAILED with why.
+    agent.kill9();
+    agent.set_env("DECKHAND_TASK_ROLES", "off");
+    agent.restart();
+    let execution = role_entry(&agent, &task, "TaskExecution");
+    assert_eq!(execution["Status"], "FAILED", "{execution}");
+    assert!(
+        execution["Failure"]
+            .as_str()
+            .is_some_and(|why| why.contains("DECKHAND_TASK_ROLES is off")),
+        "{execution}"
+    );
+    assert_eq!(
+        role_entry(&agent, &task, "TaskApplication")["Status"],
+        "REMOVED"
+    );
+    agent.wait_for_log("DECKHAND_TASK_ROLES is off (it was on when the task was accepted)");
 }
 
 /// The whole answer of `GET /v2/credentials/<id>` on the task metadata listener's loopback

@@ -432,14 +432,31 @@ pub(crate) fn expect_credentials(config: &EngineConfig, task: &Task) {
             RoleType::TaskApplication => &task.role_arns.task_role,
             RoleType::TaskExecution => &task.role_arns.execution_role,
         };
-        if let (true, Some(local_roles), Some(role_arn)) = (local, &config.local_roles, role_arn) {
-            local_roles.track(LocalRole {
+        match (local, &config.local_roles, role_arn) {
+            (true, Some(local_roles), Some(role_arn)) => local_roles.track(LocalRole {
                 task_arn: task.arn.clone(),
                 task_id: task.id.clone(),
                 role,
                 credentials_id: id.to_string(),
                 role_arn: role_arn.clone(),
-            });
+            }),
+            // Restored after DECKHAND_TASK_ROLES was turned off: the id stays (its containers
+            // know it) and answers 503; inspect and the log say why.
+            (true, None, Some(role_arn)) => {
+                log::warn!(
+                    "task {}: no credentials for its {} {role_arn}: DECKHAND_TASK_ROLES is off \
+                     (it was on when the task was accepted)",
+                    task.id,
+                    role.as_str()
+                );
+                config.role_credentials.record_failure(
+                    &task.arn,
+                    role,
+                    id,
+                    "DECKHAND_TASK_ROLES is off: no credentials are given for this role",
+                );
+            }
+            _ => {}
         }
     }
 }
@@ -541,10 +558,27 @@ mod tests {
         from_ecs.source = Some(format!("{ECS_SOURCE_PREFIX}{}", from_ecs.arn));
         expect_credentials(&config, &from_ecs);
         assert_eq!(recorder.0.lock().expect("not poisoned").len(), 4);
-        // Off: nothing tracked.
+        // Off (restored after DECKHAND_TASK_ROLES was turned off): nothing tracked, the ids
+        // kept pending with the reason.
         let off = EngineConfig::default();
-        expect_credentials(&off, &task_with_roles());
+        let restored = task_with_roles();
+        expect_credentials(&off, &restored);
         assert_eq!(recorder.0.lock().expect("not poisoned").len(), 4);
+        let restored_app = restored
+            .credentials_ids
+            .task_role
+            .clone()
+            .unwrap_or_default();
+        assert_eq!(
+            off.role_credentials.lookup(&restored_app),
+            CredentialsLookup::Pending
+        );
+        let states = off.role_credentials.states(&restored.arn);
+        assert_eq!(states.len(), 2);
+        assert!(states.iter().all(|state| state
+            .failure
+            .as_deref()
+            .is_some_and(|why| why.contains("DECKHAND_TASK_ROLES is off"))));
         // Restored STOPPED: its task role is served no more; its execution role until removal.
         let mut stopped = task_with_roles();
         stopped.arn = format!("{}-stopped", stopped.arn);

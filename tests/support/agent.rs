@@ -239,6 +239,11 @@ impl Agent {
         self.wait_for_log(" ready: ");
     }
 
+    /// Sets `key` for the next [`Agent::restart`] (the last value given wins).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_string(), value.to_string()));
+    }
+
     /// Like [`Agent::restart`] without waiting for readiness.
     pub fn restart_without_waiting(&mut self) {
         assert!(self.child.is_none(), "the agent is still running");
