@@ -19,7 +19,9 @@ mod docker_support;
 #[path = "support/fake_ecs.rs"]
 mod fake_ecs;
 
-use agent_support::{free_port, redirect_rules, Agent, AgentOptions, RedirectTurn};
+use agent_support::{
+    contains, files_under, free_port, redirect_rules, Agent, AgentOptions, RedirectTurn,
+};
 use deckhand::runtime::ContainerRuntime;
 use docker_support::{TempDir, TEST_IMAGE};
 use fake_ecs::{
@@ -169,27 +171,6 @@ fn docker_inspect(id: &str, format: &str) -> String {
         .output()
         .expect("docker inspect");
     String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
-
-/// Every file under `directory`, read whole.
-fn files_under(directory: &Path, found: &mut Vec<(String, Vec<u8>)>) {
-    let Ok(entries) = std::fs::read_dir(directory) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files_under(&path, found);
-        } else if let Ok(bytes) = std::fs::read(&path) {
-            found.push((path.display().to_string(), bytes));
-        }
-    }
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle.as_bytes())
 }
 
 #[test]

@@ -24,7 +24,7 @@ mod fake_aws;
 #[path = "support/fake_ecs.rs"]
 mod fake_ecs;
 
-use agent_support::{Agent, AgentOptions};
+use agent_support::{contains, files_under, Agent, AgentOptions};
 use docker_support::{
     ensure_busybox_image, push_to_registry, remove_image_tag, write_htpasswd, LocalRegistry,
     TempDir, TEST_IMAGE,
@@ -32,7 +32,6 @@ use docker_support::{
 use fake_aws::{FakeAws, Fault, SecretVersion};
 use fake_ecs::{acs_container, acs_task, random_hex32, task_arn, Credentials, FakeEcs};
 use serde_json::{json, Value};
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -142,26 +141,6 @@ fn stopped_reason(fake: &FakeEcs, arn: &str) -> String {
     fake.wait_for_task_state(arn, "STOPPED", deadline())
         .reason
         .unwrap_or_default()
-}
-
-fn files_under(directory: &Path, found: &mut Vec<(String, Vec<u8>)>) {
-    let Ok(entries) = std::fs::read_dir(directory) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files_under(&path, found);
-        } else if let Ok(bytes) = std::fs::read(&path) {
-            found.push((path.display().to_string(), bytes));
-        }
-    }
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle.as_bytes())
 }
 
 /// None of `handed_out` is in the data directory, the agent's log, `deckhand inspect` of the

@@ -19,12 +19,11 @@ mod fake_aws;
 #[path = "support/fake_ecs.rs"]
 mod fake_ecs;
 
-use agent_support::{free_port, Agent, AgentOptions};
+use agent_support::{contains, files_under, free_port, Agent, AgentOptions};
 use docker_support::TEST_IMAGE;
 use fake_aws::{assumed_credentials, FakeAws};
 use fake_ecs::Credentials;
 use serde_json::{json, Value};
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -127,26 +126,6 @@ fn wait_until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
         assert!(Instant::now() < deadline, "never: {what}");
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-fn files_under(directory: &Path, found: &mut Vec<(String, Vec<u8>)>) {
-    let Ok(entries) = std::fs::read_dir(directory) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files_under(&path, found);
-        } else if let Ok(bytes) = std::fs::read(&path) {
-            found.push((path.display().to_string(), bytes));
-        }
-    }
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle.as_bytes())
 }
 
 /// Everything the agent wrote or shows of `task`: the data directory, its logs, the API's views

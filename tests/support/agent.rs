@@ -88,6 +88,29 @@ pub fn redirect_rules() -> Vec<String> {
         .collect()
 }
 
+/// Every file under `directory`, read whole, with its path: where a test looks for what must
+/// never be written down.
+pub fn files_under(directory: &Path, found: &mut Vec<(String, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, found);
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            found.push((path.display().to_string(), bytes));
+        }
+    }
+}
+
+/// Whether `needle` is anywhere in `haystack`.
+pub fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle.as_bytes())
+}
+
 /// A one-container task: busybox httpd answering `hello from <family>` on `host_port`.
 pub fn web_definition(family: &str, host_port: u16, marker: &str) -> String {
     format!(

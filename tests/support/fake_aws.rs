@@ -13,10 +13,12 @@
 //! answered ([`FakeAws::calls`]). Shapes follow the services' models.
 #![allow(dead_code)]
 
-use crate::fake_ecs::{http_date, parse_query, verify_for_service, Credentials};
+use crate::fake_ecs::{
+    http_date, parse_query, read_request, verify_for_service, Credentials, HttpRequest as Request,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -26,8 +28,6 @@ pub const ACCOUNT: &str = "123456789012";
 pub const SSM_TARGET: &str = "AmazonSSM.GetParameters";
 pub const SECRETS_TARGET: &str = "secretsmanager.GetSecretValue";
 pub const ECR_TARGET: &str = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken";
-const MAX_HEAD: usize = 64 * 1024;
-const MAX_BODY: usize = 1024 * 1024;
 
 /// What a scripted failure does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,74 +265,11 @@ impl Drop for FakeAws {
 
 // ---------------------------------------------------------------- HTTP
 
-struct Request {
-    method: String,
-    path: String,
-    raw_query: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(known, _)| known.eq_ignore_ascii_case(name))
         .map(|(_, value)| value.as_str())
-}
-
-fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Request> {
-    let mut chunk = [0u8; 8192];
-    loop {
-        let mut storage = [httparse::EMPTY_HEADER; 64];
-        let mut request = httparse::Request::new(&mut storage);
-        match request.parse(buffer) {
-            Ok(httparse::Status::Complete(head_len)) => {
-                let method = request.method?.to_string();
-                let target = request.path?.to_string();
-                let headers: Vec<(String, String)> = request
-                    .headers
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_ascii_lowercase(),
-                            String::from_utf8_lossy(h.value).into_owned(),
-                        )
-                    })
-                    .collect();
-                let length: usize = header(&headers, "content-length")
-                    .and_then(|value| value.trim().parse().ok())
-                    .unwrap_or(0);
-                if length > MAX_BODY {
-                    return None;
-                }
-                while buffer.len() < head_len + length {
-                    let read = stream.read(&mut chunk).ok()?;
-                    if read == 0 {
-                        return None;
-                    }
-                    buffer.extend_from_slice(&chunk[..read]);
-                }
-                let body = buffer[head_len..head_len + length].to_vec();
-                buffer.drain(..head_len + length);
-                let (path, raw_query) = target.split_once('?').unwrap_or((&target, ""));
-                return Some(Request {
-                    method,
-                    path: path.to_string(),
-                    raw_query: raw_query.to_string(),
-                    headers,
-                    body,
-                });
-            }
-            Ok(httparse::Status::Partial) if buffer.len() < MAX_HEAD => {
-                let read = stream.read(&mut chunk).ok()?;
-                if read == 0 {
-                    return None;
-                }
-                buffer.extend_from_slice(&chunk[..read]);
-            }
-            _ => return None,
-        }
-    }
 }
 
 /// An answer: status, content type, body.

@@ -1053,18 +1053,20 @@ impl Drop for FakeEcs {
 
 // ---------------------------------------------------------------- connections
 
-struct HttpRequest {
-    method: String,
-    path: String,
-    raw_query: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+/// One request as the fakes read it (this one's, and those of `fake_aws.rs` and `fake_logs.rs`):
+/// lower-case header names.
+pub struct HttpRequest {
+    pub method: String,
+    pub path: String,
+    pub raw_query: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
     /// The bytes of the head as received (replayed to tungstenite for an upgrade).
-    head: Vec<u8>,
+    pub head: Vec<u8>,
 }
 
 /// Reads one request; `buffer` keeps bytes read past it. `None` on close or a bad request.
-fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<HttpRequest> {
+pub fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<HttpRequest> {
     let mut chunk = [0u8; 8192];
     loop {
         let mut header_storage = [httparse::EMPTY_HEADER; 64];

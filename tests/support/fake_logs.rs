@@ -8,17 +8,15 @@
 //! whether the signature held, and its JSON body.
 #![allow(dead_code)]
 
-use crate::fake_ecs::{verify_for_service, Credentials};
+use crate::fake_ecs::{read_request, verify_for_service, Credentials, HttpRequest};
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const TARGET_PREFIX: &str = "Logs_20140328.";
-const MAX_HEAD: usize = 64 * 1024;
-const MAX_BODY: usize = 1024 * 1024;
 
 /// One request the fake answered.
 #[derive(Debug, Clone)]
@@ -108,58 +106,6 @@ impl Drop for FakeLogs {
     }
 }
 
-/// (method, path, raw query, lower-case headers, body) of one request on `stream`.
-type Request = (String, String, String, Vec<(String, String)>, Vec<u8>);
-
-fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Request> {
-    let mut chunk = [0u8; 8192];
-    loop {
-        let mut storage = [httparse::EMPTY_HEADER; 64];
-        let mut request = httparse::Request::new(&mut storage);
-        match request.parse(buffer) {
-            Ok(httparse::Status::Complete(head_len)) => {
-                let method = request.method?.to_string();
-                let target = request.path?.to_string();
-                let headers: Vec<(String, String)> = request
-                    .headers
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_ascii_lowercase(),
-                            String::from_utf8_lossy(h.value).into_owned(),
-                        )
-                    })
-                    .collect();
-                let length: usize = header(&headers, "content-length")
-                    .and_then(|value| value.trim().parse().ok())
-                    .unwrap_or(0);
-                if length > MAX_BODY {
-                    return None;
-                }
-                while buffer.len() < head_len + length {
-                    let read = stream.read(&mut chunk).ok()?;
-                    if read == 0 {
-                        return None;
-                    }
-                    buffer.extend_from_slice(&chunk[..read]);
-                }
-                let body = buffer[head_len..head_len + length].to_vec();
-                buffer.drain(..head_len + length);
-                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-                return Some((method, path.to_string(), query.to_string(), headers, body));
-            }
-            Ok(httparse::Status::Partial) if buffer.len() < MAX_HEAD => {
-                let read = stream.read(&mut chunk).ok()?;
-                if read == 0 {
-                    return None;
-                }
-                buffer.extend_from_slice(&chunk[..read]);
-            }
-            _ => return None,
-        }
-    }
-}
-
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
@@ -169,7 +115,15 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
 
 fn serve(state: &Mutex<State>, mut stream: TcpStream) {
     let mut buffer = Vec::new();
-    while let Some((method, path, query, headers, body)) = read_request(&mut stream, &mut buffer) {
+    while let Some(HttpRequest {
+        method,
+        path,
+        raw_query: query,
+        headers,
+        body,
+        ..
+    }) = read_request(&mut stream, &mut buffer)
+    {
         let operation = header(&headers, "x-amz-target")
             .and_then(|target| target.strip_prefix(TARGET_PREFIX))
             .unwrap_or("?")
