@@ -32,28 +32,21 @@ fn deadline() -> Instant {
 }
 
 fn ecs_env(fake: &FakeEcs, cluster: &str) -> Vec<(String, String)> {
-    let credentials = Credentials::test();
-    vec![
-        ("ECS_EXTERNAL".into(), "true".into()),
-        ("AWS_REGION".into(), fake.region().into()),
-        ("ECS_BACKEND_HOST".into(), fake.endpoint()),
-        ("ECS_CLUSTER".into(), cluster.into()),
-        ("AWS_ACCESS_KEY_ID".into(), credentials.access_key),
-        ("AWS_SECRET_ACCESS_KEY".into(), credentials.secret_key),
-        (
-            "AWS_SESSION_TOKEN".into(),
-            credentials.session_token.unwrap_or_default(),
-        ),
-        (
-            "ECS_INSTANCE_ATTRIBUTES".into(),
-            r#"{"stack":"edge-7"}"#.into(),
-        ),
-        (
-            "ECS_CONTAINER_INSTANCE_TAGS".into(),
-            r#"{"site":"depot 7"}"#.into(),
-        ),
-        ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
+    [
+        fake.agent_env(cluster),
+        vec![
+            (
+                "ECS_INSTANCE_ATTRIBUTES".into(),
+                r#"{"stack":"edge-7"}"#.into(),
+            ),
+            (
+                "ECS_CONTAINER_INSTANCE_TAGS".into(),
+                r#"{"site":"depot 7"}"#.into(),
+            ),
+            ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
+        ],
     ]
+    .concat()
 }
 
 /// A fake ECS, a cluster name of its own, and an agent joined to it.

@@ -85,28 +85,21 @@ fn the_awslogs_driver_ships_with_the_execution_role_from_the_credentials_endpoin
     ];
     let logs = FakeLogs::start(REGION, vec![role.clone()]);
     let fake = FakeEcs::start();
-    let host = Credentials::test();
     let cluster = format!("ecs-{}", &random_hex32()[..12]);
     let port = free_port();
     let mut agent = Agent::start(
         docker,
         AgentOptions {
             introspection: false,
-            extra_env: vec![
-                ("ECS_EXTERNAL".into(), "true".into()),
-                ("AWS_REGION".into(), fake.region().into()),
-                ("ECS_BACKEND_HOST".into(), fake.endpoint()),
-                ("ECS_CLUSTER".into(), cluster.clone()),
-                ("AWS_ACCESS_KEY_ID".into(), host.access_key),
-                ("AWS_SECRET_ACCESS_KEY".into(), host.secret_key),
-                (
-                    "AWS_SESSION_TOKEN".into(),
-                    host.session_token.unwrap_or_default(),
-                ),
-                ("DECKHAND_TASK_METADATA_PORT".into(), port.to_string()),
-                ("DECKHAND_CREDENTIALS_ENDPOINT".into(), "true".into()),
-                ("ECS_LOGLEVEL".into(), "debug".into()),
-            ],
+            extra_env: [
+                fake.agent_env(&cluster),
+                vec![
+                    ("DECKHAND_TASK_METADATA_PORT".into(), port.to_string()),
+                    ("DECKHAND_CREDENTIALS_ENDPOINT".into(), "true".into()),
+                    ("ECS_LOGLEVEL".into(), "debug".into()),
+                ],
+            ]
+            .concat(),
         },
     );
     agent.cluster = cluster.clone();

@@ -24,9 +24,7 @@ use agent_support::{
 };
 use deckhand::runtime::ContainerRuntime;
 use docker_support::{TempDir, TEST_IMAGE};
-use fake_ecs::{
-    acs_container, acs_task, random_hex32, task_arn, AgentMessage, Credentials, FakeEcs,
-};
+use fake_ecs::{acs_container, acs_task, random_hex32, task_arn, AgentMessage, FakeEcs};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -52,25 +50,18 @@ fn start_ecs_agent(
     redirect: bool,
 ) -> (FakeEcs, Agent) {
     let fake = FakeEcs::start();
-    let host = Credentials::test();
     let cluster = format!("ecs-{}", &random_hex32()[..12]);
-    let extra_env: Vec<(String, String)> = vec![
-        ("ECS_EXTERNAL".into(), "true".into()),
-        ("AWS_REGION".into(), fake.region().into()),
-        ("ECS_BACKEND_HOST".into(), fake.endpoint()),
-        ("ECS_CLUSTER".into(), cluster.clone()),
-        ("AWS_ACCESS_KEY_ID".into(), host.access_key),
-        ("AWS_SECRET_ACCESS_KEY".into(), host.secret_key),
-        (
-            "AWS_SESSION_TOKEN".into(),
-            host.session_token.unwrap_or_default(),
-        ),
-        ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
-        ("DECKHAND_TASK_METADATA_PORT".into(), port.to_string()),
-        // Every line the agent can write, so the leak check reads them all.
-        ("ECS_LOGLEVEL".into(), "debug".into()),
-        ("DECKHAND_CREDENTIALS_ENDPOINT".into(), redirect.to_string()),
-    ];
+    let extra_env: Vec<(String, String)> = [
+        fake.agent_env(&cluster),
+        vec![
+            ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
+            ("DECKHAND_TASK_METADATA_PORT".into(), port.to_string()),
+            // Every line the agent can write, so the leak check reads them all.
+            ("ECS_LOGLEVEL".into(), "debug".into()),
+            ("DECKHAND_CREDENTIALS_ENDPOINT".into(), redirect.to_string()),
+        ],
+    ]
+    .concat();
     let mut agent = Agent::start(
         docker,
         AgentOptions {

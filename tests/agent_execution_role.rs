@@ -47,24 +47,17 @@ fn agents(test: &str) -> Option<(FakeEcs, FakeAws, Agent)> {
     let docker = docker_support::docker_client_or_skip(test)?;
     let fake = FakeEcs::start();
     let aws = FakeAws::start();
-    let host = Credentials::test();
     let cluster = format!("ecs-{}", &random_hex32()[..12]);
-    let extra_env: Vec<(String, String)> = vec![
-        ("ECS_EXTERNAL".into(), "true".into()),
-        ("AWS_REGION".into(), fake.region().into()),
-        ("ECS_BACKEND_HOST".into(), fake.endpoint()),
-        ("AWS_ENDPOINT_URL".into(), aws.endpoint()),
-        ("ECS_CLUSTER".into(), cluster.clone()),
-        ("AWS_ACCESS_KEY_ID".into(), host.access_key),
-        ("AWS_SECRET_ACCESS_KEY".into(), host.secret_key),
-        (
-            "AWS_SESSION_TOKEN".into(),
-            host.session_token.unwrap_or_default(),
-        ),
-        ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1h".into()),
-        // Every line the agent can write, so the leak check reads them all.
-        ("ECS_LOGLEVEL".into(), "debug".into()),
-    ];
+    let extra_env: Vec<(String, String)> = [
+        fake.agent_env(&cluster),
+        vec![
+            ("AWS_ENDPOINT_URL".into(), aws.endpoint()),
+            ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1h".into()),
+            // Every line the agent can write, so the leak check reads them all.
+            ("ECS_LOGLEVEL".into(), "debug".into()),
+        ],
+    ]
+    .concat();
     let mut agent = Agent::start(
         docker,
         AgentOptions {

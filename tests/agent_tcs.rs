@@ -26,22 +26,15 @@ fn deadline(seconds: u64) -> Instant {
 }
 
 fn ecs_env(fake: &FakeEcs, cluster: &str) -> Vec<(String, String)> {
-    let credentials = Credentials::test();
-    vec![
-        ("ECS_EXTERNAL".into(), "true".into()),
-        ("AWS_REGION".into(), fake.region().into()),
-        ("ECS_BACKEND_HOST".into(), fake.endpoint()),
-        ("ECS_CLUSTER".into(), cluster.into()),
-        ("AWS_ACCESS_KEY_ID".into(), credentials.access_key),
-        ("AWS_SECRET_ACCESS_KEY".into(), credentials.secret_key),
-        (
-            "AWS_SESSION_TOKEN".into(),
-            credentials.session_token.unwrap_or_default(),
-        ),
-        ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
-        // As agent_ecs's RSS measurement runs it, so the two figures compare.
-        ("DECKHAND_TASK_METADATA".into(), "false".into()),
+    [
+        fake.agent_env(cluster),
+        vec![
+            ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION".into(), "1s".into()),
+            // As agent_ecs's RSS measurement runs it, so the two figures compare.
+            ("DECKHAND_TASK_METADATA".into(), "false".into()),
+        ],
     ]
+    .concat()
 }
 
 fn docker_inspect(arn: &str) -> Value {

@@ -694,6 +694,24 @@ impl FakeEcs {
         self.shared.port
     }
 
+    /// The environment that joins an agent to this fake as an external instance of `cluster`:
+    /// `ECS_EXTERNAL`, the region and endpoint, the cluster and the host's test credentials.
+    pub fn agent_env(&self, cluster: &str) -> Vec<(String, String)> {
+        let host = Credentials::test();
+        vec![
+            ("ECS_EXTERNAL".into(), "true".into()),
+            ("AWS_REGION".into(), self.region().into()),
+            ("ECS_BACKEND_HOST".into(), self.endpoint()),
+            ("ECS_CLUSTER".into(), cluster.into()),
+            ("AWS_ACCESS_KEY_ID".into(), host.access_key),
+            ("AWS_SECRET_ACCESS_KEY".into(), host.secret_key),
+            (
+                "AWS_SESSION_TOKEN".into(),
+                host.session_token.unwrap_or_default(),
+            ),
+        ]
+    }
+
     pub fn region(&self) -> &str {
         &self.shared.region
     }
