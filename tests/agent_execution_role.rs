@@ -324,6 +324,29 @@ impl Drop for EcrHostMapping {
     }
 }
 
+/// Waits until Docker's daemon resolves [`ECR_HOST`] through the mapping: it may keep reading
+/// an `/etc/hosts` it read a moment before the mapping was written (Go's resolver caches the
+/// file for 5 s). A pull without a login is refused by the registry once the name resolves.
+fn wait_until_docker_resolves_the_ecr_host(port: &str) {
+    let probe = format!("{ECR_HOST}:{port}/team/resolve-probe:none");
+    let until = deadline();
+    loop {
+        let output = Command::new("docker")
+            .args(["pull", &probe])
+            .output()
+            .expect("run docker pull");
+        let said = String::from_utf8_lossy(&output.stderr).into_owned();
+        if !said.contains("no such host") {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "Docker never resolved {ECR_HOST}: {said}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn an_ecr_image_is_pulled_with_the_execution_roles_login_kept_until_it_expires() {
     let Some((fake, aws, agent)) = agents("agent execution role ECR") else {
@@ -346,6 +369,7 @@ fn an_ecr_image_is_pulled_with_the_execution_roles_login_kept_until_it_expires()
     let registry = LocalRegistry::start(&storage.path, Some(&htpasswd));
     let port = registry.address.rsplit(':').next().unwrap_or_default();
     let ecr_image = format!("{ECR_HOST}:{port}/{repository}");
+    wait_until_docker_resolves_the_ecr_host(port);
 
     let mut handed_out = vec![password.clone()];
     let credentials = execution_credentials(&aws, &mut handed_out);
